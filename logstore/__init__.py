@@ -1,0 +1,19 @@
+"""logstore: an embeddable, on-disk log storage engine byte-compatible with Kafka's log layer."""
+
+from logstore.errors import (
+    CorruptIndexError,
+    CorruptRecordError,
+    InvalidConfigError,
+    InvalidRecordError,
+    LogstoreError,
+    OffsetOutOfRangeError,
+)
+
+__all__ = [
+    "CorruptIndexError",
+    "CorruptRecordError",
+    "InvalidConfigError",
+    "InvalidRecordError",
+    "LogstoreError",
+    "OffsetOutOfRangeError",
+]

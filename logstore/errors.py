@@ -1,0 +1,53 @@
+"""The logstore exception hierarchy: one root, raised where a problem is detected."""
+
+from __future__ import annotations
+
+
+class LogstoreError(Exception):
+    """Root of every error logstore raises on purpose."""
+
+
+class CorruptRecordError(LogstoreError):
+    """Bytes that do not decode as a valid record batch; names where they are."""
+
+    def __init__(self, message: str, *, position: int | None = None, path: str | None = None):
+        self.position = position
+        self.path = path
+        where = []
+        if path is not None:
+            where.append(str(path))
+        if position is not None:
+            where.append(f"position {position}")
+        super().__init__(f"{message} ({', '.join(where)})" if where else message)
+
+
+class InvalidRecordError(LogstoreError):
+    """Bad arguments to a record or batch builder, or a batch the log refuses to take."""
+
+
+class CorruptIndexError(LogstoreError):
+    """An offset or time index whose entries contradict its segment or its own order."""
+
+
+class InvalidConfigError(LogstoreError):
+    """A config key that is unknown, of the wrong type or out of range."""
+
+
+class OffsetOutOfRangeError(LogstoreError):
+    """An offset outside the log's valid range [log start offset, log end offset]."""
+
+
+class LogLockedError(LogstoreError):
+    """The log directory is already owned by another Log (in this or another process)."""
+
+
+class InvalidTopicError(LogstoreError):
+    """A topic name Kafka would refuse, or a partition that is not a non-negative int."""
+
+
+class LogClosedError(LogstoreError):
+    """An operation on a log or segment that has been closed or deleted."""
+
+
+class ReadOnlyLogError(LogstoreError):
+    """A write attempted on a log opened with read_only=True."""

@@ -1,0 +1,1 @@
+"""The logstore test suite."""
