@@ -1,0 +1,94 @@
+"""Run every benchmark suite in one pytest-benchmark session and print throughput and ratios.
+
+Each benchmark tags itself with ``extra_info`` (``items``, ``unit``, ``role``) and a
+``group``; within a group every ``ours`` row is divided by each ``peer``/``baseline`` row,
+so the printed ratios come from one run on one machine.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+BENCH_DIR = Path(__file__).resolve().parent
+UNIT_SCALE = {"records": (1e6, "M rec/s"), "bytes": (2**20, "MiB/s")}
+
+
+def run_benchmarks(pytest_args: list[str]) -> dict:
+    """Run pytest-benchmark over benchmarks/ and return its JSON report."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "bench.json"
+        cmd = [
+            sys.executable, "-m", "pytest", str(BENCH_DIR), "-p", "no:cacheprovider",
+            "-o", "python_files=bench_*.py", "--benchmark-only",
+            f"--benchmark-json={out}", "--benchmark-columns=mean,stddev,rounds",
+            "--benchmark-sort=name", "-q", *pytest_args,
+        ]
+        completed = subprocess.run(cmd, check=False)
+        if not out.exists():
+            raise SystemExit(completed.returncode or 1)
+        return json.loads(out.read_text())
+
+
+def throughput(bench: dict) -> tuple[float, str] | None:
+    """Items per second for one benchmark row, scaled for printing; None when untagged."""
+    info = bench.get("extra_info", {})
+    items, unit = info.get("items"), info.get("unit")
+    if not items or unit not in UNIT_SCALE:
+        return None
+    scale, label = UNIT_SCALE[unit]
+    return items / bench["stats"]["mean"] / scale, label
+
+
+def format_table(report: dict) -> str:
+    """Markdown table: group, benchmark, role, throughput, and ratio to each peer/baseline."""
+    groups: dict[str, list[dict]] = defaultdict(list)
+    for bench in report["benchmarks"]:
+        groups[bench.get("group") or bench["name"]].append(bench)
+    lines = [
+        "| group | benchmark | role | mean | throughput | ratio vs peers/baselines |",
+        "|---|---|---|---|---|---|",
+    ]
+    for group in sorted(groups):
+        rows = groups[group]
+        others = [b for b in rows if b.get("extra_info", {}).get("role") in ("peer", "baseline")]
+        for bench in rows:
+            role = bench.get("extra_info", {}).get("role", "ours")
+            tp = throughput(bench)
+            tp_text = f"{tp[0]:.2f} {tp[1]}" if tp else "-"
+            ratios = []
+            if role == "ours":
+                for other in others:
+                    ratios.append(
+                        f"{bench_short(other)}: {other['stats']['mean'] / bench['stats']['mean']:.2f}x"
+                    )
+            mean_ms = bench["stats"]["mean"] * 1e3
+            lines.append(
+                f"| {group} | {bench_short(bench)} | {role} | {mean_ms:.3f} ms | {tp_text} | "
+                f"{', '.join(ratios) or '-'} |"
+            )
+    return "\n".join(lines)
+
+
+def bench_short(bench: dict) -> str:
+    """The benchmark's name without the ``test_`` prefix."""
+    return bench["name"].removeprefix("test_")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``make bench``: extra arguments go to pytest (e.g. ``-k records``)."""
+    report = run_benchmarks(list(sys.argv[1:] if argv is None else argv))
+    machine = report.get("machine_info", {})
+    print()
+    print(f"# logstore benchmarks — {machine.get('cpu', {}).get('brand_raw', '?')}, "
+          f"{machine.get('python_implementation', '')} {machine.get('python_version', '')}")
+    print(format_table(report))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
