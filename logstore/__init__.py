@@ -1,5 +1,6 @@
 """logstore: an embeddable, on-disk log storage engine byte-compatible with Kafka's log layer."""
 
+from logstore.config import LogConfig
 from logstore.errors import (
     CorruptIndexError,
     CorruptRecordError,
@@ -14,6 +15,7 @@ __all__ = [
     "CorruptRecordError",
     "InvalidConfigError",
     "InvalidRecordError",
+    "LogConfig",
     "LogstoreError",
     "OffsetOutOfRangeError",
 ]

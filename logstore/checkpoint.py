@@ -1,0 +1,123 @@
+"""Atomic text checkpoint files in Kafka's format (FORMAT.md "Checkpoint files").
+
+    <version>
+    <entry count>
+    <entry>            one per line, fields separated by a single space
+
+Writes are crash-ordered: write a `.tmp` sibling, flush, fsync, rename over the target, fsync
+the directory. Readers check the version, the count and every field, and name the file and line.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from logstore.errors import CorruptCheckpointError
+
+CHECKPOINT_VERSION = 0
+TMP_SUFFIX = ".tmp"
+
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
+
+
+def fsync_dir(directory: str | os.PathLike[str]) -> None:
+    """fsync a directory so renames and creations inside it survive a crash."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: str | os.PathLike[str], data: bytes) -> None:
+    """Replace `path` with `data` so a crash leaves either the old or the new file, never a mix."""
+    target = Path(path)
+    tmp = target.with_name(target.name + TMP_SUFFIX)
+    with open(tmp, "wb") as f:
+        f.write(data)  # write
+        f.flush()  # flush Python's buffer to the OS
+        os.fsync(f.fileno())  # fsync the bytes
+    os.replace(tmp, target)  # rename over the target (atomic on POSIX)
+    fsync_dir(target.parent)  # fsync the directory entry
+
+
+def write_checkpoint(
+    path: str | os.PathLike[str], entries: Iterable[Sequence[Any]], version: int = CHECKPOINT_VERSION
+) -> None:
+    """Atomically write a checkpoint file whose entries are tuples of fields."""
+    lines = [" ".join(str(field) for field in entry) for entry in entries]
+    text = f"{version}\n{len(lines)}\n" + "".join(line + "\n" for line in lines)
+    atomic_write(path, text.encode("utf-8"))
+
+
+def read_checkpoint(
+    path: str | os.PathLike[str],
+    fields: Sequence[Callable[[str], Any]],
+    version: int = CHECKPOINT_VERSION,
+) -> list[tuple[Any, ...]]:
+    """Read a checkpoint file, converting each entry's fields with `fields` (e.g. `(str, int, int)`).
+
+    A missing file reads as no entries; a malformed one raises CorruptCheckpointError naming the line.
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return []
+    except UnicodeDecodeError as exc:
+        raise CorruptCheckpointError(f"{p}: not UTF-8 text ({exc})") from None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if len(lines) < 2:
+        raise CorruptCheckpointError(f"{p}: truncated checkpoint (expected a version and a count line)")
+    found_version = _int_field(p, 1, lines[0], "version")
+    if found_version != version:
+        raise CorruptCheckpointError(f"{p} line 1: unsupported version {found_version} (expected {version})")
+    count = _int_field(p, 2, lines[1], "entry count")
+    body = lines[2:]
+    if count != len(body):
+        raise CorruptCheckpointError(f"{p} line 2: expected {count} entries but found {len(body)}")
+    entries = []
+    for number, line in enumerate(body, start=3):
+        parts = line.split(" ")
+        if len(parts) != len(fields):
+            raise CorruptCheckpointError(
+                f"{p} line {number}: expected {len(fields)} fields, got {line!r}"
+            )
+        try:
+            entries.append(tuple(conv(part) for conv, part in zip(fields, parts, strict=True)))
+        except ValueError:
+            raise CorruptCheckpointError(f"{p} line {number}: malformed entry {line!r}") from None
+    return entries
+
+
+def _int_field(path: Path, number: int, line: str, what: str) -> int:
+    try:
+        return int(line.strip())
+    except ValueError:
+        raise CorruptCheckpointError(f"{path} line {number}: malformed {what} {line!r}") from None
+
+
+def _topic(text: str) -> str:
+    if not text:
+        raise ValueError("empty topic")
+    return text
+
+
+def read_offsets_checkpoint(path: str | os.PathLike[str]) -> dict[tuple[str, int], int]:
+    """Read a per-data-directory `topic partition offset` checkpoint as {(topic, partition): offset}."""
+    return {(t, p): o for t, p, o in read_checkpoint(path, (_topic, int, int))}
+
+
+def write_offsets_checkpoint(
+    path: str | os.PathLike[str], offsets: Mapping[tuple[str, int], int]
+) -> None:
+    """Atomically write {(topic, partition): offset} as a `topic partition offset` checkpoint."""
+    write_checkpoint(path, [(t, p, o) for (t, p), o in sorted(offsets.items())])
