@@ -75,3 +75,35 @@ class IndexOffsetOverflowError(LogstoreError):
 
 class IndexFullError(LogstoreError):
     """An append to an index with no free slot left: the segment should have rolled first."""
+
+
+class InvalidSegmentTableError(LogstoreError):
+    """Segment metadata handed to a policy that is not ordered by ascending base offset."""
+
+
+class CorruptSnapshotError(LogstoreError):
+    """A producer-state `.snapshot` file with a bad version, size or CRC; names the file."""
+
+    def __init__(self, message: str, *, path: object = None):
+        self.path = path
+        super().__init__(f"{message} ({path})" if path is not None else message)
+
+
+class OutOfOrderSequenceError(LogstoreError):
+    """An idempotent batch whose sequence does not follow the producer's last sequence."""
+
+
+class InvalidProducerEpochError(LogstoreError):
+    """A batch from an older (fenced) producer epoch than the last one seen."""
+
+
+class UnknownProducerIdError(LogstoreError):
+    """A producer with no state on this partition sent a non-zero first sequence."""
+
+
+class InvalidTxnStateError(LogstoreError):
+    """A non-transactional batch from a producer whose transaction is still open."""
+
+
+class TransactionCoordinatorFencedError(LogstoreError):
+    """A transaction marker from an older coordinator epoch than the last one seen."""
