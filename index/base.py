@@ -1,0 +1,317 @@
+"""What the offset and time indexes share: a lazily mapped file of fixed-size big-endian entries.
+
+Layouts are in /work/shared/FORMAT.md ("Segment files"). Rules follow Kafka's AbstractIndex:
+- a new writable index file is preallocated to `max_index_size` rounded down to the entry size;
+- an existing file, opened writable, holds `file size // entry size` entries, whatever the
+  bytes are (an active index that was never trimmed reads as full; its zero-filled slots fail
+  `sanity_check()` and the segment is recovered);
+- opened read-only, it holds the strictly ascending prefix of its entries, which drops the
+  zero-filled slots of an untrimmed active index without writing a byte (like Kafka's
+  DumpLogSegments);
+- nothing is opened or mapped until first use, so opening thousands of segments is cheap.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+
+from index._kernels import largest_lower_bound
+from logstore.errors import (
+    CorruptIndexError,
+    IndexOffsetOverflowError,
+    LogClosedError,
+    ReadOnlyLogError,
+)
+
+INT32_MAX = 2**31 - 1
+
+
+def round_down(number: int, factor: int) -> int:
+    """The largest multiple of `factor` that is <= `number` (Kafka's roundDownToExactMultiple)."""
+    return factor * (number // factor)
+
+
+class AbstractIndex:
+    """A sparse index of one segment: ascending fixed-size entries in a memory-mapped file.
+
+    Subclasses declare the entry layout (`ENTRY_DTYPE`, whose first field is the search key)
+    and the meaning of entries; this class owns the file, the mapping and the binary search.
+    Not thread-safe: the owning log serialises writers.
+    """
+
+    ENTRY_DTYPE: ClassVar[np.dtype]
+    ENTRY_SIZE: ClassVar[int]
+    KIND: ClassVar[str]
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        base_offset: int,
+        max_index_size: int = -1,
+        *,
+        writable: bool = True,
+    ) -> None:
+        """Describe the index at `path`; the file is opened (and created if missing) on first use."""
+        self._path = Path(path)
+        self._base_offset = base_offset
+        self._max_index_size = max_index_size
+        self._writable = writable
+        self._loaded = False
+        self._closed = False
+        self._mmap: mmap.mmap | None = None
+        self._bytes = np.empty(0, dtype=np.uint8)
+        self._view = np.empty(0, dtype=self.ENTRY_DTYPE)
+        self._length = 0
+        self._entries = 0
+        self._max_entries = 0
+
+    # ----------------------------------------------------------------- properties (no I/O)
+
+    @property
+    def path(self) -> Path:
+        """The index file."""
+        return self._path
+
+    @property
+    def base_offset(self) -> int:
+        """Base offset of the segment this index belongs to."""
+        return self._base_offset
+
+    @property
+    def max_index_size(self) -> int:
+        """Size in bytes the file is preallocated to while its segment is active."""
+        return self._max_index_size
+
+    @property
+    def writable(self) -> bool:
+        """False when opened read-only: the file is then never changed."""
+        return self._writable
+
+    @property
+    def is_loaded(self) -> bool:
+        """True once the file has been opened and mapped."""
+        return self._loaded
+
+    # ----------------------------------------------------------------- sizes (load on use)
+
+    @property
+    def entry_count(self) -> int:
+        """Number of valid entries."""
+        self._ensure_loaded()
+        return self._entries
+
+    def __len__(self) -> int:
+        return self.entry_count
+
+    @property
+    def max_entries(self) -> int:
+        """Number of entry slots the file currently has room for."""
+        self._ensure_loaded()
+        return self._max_entries
+
+    @property
+    def length(self) -> int:
+        """Current size of the file in bytes (preallocated or trimmed)."""
+        self._ensure_loaded()
+        return self._length
+
+    @property
+    def size_in_bytes(self) -> int:
+        """Bytes used by the valid entries."""
+        return self.entry_count * self.ENTRY_SIZE
+
+    @property
+    def is_full(self) -> bool:
+        """True when no slot is left for another entry."""
+        return self.entry_count >= self.max_entries
+
+    # ----------------------------------------------------------------- relative offsets
+
+    def can_append_offset(self, offset: int) -> bool:
+        """True if `offset` fits as a 4-byte offset relative to the base offset."""
+        return 0 <= offset - self._base_offset <= INT32_MAX
+
+    def relative_offset(self, offset: int) -> int:
+        """`offset - base_offset`; raises IndexOffsetOverflowError if it does not fit an int32."""
+        if not self.can_append_offset(offset):
+            raise IndexOffsetOverflowError(
+                f"offset {offset} does not fit relative to base offset {self._base_offset} ({self._path})"
+            )
+        return offset - self._base_offset
+
+    # ----------------------------------------------------------------- file lifecycle
+
+    def _ensure_loaded(self) -> None:
+        if self._closed:
+            raise LogClosedError(f"{self.KIND} {self._path} is closed")
+        if not self._loaded:
+            self._load()
+
+    def _load(self) -> None:
+        newly_created = False
+        if self._writable and not self._path.exists():
+            if self._max_index_size < self.ENTRY_SIZE:
+                raise CorruptIndexError(
+                    f"invalid max index size {self._max_index_size} for new {self.KIND} {self._path}"
+                )
+            with open(self._path, "xb") as f:
+                f.truncate(round_down(self._max_index_size, self.ENTRY_SIZE))
+            newly_created = True
+        self._map(self._path.stat().st_size if self._path.exists() else 0)
+        if newly_created:
+            self._entries = 0
+        elif self._writable:
+            self._entries = self._max_entries
+        else:
+            self._entries = self._ascending_prefix()
+        self._loaded = True
+
+    def _map(self, length: int) -> None:
+        """Map the first `length` bytes of the file (nothing when 0) and build the numpy views."""
+        self._length = length
+        self._max_entries = length // self.ENTRY_SIZE
+        if length == 0:
+            self._mmap = None
+            self._bytes = np.empty(0, dtype=np.uint8)
+        else:
+            with open(self._path, "r+b" if self._writable else "rb") as f:
+                access = mmap.ACCESS_WRITE if self._writable else mmap.ACCESS_READ
+                self._mmap = mmap.mmap(f.fileno(), length, access=access)
+            self._bytes = np.frombuffer(self._mmap, dtype=np.uint8)
+        usable = self._max_entries * self.ENTRY_SIZE
+        self._view = self._bytes[:usable].view(self.ENTRY_DTYPE)
+
+    def _unmap(self) -> None:
+        # numpy views export the mmap's buffer; drop them before closing it.
+        self._view = np.empty(0, dtype=self.ENTRY_DTYPE)
+        self._bytes = np.empty(0, dtype=np.uint8)
+        if self._mmap is not None:
+            self._mmap.close()
+            self._mmap = None
+
+    def _ascending_prefix(self) -> int:
+        keys = self._view[self.ENTRY_DTYPE.names[0]].astype(np.int64)
+        if len(keys) < 2:
+            return len(keys)
+        not_ascending = np.flatnonzero(np.diff(keys) <= 0)
+        return int(not_ascending[0]) + 1 if len(not_ascending) else len(keys)
+
+    def resize(self, new_size: int) -> bool:
+        """Set the file size to `new_size` rounded down to the entry size; False if unchanged.
+
+        Entries beyond the new size are dropped. Used to trim on roll and close and to regrow
+        to `max_index_size` when a segment becomes active again.
+        """
+        self._ensure_loaded()
+        rounded = round_down(new_size, self.ENTRY_SIZE)
+        if rounded == self._length:
+            return False
+        self._require_writable("resize")
+        self._unmap()
+        os.truncate(self._path, rounded)
+        self._map(rounded)
+        self._entries = min(self._entries, self._max_entries)
+        return True
+
+    def trim_to_valid_size(self) -> None:
+        """Shrink the file to exactly its valid entries (no-op when never loaded or read-only)."""
+        if self._loaded and self._writable and not self._closed:
+            self.resize(self.ENTRY_SIZE * self._entries)
+
+    def reset(self) -> None:
+        """Remove every entry and regrow the file to `max_index_size`."""
+        self.truncate()
+        self.resize(self._max_index_size)
+
+    def truncate(self) -> None:
+        """Remove every entry (the file keeps its size)."""
+        self._truncate_to_entries(0)
+
+    def _truncate_to_entries(self, entries: int) -> None:
+        self._ensure_loaded()
+        self._require_writable("truncate")
+        self._entries = entries
+
+    def flush(self) -> None:
+        """msync the mapped entries to disk (no-op when never loaded)."""
+        if self._loaded and self._mmap is not None and self._writable:
+            self._mmap.flush()
+
+    def close(self) -> None:
+        """Trim to the valid entries and unmap; a never-loaded index is left untouched."""
+        if self._closed:
+            return
+        self.trim_to_valid_size()
+        self.close_handler()
+
+    def close_handler(self) -> None:
+        """Unmap without writing anything (used when the disk may have failed)."""
+        self._unmap()
+        self._closed = True
+
+    def delete(self) -> bool:
+        """Unmap and delete the file; True if a file was deleted."""
+        self.close_handler()
+        try:
+            self._path.unlink()
+        except FileNotFoundError:
+            return False
+        return True
+
+    def rename_to(self, new_path: str | os.PathLike[str]) -> None:
+        """Rename the backing file (the mapping stays valid); the new name is kept even on error."""
+        new_path = Path(new_path)
+        try:
+            if self._path.exists():
+                os.replace(self._path, new_path)
+        finally:
+            self._path = new_path
+
+    def update_parent_dir(self, parent: str | os.PathLike[str]) -> None:
+        """Point at the same file name in another directory (after a directory rename)."""
+        self._path = Path(parent) / self._path.name
+
+    def _require_writable(self, action: str) -> None:
+        if not self._writable:
+            raise ReadOnlyLogError(f"cannot {action} read-only {self.KIND} {self._path}")
+
+    # ----------------------------------------------------------------- entries and search
+
+    def _largest_lower_bound_slot(self, target: int, field: str) -> int:
+        """Slot of the last entry whose `field` is <= target (fields hold relative values)."""
+        self._ensure_loaded()
+        pos = self.ENTRY_DTYPE.fields[field][1]
+        width = self.ENTRY_DTYPE.fields[field][0].itemsize
+        return int(
+            largest_lower_bound(self._bytes, self.ENTRY_SIZE, pos, width, self._entries, target)
+        )
+
+    def _raw_entries(self) -> np.ndarray:
+        """Valid entries as stored (relative, big-endian), a view: copy before keeping."""
+        self._ensure_loaded()
+        return self._view[: self._entries]
+
+    def _check_length(self) -> None:
+        if self._length % self.ENTRY_SIZE != 0:
+            raise CorruptIndexError(
+                f"{self.KIND} {self._path} is corrupt, found {self._length} bytes "
+                f"which is not a multiple of {self.ENTRY_SIZE}"
+            )
+
+    def _check_ascending(self, field: str, what: str) -> None:
+        values = self._raw_entries()[field].astype(np.int64)
+        bad = np.flatnonzero(np.diff(values) <= 0)
+        if len(bad):
+            slot = int(bad[0]) + 1
+            raise CorruptIndexError(
+                f"corrupt {self.KIND} {self._path}: {what} at slot {slot} ({int(values[slot])}) "
+                f"is not greater than at slot {slot - 1} ({int(values[slot - 1])})"
+            )
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str(self._path)!r}, base_offset={self._base_offset})"

@@ -1,0 +1,104 @@
+"""The offset index: sparse map from offset to the byte position of its batch in the `.log` file."""
+
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+import numpy as np
+
+from index.base import AbstractIndex
+from logstore.errors import CorruptIndexError, IndexFullError, InvalidOffsetError
+
+# FORMAT.md "Segment files": int32 relativeOffset, int32 position, big-endian.
+OFFSET_INDEX_ENTRY = struct.Struct(">ii")
+OFFSET_INDEX_DTYPE = np.dtype([("relative_offset", ">i4"), ("position", ">i4")])
+
+
+class OffsetPosition(NamedTuple):
+    """An offset and the file position of the batch that holds it (or an earlier one)."""
+
+    offset: int
+    position: int
+
+
+class OffsetIndex(AbstractIndex):
+    """8-byte entries (relative offset, position), strictly ascending in offset."""
+
+    ENTRY_DTYPE = OFFSET_INDEX_DTYPE
+    ENTRY_SIZE = OFFSET_INDEX_ENTRY.size
+    KIND = "offset index"
+
+    @property
+    def last_offset(self) -> int:
+        """Offset of the last entry, or the base offset when empty."""
+        return self.last_entry.offset
+
+    @property
+    def last_entry(self) -> OffsetPosition:
+        """The last entry, or (base offset, 0) when empty."""
+        n = self.entry_count
+        return self.entry(n - 1) if n else OffsetPosition(self.base_offset, 0)
+
+    def entry(self, n: int) -> OffsetPosition:
+        """The n-th entry with an absolute offset; raises IndexError past the valid entries."""
+        if not 0 <= n < self.entry_count:
+            raise IndexError(f"entry {n} of {self.path} which has {self.entry_count} entries")
+        rel, pos = OFFSET_INDEX_ENTRY.unpack_from(self._mmap, n * self.ENTRY_SIZE)
+        return OffsetPosition(self.base_offset + rel, pos)
+
+    def entries(self) -> np.ndarray:
+        """All valid entries as a new array with int64 fields `offset` (absolute) and `position`."""
+        raw = self._raw_entries()
+        out = np.empty(len(raw), dtype=[("offset", np.int64), ("position", np.int64)])
+        out["offset"] = raw["relative_offset"].astype(np.int64) + self.base_offset
+        out["position"] = raw["position"]
+        return out
+
+    def lookup(self, target_offset: int) -> OffsetPosition:
+        """The entry with the largest offset <= target, or (base offset, 0) when there is none."""
+        slot = self._largest_lower_bound_slot(target_offset - self.base_offset, "relative_offset")
+        return self.entry(slot) if slot >= 0 else OffsetPosition(self.base_offset, 0)
+
+    def append(self, offset: int, position: int) -> None:
+        """Add an entry; raises IndexFullError, InvalidOffsetError (offset not above the last)
+        or IndexOffsetOverflowError (offset not representable relative to the base)."""
+        n = self.entry_count
+        if n >= self.max_entries:
+            raise IndexFullError(
+                f"attempt to append to a full offset index {self.path} ({n} entries)"
+            )
+        self._require_writable("append to")
+        if n and offset <= self.last_offset:
+            raise InvalidOffsetError(
+                f"attempt to append offset {offset} to slot {n} no larger than the last offset "
+                f"appended ({self.last_offset}) to {self.path}"
+            )
+        OFFSET_INDEX_ENTRY.pack_into(
+            self._mmap, n * self.ENTRY_SIZE, self.relative_offset(offset), position
+        )
+        self._entries = n + 1
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every entry with an offset >= `offset` (no effect past the last entry)."""
+        slot = self._largest_lower_bound_slot(offset - self.base_offset, "relative_offset")
+        if slot < 0:
+            keep = 0
+        elif self.entry(slot).offset == offset:
+            keep = slot
+        else:
+            keep = slot + 1
+        self._truncate_to_entries(keep)
+
+    def sanity_check(self) -> None:
+        """Raise CorruptIndexError if the file size is not a whole number of entries, the last
+        offset is below the base offset, or offsets or positions are not strictly ascending."""
+        self._ensure_loaded()
+        if self.entry_count and self.last_offset < self.base_offset:
+            raise CorruptIndexError(
+                f"corrupt offset index {self.path}: last offset {self.last_offset} is below "
+                f"the base offset {self.base_offset}"
+            )
+        self._check_length()
+        self._check_ascending("relative_offset", "relative offset")
+        self._check_ascending("position", "position")

@@ -1,0 +1,124 @@
+"""The time index: sparse map from a timestamp to the offset after which later timestamps lie."""
+
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+import numpy as np
+
+from index.base import AbstractIndex
+from logstore.errors import CorruptIndexError, IndexFullError, InvalidOffsetError
+
+# FORMAT.md "Segment files": int64 timestamp, int32 relativeOffset, big-endian.
+TIME_INDEX_ENTRY = struct.Struct(">qi")
+TIME_INDEX_DTYPE = np.dtype([("timestamp", ">i8"), ("relative_offset", ">i4")])
+# Kafka's RecordBatch.NO_TIMESTAMP.
+NO_TIMESTAMP = -1
+
+
+class TimestampOffset(NamedTuple):
+    """A timestamp and an offset: every record with a larger timestamp comes after `offset`."""
+
+    timestamp: int
+    offset: int
+
+
+class TimeIndex(AbstractIndex):
+    """12-byte entries (timestamp, relative offset); timestamps strictly ascending.
+
+    One slot is kept free for the final entry written when the segment rolls or closes.
+    """
+
+    ENTRY_DTYPE = TIME_INDEX_DTYPE
+    ENTRY_SIZE = TIME_INDEX_ENTRY.size
+    KIND = "time index"
+
+    @property
+    def is_full(self) -> bool:
+        """True when only the slot reserved for the roll/close entry is left."""
+        return self.entry_count >= self.max_entries - 1
+
+    @property
+    def last_entry(self) -> TimestampOffset:
+        """The last entry, or (NO_TIMESTAMP, base offset) when empty."""
+        n = self.entry_count
+        return self.entry(n - 1) if n else TimestampOffset(NO_TIMESTAMP, self.base_offset)
+
+    def entry(self, n: int) -> TimestampOffset:
+        """The n-th entry with an absolute offset; raises IndexError past the valid entries."""
+        if not 0 <= n < self.entry_count:
+            raise IndexError(f"entry {n} of {self.path} which has {self.entry_count} entries")
+        ts, rel = TIME_INDEX_ENTRY.unpack_from(self._mmap, n * self.ENTRY_SIZE)
+        return TimestampOffset(ts, self.base_offset + rel)
+
+    def entries(self) -> np.ndarray:
+        """All valid entries as a new array with int64 fields `timestamp` and `offset` (absolute)."""
+        raw = self._raw_entries()
+        out = np.empty(len(raw), dtype=[("timestamp", np.int64), ("offset", np.int64)])
+        out["timestamp"] = raw["timestamp"]
+        out["offset"] = raw["relative_offset"].astype(np.int64) + self.base_offset
+        return out
+
+    def lookup(self, target_timestamp: int) -> TimestampOffset:
+        """The entry with the largest timestamp <= target, or (NO_TIMESTAMP, base offset)."""
+        slot = self._largest_lower_bound_slot(target_timestamp, "timestamp")
+        return self.entry(slot) if slot >= 0 else TimestampOffset(NO_TIMESTAMP, self.base_offset)
+
+    def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
+        """Add (timestamp, offset) if the timestamp is greater than the last entry's.
+
+        Raises IndexFullError (unless `skip_full_check`, used on roll and close), and
+        InvalidOffsetError when the offset or the timestamp goes backwards.
+        """
+        n = self.entry_count
+        if not skip_full_check and self.is_full:
+            raise IndexFullError(
+                f"attempt to append to a full time index {self.path} ({n} entries)"
+            )
+        last = self.last_entry
+        if n and offset < last.offset:
+            raise InvalidOffsetError(
+                f"attempt to append offset {offset} to slot {n} below the last offset "
+                f"appended ({last.offset}) to {self.path}"
+            )
+        if n and timestamp < last.timestamp:
+            raise InvalidOffsetError(
+                f"attempt to append timestamp {timestamp} to slot {n} below the last timestamp "
+                f"appended ({last.timestamp}) to {self.path}"
+            )
+        if timestamp > last.timestamp:
+            if n >= self.max_entries:
+                raise IndexFullError(f"no slot left in time index {self.path} ({n} entries)")
+            self._require_writable("append to")
+            TIME_INDEX_ENTRY.pack_into(
+                self._mmap, n * self.ENTRY_SIZE, timestamp, self.relative_offset(offset)
+            )
+            self._entries = n + 1
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every entry with an offset >= `offset` (no effect past the last entry)."""
+        slot = self._largest_lower_bound_slot(offset - self.base_offset, "relative_offset")
+        if slot < 0:
+            keep = 0
+        elif self.entry(slot).offset == offset:
+            keep = slot
+        else:
+            keep = slot + 1
+        self._truncate_to_entries(keep)
+
+    def sanity_check(self) -> None:
+        """Raise CorruptIndexError if the size is not a whole number of entries, the last
+        offset is below the base offset, or timestamps are not strictly ascending."""
+        self._ensure_loaded()
+        n = self.entry_count
+        if n and self.last_entry.offset < self.base_offset:
+            raise CorruptIndexError(
+                f"corrupt time index {self.path}: last offset {self.last_entry.offset} is below "
+                f"the base offset {self.base_offset}"
+            )
+        self._check_length()
+        self._check_ascending("timestamp", "timestamp")
+        offsets = self._raw_entries()["relative_offset"].astype(np.int64)
+        if len(offsets) > 1 and (np.diff(offsets) < 0).any():
+            raise CorruptIndexError(f"corrupt time index {self.path}: offsets go backwards")
