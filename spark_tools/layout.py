@@ -1,0 +1,204 @@
+"""Find partitions and their segment files under paths on any filesystem pyarrow can open.
+
+A path may be a data directory (holding ``<topic>-<partition>`` directories and the root
+checkpoint files), one partition directory, or one ``.log`` segment file. Only live segment
+files count (``<20 digits>.log``); ``.deleted``, ``.cleaned`` and ``.swap`` files are work in
+progress of a running engine and are not part of the log.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from os import PathLike, fspath
+from pathlib import Path
+
+import pyarrow.fs as pafs
+
+from logstore.checkpoint import (
+    CLEANER_OFFSET_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    read_offsets_checkpoint,
+)
+from logstore.errors import InvalidTopicError, LogstoreError
+
+SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
+PARTITION_DIR_NAME = re.compile(r"^(.+)-(\d+)$")
+
+PathArg = str | PathLike[str]
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentFile:
+    """One live ``.log`` file: where it is, whose it is, its base offset and size in bytes."""
+
+    path: str
+    topic: str
+    partition: int
+    base_offset: int
+    size: int
+    mtime_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionFiles:
+    """A partition's segments (ascending base offset) and its data directory's checkpoints.
+
+    An offset is ``None`` when the data directory has no checkpoint entry for the partition.
+    """
+
+    topic: str
+    partition: int
+    directory: str
+    segments: tuple[SegmentFile, ...]
+    log_start_offset: int | None = None
+    high_watermark: int | None = None
+    cleaner_checkpoint: int | None = None
+    checkpoints_found: tuple[str, ...] = field(default=())
+
+
+def parse_partition_dir(name: str) -> tuple[str, int]:
+    """Split a ``<topic>-<partition>`` directory name; raises InvalidTopicError otherwise."""
+    match = PARTITION_DIR_NAME.match(name)
+    if match is None:
+        raise InvalidTopicError(f"{name!r} is not a <topic>-<partition> directory name")
+    return match.group(1), int(match.group(2))
+
+
+def resolve_filesystem(
+    path: PathArg, filesystem: pafs.FileSystem | None = None
+) -> tuple[pafs.FileSystem, str]:
+    """The filesystem and the path inside it for a local path or a URI (``s3://``, ``file://``)."""
+    text = fspath(path)
+    if filesystem is not None:
+        return filesystem, text
+    if "://" in text:
+        return pafs.FileSystem.from_uri(text)
+    return pafs.LocalFileSystem(), str(Path(text).absolute())
+
+
+def list_partitions(
+    paths: PathArg | Sequence[PathArg], filesystem: pafs.FileSystem | None = None
+) -> list[PartitionFiles]:
+    """Every partition under ``paths`` with its live segment files, sorted by (topic, partition).
+
+    Raises LogstoreError for a path that does not exist or holds no segment file.
+    """
+    if isinstance(paths, str | PathLike):
+        paths = [paths]
+    found: dict[tuple[str, int], dict[str, SegmentFile]] = {}
+    dirs: dict[tuple[str, int], str] = {}
+    fs_by_dir: dict[str, pafs.FileSystem] = {}
+    for path in paths:
+        fs, root = resolve_filesystem(path, filesystem)
+        segments = list(_segments_under(fs, root))
+        if not segments:
+            raise LogstoreError(f"no segment files (<base offset>.log) under {fspath(path)}")
+        for seg in segments:
+            key = (seg.topic, seg.partition)
+            directory = _parent(seg.path)
+            previous = dirs.setdefault(key, directory)
+            if previous != directory:
+                raise LogstoreError(
+                    f"partition {seg.topic}-{seg.partition} found in two directories: "
+                    f"{previous} and {directory}"
+                )
+            found.setdefault(key, {})[seg.path] = seg
+            fs_by_dir[directory] = fs
+    checkpoints = _checkpoints({_parent(d): fs_by_dir[d] for d in dirs.values()})
+    result = []
+    for key in sorted(found):
+        directory = dirs[key]
+        data_dir = _parent(directory)
+        per_file = checkpoints.get(data_dir, {})
+        result.append(
+            PartitionFiles(
+                topic=key[0],
+                partition=key[1],
+                directory=directory,
+                segments=tuple(sorted(found[key].values(), key=lambda s: s.base_offset)),
+                log_start_offset=per_file.get(LOG_START_OFFSET_CHECKPOINT, {}).get(key),
+                high_watermark=per_file.get(REPLICATION_OFFSET_CHECKPOINT, {}).get(key),
+                cleaner_checkpoint=per_file.get(CLEANER_OFFSET_CHECKPOINT, {}).get(key),
+                checkpoints_found=tuple(sorted(per_file)),
+            )
+        )
+    return result
+
+
+def _parent(path: str) -> str:
+    return path.rsplit("/", 1)[0] if "/" in path else ""
+
+
+def _basename(path: str) -> str:
+    return path.rsplit("/", 1)[-1]
+
+
+def _segment_file(info: pafs.FileInfo) -> SegmentFile | None:
+    match = SEGMENT_NAME.match(info.base_name)
+    if match is None or info.type != pafs.FileType.File:
+        return None
+    directory = _parent(info.path)
+    try:
+        topic, partition = parse_partition_dir(_basename(directory))
+    except InvalidTopicError:
+        raise LogstoreError(
+            f"segment {info.path} is not inside a <topic>-<partition> directory"
+        ) from None
+    mtime_ns = info.mtime_ns if info.mtime_ns is not None else 0
+    return SegmentFile(
+        info.path, topic, partition, int(match.group(1)), int(info.size), mtime_ns // 1_000_000
+    )
+
+
+def _segments_under(fs: pafs.FileSystem, root: str) -> Iterable[SegmentFile]:
+    info = fs.get_file_info(root)
+    if info.type == pafs.FileType.NotFound:
+        raise LogstoreError(f"{root}: no such file or directory")
+    if info.type == pafs.FileType.File:
+        seg = _segment_file(info)
+        if seg is None:
+            raise LogstoreError(f"{root} is not a segment file (<20-digit base offset>.log)")
+        yield seg
+        return
+    # A data directory holds partition directories one level down; don't descend further.
+    for child in fs.get_file_info(pafs.FileSelector(root)):
+        if child.type == pafs.FileType.Directory:
+            for grandchild in fs.get_file_info(pafs.FileSelector(child.path)):
+                seg = _segment_file(grandchild)
+                if seg is not None:
+                    yield seg
+        else:
+            seg = _segment_file(child)
+            if seg is not None:
+                yield seg
+
+
+def _checkpoints(
+    data_dirs: dict[str, pafs.FileSystem],
+) -> dict[str, dict[str, dict[tuple[str, int], int]]]:
+    """{data dir: {checkpoint file name: {(topic, partition): offset}}} for files that exist."""
+    names = (LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT, CLEANER_OFFSET_CHECKPOINT)
+    result: dict[str, dict[str, dict[tuple[str, int], int]]] = {}
+    for data_dir, fs in data_dirs.items():
+        for name in names:
+            path = f"{data_dir}/{name}"
+            if fs.get_file_info(path).type != pafs.FileType.File:
+                continue
+            result.setdefault(data_dir, {})[name] = _read_checkpoint(fs, path)
+    return result
+
+
+def _read_checkpoint(fs: pafs.FileSystem, path: str) -> dict[tuple[str, int], int]:
+    if isinstance(fs, pafs.LocalFileSystem):
+        return read_offsets_checkpoint(path)
+    with fs.open_input_stream(path) as stream:
+        data = stream.read()
+    # logstore.checkpoint parses local files; a remote checkpoint is tiny, so copy it.
+    with tempfile.TemporaryDirectory() as tmp:
+        local = Path(tmp) / _basename(path)
+        local.write_bytes(data)
+        return read_offsets_checkpoint(local)
