@@ -1,1 +1,27 @@
 """Retention policies (time, size, log start offset) as a pure plan, and the code that applies it."""
+
+from retention.plan import (
+    REASON_LOG_START_OFFSET,
+    REASON_RETENTION_BYTES,
+    REASON_RETENTION_MS,
+    REASONS,
+    Deletion,
+    RetentionPlan,
+    SegmentInfo,
+    SegmentLike,
+    cleanup_deletes,
+    plan_retention,
+)
+
+__all__ = [
+    "REASONS",
+    "REASON_LOG_START_OFFSET",
+    "REASON_RETENTION_BYTES",
+    "REASON_RETENTION_MS",
+    "Deletion",
+    "RetentionPlan",
+    "SegmentInfo",
+    "SegmentLike",
+    "cleanup_deletes",
+    "plan_retention",
+]
