@@ -1,0 +1,190 @@
+"""The per-segment transaction index (`.txnindex`): one 34-byte entry per aborted transaction
+whose ABORT marker lies in the segment, in Kafka's layout (FORMAT.md "Segment files").
+
+The file is created on the first append only, is never preallocated, and is read whole with a
+numpy structured view, so the fetch path (`collect_aborted_txns`) is vectorised.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from logstore.errors import CorruptIndexError
+
+TXN_INDEX_SUFFIX = ".txnindex"
+ABORTED_TXN_VERSION = 0
+# FORMAT.md: int16 version, int64 producerId, int64 firstOffset, int64 lastOffset,
+# int64 lastStableOffset; big-endian, packed.
+ENTRY_DTYPE = np.dtype(
+    [
+        ("version", ">i2"),
+        ("producer_id", ">i8"),
+        ("first_offset", ">i8"),
+        ("last_offset", ">i8"),
+        ("last_stable_offset", ">i8"),
+    ]
+)
+ENTRY_SIZE = ENTRY_DTYPE.itemsize  # 34
+
+
+class AbortedTxn(NamedTuple):
+    """An aborted transaction: its producer, first and last (marker) offsets, and the LSO
+    at the time the marker was written."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    last_stable_offset: int
+
+    def to_bytes(self) -> bytes:
+        """The 34-byte `.txnindex` entry (version 0)."""
+        row = np.array(
+            [(ABORTED_TXN_VERSION, *self)],
+            dtype=ENTRY_DTYPE,
+        )
+        return row.tobytes()
+
+
+class TxnIndexSearchResult(NamedTuple):
+    """Aborted transactions overlapping a fetch range; `is_complete` means later segments
+    cannot hold more (an entry's LSO reached the range's upper bound)."""
+
+    aborted: list[AbortedTxn]
+    is_complete: bool
+
+
+class TransactionIndex:
+    """The `.txnindex` of the segment starting at `start_offset`, stored at `path`."""
+
+    def __init__(self, start_offset: int, path: Path | str):
+        self.start_offset = start_offset
+        self.path = Path(path)
+        self._last_offset: int | None = None
+        if self.path.exists():
+            entries = self._read()
+            if len(entries):
+                self._last_offset = int(entries["last_offset"][-1])
+
+    @classmethod
+    def for_segment(cls, log_dir: Path | str, base_offset: int) -> TransactionIndex:
+        """The index named after a segment's base offset (`<20 digits>.txnindex`)."""
+        return cls(base_offset, Path(log_dir) / f"{base_offset:020d}{TXN_INDEX_SUFFIX}")
+
+    def _read(self) -> np.ndarray:
+        """All complete entries (a torn trailing partial entry is ignored, as Kafka does)."""
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return np.empty(0, dtype=ENTRY_DTYPE)
+        usable = len(data) - len(data) % ENTRY_SIZE
+        entries = np.frombuffer(data, dtype=ENTRY_DTYPE, count=usable // ENTRY_SIZE)
+        bad = np.flatnonzero(entries["version"] > ABORTED_TXN_VERSION)
+        if len(bad):
+            raise CorruptIndexError(
+                f"{self.path}: unexpected aborted transaction version "
+                f"{int(entries['version'][bad[0]])} at position {int(bad[0]) * ENTRY_SIZE}"
+            )
+        return entries
+
+    @staticmethod
+    def _to_txns(entries: np.ndarray) -> list[AbortedTxn]:
+        cols = [entries[name].tolist() for name in AbortedTxn._fields]
+        return [AbortedTxn(*row) for row in zip(*cols, strict=True)]
+
+    def append(self, txn: AbortedTxn) -> None:
+        """Append an entry; raises ValueError unless its last offset exceeds the previous one."""
+        if self._last_offset is not None and self._last_offset >= txn.last_offset:
+            raise ValueError(
+                f"{self.path}: last offset of appended transactions must increase, but "
+                f"{txn.last_offset} is not greater than {self._last_offset}"
+            )
+        with open(self.path, "ab") as f:
+            f.write(txn.to_bytes())
+        self._last_offset = txn.last_offset
+
+    def all_aborted_txns(self) -> list[AbortedTxn]:
+        """Every entry, in file order."""
+        return self._to_txns(self._read())
+
+    def __len__(self) -> int:
+        return len(self._read())
+
+    def collect_aborted_txns(
+        self, fetch_offset: int, upper_bound_offset: int
+    ) -> TxnIndexSearchResult:
+        """Aborted transactions overlapping [fetch_offset, upper_bound_offset).
+
+        Scans in file order and stops after the first entry whose LSO is at or past the upper
+        bound; that also marks the search complete (no later segment can contribute).
+        """
+        entries = self._read()
+        stop = np.flatnonzero(entries["last_stable_offset"] >= upper_bound_offset)
+        complete = bool(len(stop))
+        if complete:
+            entries = entries[: stop[0] + 1]
+        hit = (entries["last_offset"] >= fetch_offset) & (
+            entries["first_offset"] < upper_bound_offset
+        )
+        return TxnIndexSearchResult(self._to_txns(entries[hit]), complete)
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop the first entry whose last offset is >= `offset` and everything after it."""
+        if not self.path.exists():
+            return
+        entries = self._read()
+        cut = np.flatnonzero(entries["last_offset"] >= offset)
+        if not len(cut):
+            return
+        keep = int(cut[0])
+        os.truncate(self.path, keep * ENTRY_SIZE)
+        self._last_offset = int(entries["last_offset"][keep - 1]) if keep else None
+
+    def reset(self) -> None:
+        """Remove every entry (the file stays, empty, if it exists)."""
+        if self.path.exists():
+            os.truncate(self.path, 0)
+        self._last_offset = None
+
+    def sanity_check(self) -> None:
+        """Raise CorruptIndexError if an entry ends before this segment starts."""
+        entries = self._read()
+        bad = np.flatnonzero(entries["last_offset"] < self.start_offset)
+        if len(bad):
+            txn = self._to_txns(entries[bad[:1]])[0]
+            raise CorruptIndexError(
+                f"{self.path}: last offset of aborted transaction {txn} is less than the "
+                f"segment start offset {self.start_offset}"
+            )
+
+    def flush(self) -> None:
+        """fsync the file, if it exists."""
+        if self.path.exists():
+            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    def close(self) -> None:
+        """Nothing stays open between calls; present for the segment's file lifecycle."""
+
+    def rename_to(self, new_path: Path | str) -> None:
+        """Rename the file (if it exists) and follow it; used for `.deleted`/`.cleaned`/`.swap`."""
+        new_path = Path(new_path)
+        try:
+            if self.path.exists():
+                os.replace(self.path, new_path)
+        finally:
+            self.path = new_path
+
+    def delete(self) -> bool:
+        """Delete the file; True if it existed."""
+        try:
+            self.path.unlink()
+        except FileNotFoundError:
+            return False
+        return True
