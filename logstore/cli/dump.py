@@ -1,0 +1,486 @@
+"""`logstore dump`: print segment, index, snapshot and checkpoint files as Kafka's DumpLogSegments does.
+
+Reads only: `.log` files are mapped read-only, index files are read as bytes (never through
+the engine's index classes, which preallocate and trim), nothing is created or locked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import mmap
+import os
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from logstore.cli._common import ExitCode, Progress, UsageError, add_command, int32, write_json
+
+LOG, INDEX, TIMEINDEX, SNAPSHOT, TXNINDEX, EPOCHS, OFFSETS = (
+    "log", "index", "timeindex", "snapshot", "txnindex", "epochs", "offsets")
+SUFFIX_KINDS = {".log": LOG, ".index": INDEX, ".timeindex": TIMEINDEX, ".snapshot": SNAPSHOT,
+                ".txnindex": TXNINDEX}
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+OFFSET_CHECKPOINTS = ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
+                      "replication-offset-checkpoint", "cleaner-offset-checkpoint")
+DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024  # Kafka's --max-message-size default
+INT32_MAX = 2**31 - 1  # Kafka's --max-bytes default: "no limit"
+WRITE_CHUNK_LINES = 4096
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add `logstore dump`."""
+    parser = add_command(
+        subparsers, "dump",
+        help="print segment, index, snapshot and checkpoint files (Kafka's DumpLogSegments)",
+        description=(
+            "Print .log, .index, .timeindex, .txnindex, .snapshot and leader-epoch-checkpoint files\n"
+            "line for line as Kafka's kafka-dump-log.sh (DumpLogSegments) does, or as JSON Lines.\n"
+            "Index dumps check every entry against the segment and report mismatches on stderr."
+        ),
+        example="logstore dump --deep-iteration --print-data-log --files 00000000000000000000.log",
+    )
+    parser.add_argument("paths", nargs="*", metavar="FILE", help="files to dump (as --files)")
+    parser.add_argument("--files", action="append", default=[], metavar="F1,F2,...",
+                        help="comma-separated list of files to dump (repeatable)")
+    parser.add_argument("--deep-iteration", action="store_true",
+                        help="print every record, not only batches (implied by --print-data-log)")
+    parser.add_argument("--print-data-log", action="store_true",
+                        help="print record keys and values (UTF-8) as key:/payload:")
+    parser.add_argument("--verify-index-only", action="store_true",
+                        help="check index entries against the log without printing them")
+    parser.add_argument("--index-sanity-check", action="store_true",
+                        help="only run the sanity check Kafka runs on index files at start-up")
+    parser.add_argument("--max-bytes", type=int32, default=INT32_MAX, metavar="N",
+                        help="read at most N bytes of each .log file (default: all)")
+    parser.add_argument("--max-message-size", type=int32, default=DEFAULT_MAX_MESSAGE_SIZE,
+                        metavar="N", help="largest batch an index entry may point at (default: 5 MiB)")
+    parser.add_argument("--skip-record-metadata", action="store_true",
+                        help="omit the offset/timestamp/size part of record lines")
+    parser.add_argument("--json", action="store_true",
+                        help="one JSON object per batch or entry (records nested under --deep-iteration)")
+    parser.set_defaults(run=run)
+
+
+def file_kind(path: str) -> str:
+    """The kind of file `path` names, from its suffix or name; UsageError for anything else."""
+    name = os.path.basename(path.rstrip("/"))
+    if name == LEADER_EPOCH_CHECKPOINT:
+        return EPOCHS
+    if name in OFFSET_CHECKPOINTS:
+        return OFFSETS
+    kind = SUFFIX_KINDS.get(os.path.splitext(name)[1])
+    if kind is None:
+        raise UsageError(
+            f"cannot dump {path}: not a .log, .index, .timeindex, .txnindex, .snapshot, "
+            f"{LEADER_EPOCH_CHECKPOINT} or offset checkpoint file")
+    return kind
+
+
+def base_offset_of(path: str) -> int:
+    """The base offset a segment file is named by (the digits before the first dot)."""
+    stem = os.path.basename(path).split(".")[0]
+    if not stem.isdigit():
+        raise UsageError(f"cannot dump {path}: a segment file is named by its base offset "
+                         f"(e.g. 00000000000000000000{os.path.splitext(path)[1]})")
+    return int(stem)
+
+
+def sibling(path: str, suffix: str) -> str:
+    """The file of the same segment with another suffix (Kafka: name up to the first dot)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    return os.path.join(directory, os.path.basename(path).split(".")[0] + suffix)
+
+
+class MappedFile:
+    """A file mapped read-only (an empty file reads as b""); a context manager."""
+
+    def __init__(self, path: str):
+        self._file = open(path, "rb")  # noqa: SIM115 - closed in close()
+        size = os.fstat(self._file.fileno()).st_size
+        self._map = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ) if size else None
+        self.data: Any = self._map if self._map is not None else b""
+
+    def close(self) -> None:
+        """Unmap and close."""
+        if self._map is not None:
+            # Batch views may still point in; the mapping then goes when they are collected.
+            with contextlib.suppress(BufferError):
+                self._map.close()
+        self._file.close()
+
+    def __enter__(self) -> MappedFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@dataclass
+class Problems:
+    """What the dump found wrong, reported after all files as Kafka does."""
+
+    index_mismatches: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    time_mismatches: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    time_out_of_order: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    time_not_found: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    non_consecutive: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    found: bool = False  # anything that makes the exit code 1
+
+    def add(self, table: dict[str, list[tuple[int, int]]], path: str, pair: tuple[int, int]) -> None:
+        """Record one (expected, found) pair for `path`."""
+        table.setdefault(os.path.abspath(path), []).append(pair)
+
+
+@dataclass
+class Options:
+    """The dump options, resolved as Kafka resolves them."""
+
+    deep: bool
+    print_data: bool
+    verify_only: bool
+    sanity_only: bool
+    max_bytes: int
+    max_message_size: int
+    skip_metadata: bool
+    json: bool
+
+
+class Output:
+    """Buffered text lines or JSON objects to stdout."""
+
+    def __init__(self, out: TextIO, as_json: bool):
+        self.out = out
+        self.json = as_json
+        self._lines: list[str] = []
+
+    def line(self, text: str) -> None:
+        """Queue one text line (ignored in JSON mode)."""
+        if not self.json:
+            self._lines.append(text)
+            if len(self._lines) >= WRITE_CHUNK_LINES:
+                self.flush()
+
+    def lines(self, texts: Iterable[str]) -> None:
+        """Queue text lines (ignored in JSON mode)."""
+        if not self.json:
+            self._lines.extend(texts)
+            if len(self._lines) >= WRITE_CHUNK_LINES:
+                self.flush()
+
+    def obj(self, obj: dict[str, Any]) -> None:
+        """Write one JSON object (ignored in text mode)."""
+        if self.json:
+            write_json(self.out, obj)
+
+    def flush(self) -> None:
+        """Write the queued lines."""
+        if self._lines:
+            self.out.write("\n".join(self._lines))
+            self.out.write("\n")
+            self._lines.clear()
+        self.out.flush()
+
+
+def run(args: argparse.Namespace) -> int:
+    """Dump every requested file; exit 1 when a problem was reported."""
+    paths = list(args.paths)
+    for group in args.files:
+        paths.extend(p for p in group.split(",") if p)
+    if not paths:
+        raise UsageError("no files to dump: give --files F1,F2,... or FILE arguments")
+    kinds = [file_kind(p) for p in paths]
+    opts = Options(
+        deep=args.deep_iteration or args.print_data_log,
+        print_data=args.print_data_log,
+        verify_only=args.verify_index_only,
+        sanity_only=args.index_sanity_check,
+        max_bytes=args.max_bytes,
+        max_message_size=args.max_message_size,
+        skip_metadata=args.skip_record_metadata,
+        json=args.json,
+    )
+    out = Output(sys.stdout, args.json)
+    problems = Problems()
+    try:
+        for path, kind in zip(paths, kinds, strict=True):
+            out.line(f"Dumping {path}")
+            DUMPERS[kind](path, opts, out, problems)
+            out.flush()
+    finally:
+        out.flush()
+        report(problems, out)
+    return ExitCode.PROBLEMS if problems.found else ExitCode.OK
+
+
+def report(problems: Problems, out: Output) -> None:
+    """Kafka's end-of-run reports on stderr (or as JSON objects on stdout)."""
+    from logstore import dump
+
+    sections: list[tuple[str, dict[str, list[tuple[int, int]]], Any]] = [
+        ("index_mismatch", problems.index_mismatches, dump.index_mismatch_report),
+        ("time_index_mismatch", problems.time_mismatches, None),
+        ("time_index_out_of_order", problems.time_out_of_order, None),
+        ("time_index_offset_not_found", problems.time_not_found, None),
+        ("non_consecutive_offsets", problems.non_consecutive, dump.non_consecutive_report),
+    ]
+    if out.json:
+        for name, table, _ in sections:
+            for path, pairs in table.items():
+                for first, second in pairs:
+                    out.obj({"type": "problem", "problem": name, "file": path,
+                             "expected": first, "found": second})
+        out.out.flush()
+        return
+    lines: list[str] = []
+    for path, pairs in problems.index_mismatches.items():
+        lines += dump.index_mismatch_report(path, pairs)
+    for path, pairs in problems.time_mismatches.items():
+        lines += dump.time_index_report(path, pairs, [], [])
+    for path, pairs in problems.time_out_of_order.items():
+        lines += dump.time_index_report(path, [], pairs, [])
+    for path, pairs in problems.time_not_found.items():
+        lines += dump.time_index_report(path, [], [], pairs)
+    for path, pairs in problems.non_consecutive.items():
+        lines += dump.non_consecutive_report(path, pairs)
+    if lines:
+        sys.stderr.write("\n".join(lines) + "\n")
+
+
+def dump_log(path: str, opts: Options, out: Output, problems: Problems) -> None:
+    """Batches (and records under --deep-iteration) of a `.log` file, then any torn tail."""
+    from logstore import dump
+    from logstore.errors import CorruptRecordError
+    from logstore.records import RecordBatch
+
+    base_offset = base_offset_of(path)
+    out.line(dump.log_header_line(base_offset))
+    with MappedFile(path) as mapped:
+        data = mapped.data
+        end = min(len(data), opts.max_bytes)
+        valid_bytes = 0
+        last_offset = -1
+        with Progress(total=end, desc=os.path.basename(path), unit="B", unit_scale=True,
+                      quiet_when_stdout_tty=True) as bar:
+            try:
+                for position, size in dump.iter_batch_spans(data, 0, end):
+                    batch = RecordBatch(data, position)
+                    valid = dump.kafka_is_valid(batch)
+                    problems.found |= not valid
+                    records = legacy = None
+                    if opts.deep:
+                        records, legacy = decode_records(batch, path, position)
+                        for record in records:
+                            if last_offset != -1 and record.offset != last_offset + 1:
+                                problems.add(problems.non_consecutive, path, (last_offset, record.offset))
+                            last_offset = record.offset
+                    if out.json:
+                        obj = dump.batch_json(batch, position, records, print_data=opts.print_data,
+                                              legacy=legacy)
+                        obj["file"] = path
+                        out.obj(obj)
+                    else:
+                        out.line(dump.batch_line(batch, position))
+                        if records is not None:
+                            out.lines(
+                                dump.record_line(batch, r, print_data=opts.print_data,
+                                                 skip_metadata=opts.skip_metadata,
+                                                 legacy=None if legacy is None else legacy[i])
+                                for i, r in enumerate(records))
+                    valid_bytes = position + size
+                    bar.update(size)
+            except CorruptRecordError as exc:
+                if exc.path is None:
+                    raise CorruptRecordError(str(exc), path=path) from exc
+                raise
+    trailing = end - valid_bytes
+    if trailing > 0 and opts.max_bytes == INT32_MAX:
+        problems.found = True
+        out.line(dump.trailing_bytes_line(trailing, os.path.basename(path)))
+        out.obj({"type": "problem", "problem": "invalid_trailing_bytes", "file": path,
+                 "position": valid_bytes, "bytes": trailing})
+
+
+def decode_records(batch: Any, path: str, position: int) -> tuple[list[Any], list[Any] | None]:
+    """The batch's records (and, for magic 0/1, each message's validity and CRC)."""
+    from logstore import dump
+    from logstore.errors import CorruptRecordError
+
+    try:
+        records = batch.records()
+    except CorruptRecordError as exc:
+        raise CorruptRecordError(
+            f"cannot decode the records of the batch at position {position}: {exc}",
+            path=path, position=position) from exc
+    if batch.magic >= 2:
+        return records, None
+    entries = [dump.LegacyEntry(*pair) for pair in batch.message_checks()]
+    return records, entries
+
+
+def first_batch_last_offset(data: Any, position: int, end: int) -> int:
+    """Last offset of the first complete batch in data[position:end], or -1 if there is none."""
+    from logstore import dump
+    from logstore.records import read_batch_header
+
+    if position > len(data):
+        return -1
+    for batch_position, _ in dump.iter_batch_spans(data, position, end):
+        return read_batch_header(data, batch_position).last_offset
+    return -1
+
+
+def read_bytes(path: str) -> bytes:
+    """The whole file (index files are small)."""
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def dump_offset_index(path: str, opts: Options, out: Output, problems: Problems) -> None:
+    """Entries of a `.index` file, each checked against the batch it points at."""
+    from logstore import dump
+    from logstore.errors import CorruptIndexError
+
+    base_offset = base_offset_of(path)
+    log_path = sibling(path, ".log")
+    with MappedFile(log_path) as log:
+        data = read_bytes(path)
+        offsets, positions = dump.read_offset_index(data, base_offset)
+        if len(offsets) == 0:
+            out.line(f"{path} is empty.")
+            out.obj({"type": "index_empty", "file": path})
+            return
+        if opts.sanity_only:
+            error = dump.offset_index_sanity_error(offsets, len(data), base_offset, os.path.abspath(path))
+            if error:
+                raise CorruptIndexError(error)
+            out.line(f"{path} passed sanity check.")
+            out.obj({"type": "sanity_check", "file": path, "passed": True})
+            return
+        for i in range(dump.sparse_entry_count(offsets, base_offset)):
+            offset, position = int(offsets[i]), int(positions[i])
+            end = min(len(log.data), position + opts.max_message_size)
+            found = first_batch_last_offset(log.data, position, end)
+            if found != offset:
+                problems.found = True
+                problems.add(problems.index_mismatches, path, (offset, found))
+            if not opts.verify_only:
+                out.line(dump.offset_index_line(offset, position))
+                out.obj({"type": "index_entry", "file": path, "offset": offset, "position": position})
+
+
+def dump_time_index(path: str, opts: Options, out: Output, problems: Problems) -> None:
+    """Entries of a `.timeindex` file, each checked against the batch holding its offset."""
+    from logstore import dump
+    from logstore.errors import CorruptIndexError
+    from logstore.records import RecordBatch
+
+    base_offset = base_offset_of(path)
+    with MappedFile(sibling(path, ".log")) as log:
+        index_path = sibling(path, ".index")
+        # Kafka would create a missing offset index here; a read-only dump treats it as empty.
+        index_data = read_bytes(index_path) if os.path.exists(index_path) else b""
+        index_offsets, index_positions = dump.read_offset_index(index_data, base_offset)
+        n_index = dump.sparse_entry_count(index_offsets, base_offset)
+        index_offsets, index_positions = index_offsets[:n_index], index_positions[:n_index]
+        data = read_bytes(path)
+        timestamps, offsets = dump.read_time_index(data, base_offset)
+        if opts.sanity_only:
+            error = dump.time_index_sanity_error(timestamps, offsets, len(data), base_offset,
+                                                 os.path.abspath(path))
+            if error:
+                raise CorruptIndexError(error)
+            out.line(f"{path} passed sanity check.")
+            out.obj({"type": "sanity_check", "file": path, "passed": True})
+            return
+        previous = -1
+        for i in range(dump.sparse_entry_count(offsets, base_offset)):
+            timestamp, offset = int(timestamps[i]), int(offsets[i])
+            start = dump.lookup_position(index_offsets, index_positions, offset)
+            holder = None
+            if start <= len(log.data):
+                for position, _ in dump.iter_batch_spans(log.data, start):
+                    batch = RecordBatch(log.data, position)
+                    if batch.last_offset >= offset:
+                        holder = batch
+                        break
+            if holder is None or holder.last_offset != offset:
+                problems.found = True
+                found = -1 if holder is None else holder.last_offset
+                problems.add(problems.time_not_found, path, (offset, found))
+            else:
+                records, _ = decode_records(holder, path, holder.position)
+                max_timestamp = max((dump.record_timestamp(holder, r) for r in records), default=-1)
+                if max_timestamp != timestamp:
+                    problems.found = True
+                    problems.add(problems.time_mismatches, path, (timestamp, max_timestamp))
+                if previous >= timestamp:
+                    problems.found = True
+                    problems.add(problems.time_out_of_order, path, (timestamp, previous))
+            if not opts.verify_only:
+                out.line(dump.time_index_line(timestamp, offset))
+                out.obj({"type": "time_index_entry", "file": path, "timestamp": timestamp,
+                         "offset": offset})
+            previous = timestamp
+
+
+def dump_snapshot(path: str, opts: Options, out: Output, problems: Problems) -> None:
+    """Producers of a producer-state `.snapshot`; a corrupt one is reported on stderr."""
+    from logstore import dump
+    from logstore.errors import CorruptSnapshotError
+    from logstore.records.crc import crc32c
+
+    data = read_bytes(path)
+    try:
+        entries = dump.read_producer_snapshot(data, crc32c)
+    except CorruptSnapshotError as exc:
+        problems.found = True
+        if out.json:
+            out.obj({"type": "problem", "problem": "corrupt_snapshot", "file": path, "message": str(exc)})
+        else:
+            out.flush()
+            print(str(exc), file=sys.stderr)
+        return
+    for entry in entries:
+        out.line(dump.snapshot_entry_line(entry))
+        out.obj({**dump.snapshot_entry_json(entry), "file": path})
+
+
+def dump_txn_index(path: str, opts: Options, out: Output, problems: Problems) -> None:
+    """Aborted transactions of a `.txnindex` file."""
+    from logstore import dump
+
+    base_offset_of(path)
+    for txn in dump.read_aborted_txns(read_bytes(path), os.path.abspath(path)):
+        out.line(dump.aborted_txn_line(txn))
+        out.obj({**dump.aborted_txn_json(txn), "file": path})
+
+
+def dump_epochs(path: str, opts: Options, out: Output, problems: Problems) -> None:
+    """Entries of a `leader-epoch-checkpoint` (an extension: Kafka's tool skips these)."""
+    from logstore import dump
+    from logstore.checkpoint import read_checkpoint
+
+    read_bytes(path)  # a missing file is an error here, not "no entries"
+    for epoch, start_offset in read_checkpoint(Path(path), (int, int)):
+        out.line(dump.leader_epoch_line(epoch, start_offset))
+        out.obj({"type": "leader_epoch", "file": path, "epoch": epoch, "startOffset": start_offset})
+
+
+def dump_offsets(path: str, opts: Options, out: Output, problems: Problems) -> None:
+    """Entries of a data-directory offset checkpoint (an extension, like leader epochs)."""
+    from logstore import dump
+    from logstore.checkpoint import read_checkpoint
+
+    read_bytes(path)
+    for topic, partition, offset in read_checkpoint(Path(path), (str, int, int)):
+        out.line(dump.offset_checkpoint_line(topic, partition, offset))
+        out.obj({"type": "offset_checkpoint", "file": path, "topic": topic,
+                 "partition": partition, "offset": offset})
+
+
+DUMPERS = {LOG: dump_log, INDEX: dump_offset_index, TIMEINDEX: dump_time_index,
+           SNAPSHOT: dump_snapshot, TXNINDEX: dump_txn_index, EPOCHS: dump_epochs,
+           OFFSETS: dump_offsets}

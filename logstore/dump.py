@@ -1,0 +1,602 @@
+"""Kafka DumpLogSegments-compatible output: text lines and JSON objects for decoded files.
+
+Pure: every function here takes bytes or decoded values and returns strings, dicts or
+decoded entries; opening files and choosing what to print is `logstore.cli.dump`'s job.
+The text is what Kafka's `kafka.tools.DumpLogSegments` prints for the same input (Kafka
+4.0, the Scala tool), so the rules for walking a segment, reading index slots, producer
+snapshots and transaction indexes follow Kafka's read-only tool rather than the engine.
+Layouts: /work/shared/FORMAT.md.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from logstore.errors import CorruptRecordError, CorruptSnapshotError
+
+RECORD_INDENT = "|"
+
+# Walking a segment file (Kafka's FileLogInputStream): a batch needs the 17 bytes up to
+# its magic to be looked at; a length field under the smallest legacy record is corruption.
+LOG_OVERHEAD = 12  # int64 base offset + int32 length
+HEADER_SIZE_UP_TO_MAGIC = 17
+MIN_RECORD_OVERHEAD = 14  # Kafka's LegacyRecord.RECORD_OVERHEAD_V0
+BATCH_LENGTH = struct.Struct(">i")
+BATCH_LENGTH_OFFSET = 8
+V2_HEADER_SIZE = 61
+
+# Index layouts (FORMAT.md "Segment files").
+OFFSET_INDEX_DTYPE = np.dtype([("relative_offset", ">i4"), ("position", ">i4")])
+TIME_INDEX_DTYPE = np.dtype([("timestamp", ">i8"), ("relative_offset", ">i4")])
+
+# `.txnindex` entry: int16 version, int64 producerId, firstOffset, lastOffset, lastStableOffset.
+ABORTED_TXN = struct.Struct(">hqqqq")
+ABORTED_TXN_CURRENT_VERSION = 0
+
+# Producer snapshot (FORMAT.md "Producer-state snapshot"): the fields Kafka's schema names.
+SNAPSHOT_VERSION = 1
+SNAPSHOT_HEADER = struct.Struct(">hIi")
+SNAPSHOT_CRC_END = 6  # the CRC covers every byte after the version and the crc field
+SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")
+SNAPSHOT_HEADER_FIELDS = (("version", 2), ("crc", 4), ("producer_entries", 4))
+SNAPSHOT_ENTRY_FIELDS = (
+    ("producer_id", 8),
+    ("epoch", 2),
+    ("last_sequence", 4),
+    ("last_offset", 8),
+    ("offset_delta", 4),
+    ("timestamp", 8),
+    ("coordinator_epoch", 4),
+    ("current_txn_first_offset", 8),
+)
+BUFFER_UNDERFLOW = "java.nio.BufferUnderflowException"
+
+# Control records: key = int16 version, int16 type; end-transaction value = int16, int32.
+CONTROL_KEY = struct.Struct(">hh")
+END_TXN_VALUE = struct.Struct(">hi")
+CONTROL_TYPES = {
+    0: "ABORT",
+    1: "COMMIT",
+    2: "LEADER_CHANGE",
+    3: "SNAPSHOT_HEADER",
+    4: "SNAPSHOT_FOOTER",
+    5: "KRAFT_VERSION",
+    6: "KRAFT_VOTERS",
+}
+
+INT32_MAX = 2**31 - 1
+NO_SEQUENCE = -1
+NO_TIMESTAMP = -1
+
+
+@dataclass(frozen=True, slots=True)
+class AbortedTxn:
+    """One `.txnindex` entry."""
+
+    version: int
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    last_stable_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerSnapshotEntry:
+    """One producer of a `.snapshot` file, as Kafka's ProducerStateManager.readSnapshot sees it."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_offset: int
+    offset_delta: int
+    timestamp: int
+    coordinator_epoch: int
+    current_txn_first_offset: int
+
+    @property
+    def first_sequence(self) -> int:
+        """The first sequence of the producer's last batch (Kafka's decrementSequence)."""
+        return decrement_sequence(self.last_sequence, self.offset_delta)
+
+
+def java_bool(value: bool) -> str:
+    """`true`/`false` as Java prints booleans."""
+    return "true" if value else "false"
+
+
+def optional_long(value: int | None) -> str:
+    """Java's `OptionalLong.toString()`."""
+    return "OptionalLong.empty" if value is None else f"OptionalLong[{value}]"
+
+
+def java_string(data: bytes | memoryview | None) -> str:
+    """Decode bytes as Java's `new String(bytes, UTF_8)` does (malformed input becomes U+FFFD)."""
+    return bytes(data).decode("utf-8", errors="replace")
+
+
+def increment_sequence(sequence: int, increment: int) -> int:
+    """Kafka's DefaultRecordBatch.incrementSequence: add, wrapping past Int.MaxValue to 0."""
+    if sequence > INT32_MAX - increment:
+        return increment - (INT32_MAX - sequence) - 1
+    return sequence + increment
+
+
+def decrement_sequence(sequence: int, decrement: int) -> int:
+    """Kafka's DefaultRecordBatch.decrementSequence, the inverse of `increment_sequence`."""
+    if sequence < decrement:
+        return INT32_MAX - (decrement - sequence) + 1
+    return sequence - decrement
+
+
+def record_sequence(batch: Any, offset: int) -> int:
+    """A v2 record's sequence: the batch's base sequence plus its offset delta, or -1."""
+    if batch.base_sequence < 0:
+        return NO_SEQUENCE
+    return increment_sequence(batch.base_sequence, offset - batch.base_offset)
+
+
+def batch_last_sequence(batch: Any) -> int:
+    """A v2 batch's last sequence as Kafka computes it (wrapping), -1 when not idempotent."""
+    if batch.base_sequence == NO_SEQUENCE:
+        return NO_SEQUENCE
+    return increment_sequence(batch.base_sequence, batch.last_offset - batch.base_offset)
+
+
+def timestamp_type_name(batch: Any) -> str:
+    """Kafka's TimestampType name: NoTimestampType for magic 0, else the batch's type."""
+    if batch.magic == 0 or batch.timestamp_type is None:
+        return "NoTimestampType"
+    return batch.timestamp_type
+
+
+def batch_max_timestamp(batch: Any) -> int:
+    """The batch's max timestamp as Kafka reports it (-1 for magic 0)."""
+    return NO_TIMESTAMP if batch.magic == 0 else batch.max_timestamp
+
+
+def record_timestamp(batch: Any, record: Any) -> int:
+    """A record's timestamp as Kafka's iterator gives it (LogAppendTime stamps every record)."""
+    if batch.magic == 0:
+        return NO_TIMESTAMP
+    if batch.timestamp_type == "LogAppendTime":
+        return batch.max_timestamp
+    return record.timestamp
+
+
+def iter_batch_spans(buffer: Any, start: int = 0, end: int | None = None) -> Iterator[tuple[int, int]]:
+    """Yield `(position, size)` of each complete batch in `buffer[start:end]`, Kafka's way.
+
+    Stops quietly before a partial trailing batch (fewer than 18 bytes left, or a length
+    that runs past `end`); raises CorruptRecordError for a length under 14 bytes.
+    """
+    if end is None:
+        end = len(buffer)
+    position = start
+    while position < end - HEADER_SIZE_UP_TO_MAGIC:
+        (length,) = BATCH_LENGTH.unpack_from(buffer, position + BATCH_LENGTH_OFFSET)
+        if length < MIN_RECORD_OVERHEAD:
+            raise CorruptRecordError(
+                f"Found record size {length} smaller than minimum record overhead "
+                f"({MIN_RECORD_OVERHEAD})",
+                position=position,
+            )
+        if position > end - LOG_OVERHEAD - length:
+            return
+        yield position, LOG_OVERHEAD + length
+        position += LOG_OVERHEAD + length
+
+
+def kafka_is_valid(batch: Any) -> bool:
+    """Kafka's isValid: a v2 batch is big enough for its header and its stored CRC matches."""
+    if batch.magic >= 2:
+        return batch.size_in_bytes >= V2_HEADER_SIZE and batch.crc == batch.compute_crc()
+    return bool(batch.is_valid())
+
+
+def batch_fields(batch: Any, position: int) -> dict[str, Any]:
+    """Every batch-level value Kafka prints, keyed by Kafka's field name."""
+    fields: dict[str, Any] = {}
+    if batch.magic >= 2:
+        fields.update(
+            baseOffset=batch.base_offset,
+            lastOffset=batch.last_offset,
+            count=batch.record_count,
+            baseSequence=batch.base_sequence,
+            lastSequence=batch_last_sequence(batch),
+            producerId=batch.producer_id,
+            producerEpoch=batch.producer_epoch,
+            partitionLeaderEpoch=batch.partition_leader_epoch,
+            isTransactional=bool(batch.is_transactional),
+            isControl=bool(batch.is_control),
+            deleteHorizonMs=batch.delete_horizon_ms,
+        )
+    else:
+        fields["offset"] = batch.last_offset
+    fields.update(
+        position=position,
+        timestampType=timestamp_type_name(batch),
+        maxTimestamp=batch_max_timestamp(batch),
+        size=batch.size_in_bytes,
+        magic=batch.magic,
+        compresscodec=batch.compression,
+        crc=batch.crc,
+        isvalid=kafka_is_valid(batch),
+    )
+    return fields
+
+
+def batch_line(batch: Any, position: int) -> str:
+    """The batch line of `--files x.log` (shallow iteration) at file `position`."""
+    f = batch_fields(batch, position)
+    if batch.magic >= 2:
+        head = (
+            f"baseOffset: {f['baseOffset']} lastOffset: {f['lastOffset']} count: {f['count']}"
+            f" baseSequence: {f['baseSequence']} lastSequence: {f['lastSequence']}"
+            f" producerId: {f['producerId']} producerEpoch: {f['producerEpoch']}"
+            f" partitionLeaderEpoch: {f['partitionLeaderEpoch']}"
+            f" isTransactional: {java_bool(f['isTransactional'])}"
+            f" isControl: {java_bool(f['isControl'])}"
+            f" deleteHorizonMs: {optional_long(f['deleteHorizonMs'])}"
+        )
+    else:
+        head = f"offset: {f['offset']}"
+    return (
+        f"{head} position: {position} {f['timestampType']}: {f['maxTimestamp']}"
+        f" size: {f['size']} magic: {f['magic']} compresscodec: {f['compresscodec']}"
+        f" crc: {f['crc']} isvalid: {java_bool(f['isvalid'])}"
+    )
+
+
+def control_fields(key: bytes | None, value: bytes | None) -> dict[str, Any]:
+    """Decode a control record: `endTxnMarker` + `coordinatorEpoch`, or `controlType` + id."""
+    if key is None or len(key) < CONTROL_KEY.size:
+        raise CorruptRecordError(f"control record key of {0 if key is None else len(key)} bytes is too short")
+    version, type_id = CONTROL_KEY.unpack_from(key)
+    if version < 0:
+        raise CorruptRecordError(f"control record key with negative version {version}")
+    name = CONTROL_TYPES.get(type_id, "UNKNOWN")
+    if name in ("ABORT", "COMMIT"):
+        if value is None or len(value) < END_TXN_VALUE.size:
+            raise CorruptRecordError("end transaction marker value is too short")
+        _, coordinator_epoch = END_TXN_VALUE.unpack_from(value)
+        return {"endTxnMarker": name, "coordinatorEpoch": coordinator_epoch}
+    return {"controlType": name, "controlTypeId": type_id}
+
+
+@dataclass(frozen=True, slots=True)
+class LegacyEntry:
+    """Validity and CRC of one legacy (magic 0/1) message, printed on its record line."""
+
+    is_valid: bool
+    crc: int
+
+
+def record_fields(
+    batch: Any, record: Any, *, print_data: bool, legacy: LegacyEntry | None = None
+) -> dict[str, Any]:
+    """Every record-level value Kafka prints for one record, keyed by Kafka's field name."""
+    fields: dict[str, Any] = {
+        "offset": record.offset,
+        "timestampType": timestamp_type_name(batch),
+        "timestamp": record_timestamp(batch, record),
+        "keySize": -1 if record.key is None else len(record.key),
+        "valueSize": -1 if record.value is None else len(record.value),
+    }
+    if batch.magic >= 2:
+        fields["sequence"] = record_sequence(batch, record.offset)
+        fields["headerKeys"] = [key for key, _ in record.headers]
+    if legacy is not None:
+        fields["isValid"] = legacy.is_valid
+        fields["crc"] = legacy.crc
+    if batch.is_control:
+        fields.update(control_fields(record.key, record.value))
+    elif print_data:
+        fields["key"] = None if record.key is None else java_string(record.key)
+        fields["payload"] = None if record.value is None else java_string(record.value)
+    return fields
+
+
+def record_line(
+    batch: Any,
+    record: Any,
+    *,
+    print_data: bool,
+    skip_metadata: bool = False,
+    legacy: LegacyEntry | None = None,
+) -> str:
+    """One `| offset: ...` line of a deep iteration (with `key:`/`payload:` under print_data)."""
+    f = record_fields(batch, record, print_data=print_data, legacy=legacy)
+    parts = []
+    prefix = f"{RECORD_INDENT} "
+    if not skip_metadata:
+        parts.append(
+            f"{prefix}offset: {f['offset']} {f['timestampType']}: {f['timestamp']}"
+            f" keySize: {f['keySize']} valueSize: {f['valueSize']}"
+        )
+        prefix = " "
+        if "sequence" in f:
+            parts.append(f" sequence: {f['sequence']} headerKeys: [{','.join(f['headerKeys'])}]")
+        if legacy is not None:
+            # Kafka 4.0's Scala tool prints a stray closing brace after a legacy record's crc.
+            parts.append(f" isValid: {java_bool(legacy.is_valid)} crc: {legacy.crc}}}")
+        if "endTxnMarker" in f:
+            parts.append(f" endTxnMarker: {f['endTxnMarker']} coordinatorEpoch: {f['coordinatorEpoch']}")
+        elif "controlType" in f:
+            parts.append(f" controlType: {f['controlType']}({f['controlTypeId']})")
+    if print_data and not batch.is_control:
+        if f["key"] is not None:
+            parts.append(f"{prefix}key: {f['key']}")
+        if f["payload"] is not None:
+            parts.append(f" payload: {f['payload']}")
+    return "".join(parts)
+
+
+def batch_json(
+    batch: Any,
+    position: int,
+    records: Sequence[Any] | None = None,
+    *,
+    print_data: bool = False,
+    legacy: Sequence[LegacyEntry] | None = None,
+) -> dict[str, Any]:
+    """The `--json` object of one batch; with `records` (deep iteration) they are nested."""
+    obj: dict[str, Any] = {"type": "batch", **batch_fields(batch, position)}
+    if records is not None:
+        obj["records"] = [
+            record_fields(batch, r, print_data=print_data, legacy=None if legacy is None else legacy[i])
+            for i, r in enumerate(records)
+        ]
+    return obj
+
+
+def log_header_line(base_offset: int) -> str:
+    """`Log starting offset: N`, printed after `Dumping x.log`."""
+    return f"Log starting offset: {base_offset}"
+
+
+def trailing_bytes_line(count: int, file_name: str) -> str:
+    """The torn-tail report of a `.log` dump (printed only without --max-bytes)."""
+    return f"Found {count} invalid bytes at the end of {file_name}"
+
+
+def offset_index_line(offset: int, position: int) -> str:
+    """One `.index` entry."""
+    return f"offset: {offset} position: {position}"
+
+
+def time_index_line(timestamp: int, offset: int) -> str:
+    """One `.timeindex` entry."""
+    return f"timestamp: {timestamp} offset: {offset}"
+
+
+def aborted_txn_line(txn: AbortedTxn) -> str:
+    """One `.txnindex` entry."""
+    return (
+        f"version: {txn.version} producerId: {txn.producer_id} firstOffset: {txn.first_offset}"
+        f" lastOffset: {txn.last_offset} lastStableOffset: {txn.last_stable_offset}"
+    )
+
+
+def aborted_txn_json(txn: AbortedTxn) -> dict[str, Any]:
+    """The `--json` object of one `.txnindex` entry."""
+    return {
+        "type": "aborted_txn",
+        "version": txn.version,
+        "producerId": txn.producer_id,
+        "firstOffset": txn.first_offset,
+        "lastOffset": txn.last_offset,
+        "lastStableOffset": txn.last_stable_offset,
+    }
+
+
+def snapshot_entry_line(entry: ProducerSnapshotEntry) -> str:
+    """One producer of a `.snapshot` (Kafka prints the last batch only when lastOffset >= 0)."""
+    current_txn = entry.current_txn_first_offset if entry.current_txn_first_offset >= 0 else None
+    line = (
+        f"producerId: {entry.producer_id} producerEpoch: {entry.producer_epoch}"
+        f" coordinatorEpoch: {entry.coordinator_epoch}"
+        f" currentTxnFirstOffset: {optional_long(current_txn)} lastTimestamp: {entry.timestamp} "
+    )
+    if entry.last_offset >= 0:
+        line += (
+            f"firstSequence: {entry.first_sequence} lastSequence: {entry.last_sequence}"
+            f" lastOffset: {entry.last_offset} offsetDelta: {entry.offset_delta}"
+            f" timestamp: {entry.timestamp}"
+        )
+    return line
+
+
+def snapshot_entry_json(entry: ProducerSnapshotEntry) -> dict[str, Any]:
+    """The `--json` object of one producer in a `.snapshot`."""
+    obj: dict[str, Any] = {
+        "type": "producer",
+        "producerId": entry.producer_id,
+        "producerEpoch": entry.producer_epoch,
+        "coordinatorEpoch": entry.coordinator_epoch,
+        "currentTxnFirstOffset": entry.current_txn_first_offset if entry.current_txn_first_offset >= 0 else None,
+        "lastTimestamp": entry.timestamp,
+    }
+    if entry.last_offset >= 0:
+        obj.update(
+            firstSequence=entry.first_sequence,
+            lastSequence=entry.last_sequence,
+            lastOffset=entry.last_offset,
+            offsetDelta=entry.offset_delta,
+            timestamp=entry.timestamp,
+        )
+    return obj
+
+
+def leader_epoch_line(epoch: int, start_offset: int) -> str:
+    """One `leader-epoch-checkpoint` entry (Kafka's tool does not dump these files)."""
+    return f"epoch: {epoch} startOffset: {start_offset}"
+
+
+def offset_checkpoint_line(topic: str, partition: int, offset: int) -> str:
+    """One entry of a data-directory offset checkpoint (Kafka's tool does not dump these)."""
+    return f"topic: {topic} partition: {partition} offset: {offset}"
+
+
+def read_offset_index(data: bytes | memoryview, base_offset: int) -> tuple[np.ndarray, np.ndarray]:
+    """Absolute offsets and positions of every 8-byte slot (a partial last slot is ignored)."""
+    slots = np.frombuffer(data, dtype=OFFSET_INDEX_DTYPE, count=len(data) // OFFSET_INDEX_DTYPE.itemsize)
+    return slots["relative_offset"].astype(np.int64) + base_offset, slots["position"].astype(np.int64)
+
+
+def read_time_index(data: bytes | memoryview, base_offset: int) -> tuple[np.ndarray, np.ndarray]:
+    """Timestamps and absolute offsets of every 12-byte slot (a partial last slot is ignored)."""
+    slots = np.frombuffer(data, dtype=TIME_INDEX_DTYPE, count=len(data) // TIME_INDEX_DTYPE.itemsize)
+    return slots["timestamp"].astype(np.int64), slots["relative_offset"].astype(np.int64) + base_offset
+
+
+def offset_index_sanity_error(offsets: np.ndarray, length: int, base_offset: int, path: str) -> str | None:
+    """Kafka's OffsetIndex.sanityCheck message for an index that fails it, else None."""
+    if len(offsets) and int(offsets[-1]) < base_offset:
+        return (
+            f"Corrupt index found, index file {path} has non-zero size but the last offset is "
+            f"{int(offsets[-1])} which is less than the base offset {base_offset}"
+        )
+    if length % OFFSET_INDEX_DTYPE.itemsize:
+        return (
+            f"Index file {path} is corrupt, found {length} bytes which is neither positive nor "
+            f"a multiple of {OFFSET_INDEX_DTYPE.itemsize}"
+        )
+    return None
+
+
+def time_index_sanity_error(
+    timestamps: np.ndarray, offsets: np.ndarray, length: int, base_offset: int, path: str
+) -> str | None:
+    """Kafka's TimeIndex.sanityCheck message for a time index that fails it, else None."""
+    if len(timestamps) and int(timestamps[-1]) < int(timestamps[0]):
+        return (
+            f"Corrupt time index found, time index file ({path}) has non-zero size but the last "
+            f"timestamp is {int(timestamps[-1])} which is less than the first timestamp {int(timestamps[0])}"
+        )
+    if len(offsets) and int(offsets[-1]) < base_offset:
+        return (
+            f"Corrupt time index found, time index file ({path}) has non-zero size but the last "
+            f"offset is {int(offsets[-1])} which is less than the first offset {base_offset}"
+        )
+    if length % TIME_INDEX_DTYPE.itemsize:
+        return (
+            f"Time index file {path} is corrupt, found {length} bytes which is neither positive "
+            f"nor a multiple of {TIME_INDEX_DTYPE.itemsize}"
+        )
+    return None
+
+
+def sparse_entry_count(offsets: np.ndarray, base_offset: int) -> int:
+    """Slots before the first zero-filled one (a slot after the first holding the base offset).
+
+    Kafka's tool stops there: a preallocated index left by a crash is zero-filled at the end.
+    """
+    if len(offsets) <= 1:
+        return len(offsets)
+    zero = np.flatnonzero(offsets[1:] == base_offset)
+    return int(zero[0]) + 1 if len(zero) else len(offsets)
+
+
+def lookup_position(offsets: np.ndarray, positions: np.ndarray, target: int) -> int:
+    """Position of the largest indexed offset <= target, or 0 (the segment start)."""
+    slot = int(np.searchsorted(offsets, target, side="right")) - 1
+    return int(positions[slot]) if slot >= 0 else 0
+
+
+def read_aborted_txns(data: bytes | memoryview, path: str) -> list[AbortedTxn]:
+    """Every whole 34-byte `.txnindex` entry; raises CorruptRecordError on an unknown version."""
+    entries = []
+    for position in range(0, len(data) - ABORTED_TXN.size + 1, ABORTED_TXN.size):
+        txn = AbortedTxn(*ABORTED_TXN.unpack_from(data, position))
+        if txn.version > ABORTED_TXN_CURRENT_VERSION:
+            raise CorruptRecordError(
+                f"Unexpected aborted transaction version {txn.version} in transaction index "
+                f"{path}, current version is {ABORTED_TXN_CURRENT_VERSION}",
+                position=position,
+            )
+        entries.append(txn)
+    return entries
+
+
+def _schema_error(fields: Sequence[tuple[str, int]], available: int) -> str | None:
+    """Kafka's SchemaException text for reading `fields` from `available` bytes, else None."""
+    for name, size in fields:
+        if available < size:
+            return f"Error reading field '{name}': {BUFFER_UNDERFLOW}"
+        available -= size
+    return None
+
+
+def read_producer_snapshot(data: bytes | memoryview, crc32c: Any) -> list[ProducerSnapshotEntry]:
+    """Decode a producer `.snapshot` as Kafka does; raises CorruptSnapshotError with Kafka's message.
+
+    `crc32c` is the CRC-32C function (passed in so this module stays free of codec imports).
+    """
+    prefix = "Snapshot failed schema validation: "
+    error = _schema_error(SNAPSHOT_HEADER_FIELDS, len(data))
+    if error:
+        raise CorruptSnapshotError(prefix + error)
+    version, crc, count = SNAPSHOT_HEADER.unpack_from(data)
+    remaining = len(data) - SNAPSHOT_HEADER.size
+    if count < 0:
+        raise CorruptSnapshotError(f"{prefix}Error reading field 'producer_entries': Array size {count} cannot be negative")
+    if count > remaining:
+        raise CorruptSnapshotError(
+            f"{prefix}Error reading field 'producer_entries': Error reading array of size {count},"
+            f" only {remaining} bytes available"
+        )
+    if count * SNAPSHOT_ENTRY.size > remaining:
+        whole = remaining // SNAPSHOT_ENTRY.size
+        inner = _schema_error(SNAPSHOT_ENTRY_FIELDS, remaining - whole * SNAPSHOT_ENTRY.size)
+        raise CorruptSnapshotError(f"{prefix}Error reading field 'producer_entries': {inner}")
+    if version != SNAPSHOT_VERSION:
+        raise CorruptSnapshotError(f"Snapshot contained an unknown file version {version}")
+    computed = crc32c(memoryview(data)[SNAPSHOT_CRC_END:])
+    if crc != computed:
+        raise CorruptSnapshotError(
+            f"Snapshot is corrupt (CRC is no longer valid). Stored crc: {crc}. Computed crc: {computed}"
+        )
+    return [
+        ProducerSnapshotEntry(*SNAPSHOT_ENTRY.unpack_from(data, SNAPSHOT_HEADER.size + i * SNAPSHOT_ENTRY.size))
+        for i in range(count)
+    ]
+
+
+def index_mismatch_report(path: str, mismatches: Sequence[tuple[int, int]]) -> list[str]:
+    """Kafka's stderr report of offset-index entries that do not point at their batch."""
+    return [f"Mismatches in :{path}"] + [
+        f"  Index offset: {index_offset}, log offset: {log_offset}"
+        for index_offset, log_offset in reversed(mismatches)
+    ]
+
+
+def time_index_report(
+    path: str,
+    mismatches: Sequence[tuple[int, int]],
+    out_of_order: Sequence[tuple[int, int]],
+    not_found: Sequence[tuple[int, int]],
+) -> list[str]:
+    """Kafka's stderr report of time-index problems, in Kafka's order."""
+    lines = []
+    if mismatches:
+        lines.append(f"Found timestamp mismatch in :{path}")
+        lines += [f"  Index timestamp: {a}, log timestamp: {b}" for a, b in mismatches]
+    if out_of_order:
+        lines.append(f"Found out of order timestamp in :{path}")
+        lines += [f"  Index timestamp: {a}, Previously indexed timestamp: {b}" for a, b in out_of_order]
+    if not_found:
+        lines.append("The following indexed offsets are not found in the log.")
+        lines += [f"Indexed offset: {a}, found log offset: {b}" for a, b in not_found]
+    return lines
+
+
+def non_consecutive_report(path: str, pairs: Sequence[tuple[int, int]]) -> list[str]:
+    """Kafka's stderr report of record offsets that skip (normal after compaction)."""
+    return [f"Non-consecutive offsets in {path}"] + [
+        f"  {first} is followed by {second}" for first, second in reversed(pairs)
+    ]
