@@ -1,4 +1,4 @@
-"""numba kernels for the segment reader: loops numpy cannot vectorise (key hashing, batch walk)."""
+"""numba kernels for the segment reader: loops numpy cannot vectorise (key hashing, key gathering)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,6 @@ _FMIX2 = np.uint64(0xC4CEB9FE1A85EC53)
 _M1 = np.uint64(0x52DCE729)
 _M2 = np.uint64(0x38495AB5)
 _FIVE = np.uint64(5)
-_BATCH_LENGTH_AT = 8  # FORMAT.md: int32 batchLength after the int64 baseOffset
-_LOG_OVERHEAD = 12  # baseOffset + batchLength, not counted in batchLength
 
 
 @njit(cache=True, inline="always")
@@ -40,13 +38,15 @@ def _load_le64(data, at):
 
 
 @njit(cache=True)
-def murmur3_x64_64(data, offsets, valid):
-    """First 64 bits of MurmurHash3 x64_128 (seed 0) of each slice data[offsets[i]:offsets[i+1]].
+def murmur3_x64_128(data, offsets, valid):
+    """MurmurHash3 x64_128 (seed 0) words of each slice data[offsets[i]:offsets[i+1]].
 
-    Equals ``mmh3.hash64(key)[0]`` (signed). Rows where ``valid`` is false get 0.
+    Returns (h1, h2) uint64 arrays equal to ``mmh3.hash64(key, signed=False)``; rows where
+    ``valid`` is false get (0, 0).
     """
     n = offsets.shape[0] - 1
-    out = np.zeros(n, dtype=np.int64)
+    out1 = np.zeros(n, dtype=np.uint64)
+    out2 = np.zeros(n, dtype=np.uint64)
     for row in range(n):
         if not valid[row]:
             continue
@@ -98,38 +98,17 @@ def murmur3_x64_64(data, offsets, valid):
         h1 = _fmix(h1)
         h2 = _fmix(h2)
         h1 += h2
-        out[row] = np.int64(h1)
-    return out
+        h2 += h1
+        out1[row] = h1
+        out2[row] = h2
+    return out1, out2
 
 
 @njit(cache=True)
-def batch_positions(data):
-    """Byte positions of the complete log entries in ``data`` and where the valid prefix ends.
-
-    Walks the ``baseOffset, batchLength`` framing (the same for every magic) without checks.
-    """
-    n = data.shape[0]
-    positions = np.empty(max(n // (_LOG_OVERHEAD + 49), 1), dtype=np.int64)
-    count = 0
-    pos = 0
-    while pos + _LOG_OVERHEAD <= n:
-        at = pos + _BATCH_LENGTH_AT
-        length = (
-            (np.int64(data[at]) << 24)
-            | (np.int64(data[at + 1]) << 16)
-            | (np.int64(data[at + 2]) << 8)
-            | np.int64(data[at + 3])
-        )
-        if length < 0 or length >= 1 << 31:
-            break
-        end = pos + _LOG_OVERHEAD + length
-        if end > n:
-            break
-        if count == positions.shape[0]:
-            grown = np.empty(positions.shape[0] * 2, dtype=np.int64)
-            grown[:count] = positions[:count]
-            positions = grown
-        positions[count] = pos
-        count += 1
-        pos = end
-    return positions[:count], pos
+def gather_into(data, pos, length, out, out_offsets, first_row):
+    """Copy slices data[pos[i]:pos[i]+length[i]] (length -1 = null) to out at out_offsets[first_row + i]."""
+    for i in range(pos.shape[0]):
+        size = length[i]
+        if size > 0:
+            at = out_offsets[first_row + i]
+            out[at:at + size] = data[pos[i]:pos[i] + size]

@@ -1,0 +1,313 @@
+"""Segment files to Arrow: one row per record, built from logstore.records' columnar decode.
+
+The walk is per batch (header parse, CRC check, one numba decode of the records); every column
+is then built with numpy over whole chunks, batch metadata by ``np.repeat`` over the batch
+headers, keys by one gather and one hash kernel call. No Python object per record.
+"""
+
+from __future__ import annotations
+
+import mmap
+from collections.abc import Iterator
+from dataclasses import dataclass
+from os import PathLike, fspath
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from logstore.errors import CorruptRecordError
+from logstore.records.batch import TIMESTAMP_TYPES, RecordBatch, iter_batches
+from logstore.records.compression import COMPRESSION_NAMES
+from logstore.records.header import (
+    COMPRESSION_MASK,
+    CONTROL_BIT,
+    TIMESTAMP_TYPE_BIT,
+    TRANSACTIONAL_BIT,
+)
+from spark_tools import _kernels
+from spark_tools.layout import SEGMENT_NAME, parse_partition_dir, resolve_filesystem
+
+DEFAULT_CHUNK_ROWS = 1 << 16
+NO_CONTROL_TYPE = -1  # not a control batch, or a control batch whose record is gone
+_CONTROL_TYPE_AT = 2  # control record key: int16 version, int16 type (FORMAT.md)
+
+RECORD_SCHEMA = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("segment_base_offset", pa.int64()),
+        ("batch_base_offset", pa.int64()),
+        ("offset", pa.int64()),
+        ("timestamp", pa.int64()),
+        ("timestamp_type", pa.string()),
+        ("key", pa.binary()),
+        ("key_hash", pa.int64()),
+        ("key_size", pa.int32()),
+        ("value_size", pa.int32()),
+        ("header_count", pa.int32()),
+        ("is_tombstone", pa.bool_()),
+        ("batch_position", pa.int64()),
+        ("batch_size", pa.int32()),
+        ("compression", pa.string()),
+        ("producer_id", pa.int64()),
+        ("producer_epoch", pa.int16()),
+        ("is_transactional", pa.bool_()),
+        ("is_control", pa.bool_()),
+        ("magic", pa.int8()),
+        ("partition_leader_epoch", pa.int32()),
+    ]
+)
+"""Columns of ``read_segments``: sizes are -1 for a null key or value (a tombstone);
+``key_hash`` is ``mmh3.hash64(key)[0]`` (null for a null key)."""
+
+_TIMESTAMP_TYPE_NAMES = pa.array(TIMESTAMP_TYPES, pa.string())
+_COMPRESSION_NAMES = pa.array(COMPRESSION_NAMES, pa.string())
+
+
+@dataclass
+class SegmentScan:
+    """Decoded columns of (part of) one segment: per batch, and per record in offset order."""
+
+    # per batch
+    position: np.ndarray  # int64 byte position in the file
+    size: np.ndarray  # int64 bytes including the 12-byte log overhead
+    base_offset: np.ndarray
+    last_offset: np.ndarray
+    partition_leader_epoch: np.ndarray
+    magic: np.ndarray
+    attributes: np.ndarray
+    base_timestamp: np.ndarray
+    max_timestamp: np.ndarray
+    producer_id: np.ndarray
+    producer_epoch: np.ndarray
+    record_count: np.ndarray  # records decoded (the header count for magic 2)
+    control_type: np.ndarray  # int8: 0 ABORT, 1 COMMIT, NO_CONTROL_TYPE
+    # per record
+    batch_index: np.ndarray
+    offset: np.ndarray
+    timestamp: np.ndarray
+    key_data: np.ndarray  # uint8, keys back to back
+    key_offsets: np.ndarray  # int32 Arrow offsets into key_data (len = records + 1)
+    key_size: np.ndarray  # -1 for a null key
+    value_size: np.ndarray  # -1 for a null value
+    header_count: np.ndarray
+    key_hash1: np.ndarray  # uint64 MurmurHash3 x64_128 words (seed 0); 0 for null keys
+    key_hash2: np.ndarray
+
+    @property
+    def num_batches(self) -> int:
+        """Batches in this scan."""
+        return len(self.position)
+
+    @property
+    def num_records(self) -> int:
+        """Records in this scan."""
+        return len(self.offset)
+
+
+def segment_base_offset(path: str | PathLike[str]) -> int:
+    """The base offset in a segment file name (``00000000000000000105.log`` -> 105)."""
+    name = fspath(path).replace("\\", "/").rsplit("/", 1)[-1]
+    match = SEGMENT_NAME.match(name)
+    if match is None:
+        raise CorruptRecordError("not a segment file name (<20-digit base offset>.log)",
+                                 path=fspath(path))
+    return int(match.group(1))
+
+
+def topic_partition_of(path: str | PathLike[str]) -> tuple[str, int]:
+    """(topic, partition) from the segment's ``<topic>-<partition>`` parent directory."""
+    parts = fspath(path).replace("\\", "/").rsplit("/", 2)
+    return parse_partition_dir(parts[-2] if len(parts) >= 2 else "")
+
+
+def _segment_view(path: str | PathLike[str], filesystem: pafs.FileSystem | None) -> memoryview:
+    """A segment file's bytes: memory-mapped when local (unmapped once unreferenced), else read."""
+    fs, inner = resolve_filesystem(path, filesystem)
+    if isinstance(fs, pafs.LocalFileSystem):
+        with open(inner, "rb") as f:
+            if f.seek(0, 2) == 0:
+                return memoryview(b"")
+            return memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
+    with fs.open_input_file(inner) as f:
+        return memoryview(f.read_buffer())
+
+
+def scan_segment(
+    path: str | PathLike[str],
+    *,
+    filesystem: pafs.FileSystem | None = None,
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+) -> Iterator[SegmentScan]:
+    """Decode one segment file into SegmentScan chunks of about ``chunk_rows`` records.
+
+    Every batch's CRC is checked. Raises CorruptRecordError (naming the file and byte position)
+    for a bad batch or a partial batch at the end of the file.
+    """
+    batches = iter_batches(_segment_view(path, filesystem))
+    pending: list[tuple[RecordBatch, object]] = []
+    rows = 0
+    yielded = False
+    try:
+        for batch in batches:
+            columns = _decode(batch)
+            pending.append((batch, columns))
+            rows += len(columns.offset)
+            if rows >= chunk_rows:
+                yield _assemble(pending)
+                pending, rows, yielded = [], 0, True
+    except CorruptRecordError as exc:
+        raise _with_path(exc, path) from None
+    if batches.torn:
+        raise CorruptRecordError(
+            "partial batch at the end of the segment", position=batches.valid_end,
+            path=fspath(path))
+    if pending or not yielded:
+        yield _assemble(pending)
+
+
+def _with_path(exc: CorruptRecordError, path: str | PathLike[str]) -> CorruptRecordError:
+    err = CorruptRecordError(str(exc), path=fspath(path))
+    err.position = exc.position
+    return err
+
+
+def _decode(batch: RecordBatch):
+    batch.validate()
+    return batch.columns()
+
+
+def _assemble(pending: list) -> SegmentScan:
+    """Stack the per-batch decodes into flat columns (keys gathered and hashed once)."""
+    headers = np.array([b.header for b, _ in pending], dtype=np.int64).reshape(-1, 13)
+    cols = [c for _, c in pending]
+    counts = np.array([len(c.offset) for c in cols], dtype=np.int64)
+    nb = len(cols)
+    batch_index = np.repeat(np.arange(nb, dtype=np.int64), counts)
+    offset = _concat([c.offset for c in cols], np.int64)
+    timestamp = _concat([c.timestamp for c in cols], np.int64)
+    key_size = _concat([c.key_len for c in cols], np.int64)
+    value_size = _concat([c.value_len for c in cols], np.int64)
+    header_count = _concat([c.headers_count for c in cols], np.int64)
+    key_offsets = np.zeros(len(offset) + 1, dtype=np.int64)
+    np.cumsum(np.maximum(key_size, 0), out=key_offsets[1:])
+    key_data = np.empty(int(key_offsets[-1]), dtype=np.uint8)
+    row = 0
+    for c, n in zip(cols, counts.tolist(), strict=True):
+        _kernels.gather_into(c.data, c.key_pos, c.key_len, key_data, key_offsets, row)
+        row += n
+    has_key = key_size >= 0
+    key_hash1, key_hash2 = _kernels.murmur3_x64_128(key_data, key_offsets, has_key)
+    attributes = headers[:, 5]
+    control_type = np.full(nb, NO_CONTROL_TYPE, dtype=np.int8)
+    is_control = (attributes & CONTROL_BIT) != 0
+    if is_control.any():
+        control_type[is_control] = _control_types(
+            is_control, batch_index, key_data, key_offsets, key_size, nb)[is_control]
+    positions = np.array([b.position for b, _ in pending], dtype=np.int64)
+    return SegmentScan(
+        position=positions,
+        size=headers[:, 1] + 12,
+        base_offset=headers[:, 0],
+        last_offset=headers[:, 0] + headers[:, 6],
+        partition_leader_epoch=headers[:, 2],
+        magic=headers[:, 3],
+        attributes=attributes,
+        base_timestamp=headers[:, 7],
+        max_timestamp=headers[:, 8],
+        producer_id=headers[:, 9],
+        producer_epoch=headers[:, 10],
+        record_count=counts,
+        control_type=control_type,
+        batch_index=batch_index,
+        offset=offset,
+        timestamp=timestamp,
+        key_data=key_data,
+        key_offsets=key_offsets.astype(np.int32) if key_offsets[-1] < 2**31 else key_offsets,
+        key_size=key_size,
+        value_size=value_size,
+        header_count=header_count,
+        key_hash1=key_hash1,
+        key_hash2=key_hash2,
+    )
+
+
+def _concat(arrays: list[np.ndarray], dtype) -> np.ndarray:
+    return np.concatenate(arrays).astype(dtype, copy=False) if arrays else np.empty(0, dtype)
+
+
+def _control_types(is_control, batch_index, key_data, key_offsets, key_size, nb) -> np.ndarray:
+    """Control type per batch from its first record's key (int16 version, int16 type)."""
+    out = np.full(nb, NO_CONTROL_TYPE, dtype=np.int8)
+    rows = np.flatnonzero(is_control[batch_index] & (key_size >= 4))
+    if rows.size:
+        at = key_offsets[rows] + _CONTROL_TYPE_AT
+        kind = (key_data[at].astype(np.int16) << 8) | key_data[at + 1].astype(np.int16)
+        first = np.unique(batch_index[rows], return_index=True)
+        out[first[0]] = kind[first[1]].astype(np.int8)
+    return out
+
+
+def scan_to_arrow(scan: SegmentScan, topic: str, partition: int, segment_base: int) -> pa.RecordBatch:
+    """One Arrow record batch (RECORD_SCHEMA) for a SegmentScan."""
+    n = scan.num_records
+    bi = scan.batch_index
+    attributes = scan.attributes[bi]
+    has_key = scan.key_size >= 0
+    validity = None if has_key.all() else pa.py_buffer(np.packbits(has_key, bitorder="little"))
+    keys = pa.Array.from_buffers(
+        pa.binary() if scan.key_offsets.dtype == np.int32 else pa.large_binary(),
+        n,
+        [validity, pa.py_buffer(scan.key_offsets), pa.py_buffer(scan.key_data)],
+    )
+    if keys.type != pa.binary():
+        keys = keys.cast(pa.binary())
+    key_hash = pa.array(scan.key_hash1.view(np.int64), mask=~has_key)
+    columns = [
+        pa.repeat(pa.scalar(topic, pa.string()), n),
+        pa.repeat(pa.scalar(partition, pa.int32()), n),
+        pa.repeat(pa.scalar(segment_base, pa.int64()), n),
+        pa.array(scan.base_offset[bi]),
+        pa.array(scan.offset),
+        pa.array(scan.timestamp),
+        _TIMESTAMP_TYPE_NAMES.take(pa.array(((attributes & TIMESTAMP_TYPE_BIT) != 0).astype(np.int8))),
+        keys,
+        key_hash,
+        pa.array(scan.key_size.astype(np.int32)),
+        pa.array(scan.value_size.astype(np.int32)),
+        pa.array(scan.header_count.astype(np.int32)),
+        pa.array(scan.value_size < 0),
+        pa.array(scan.position[bi]),
+        pa.array(scan.size[bi].astype(np.int32)),
+        _COMPRESSION_NAMES.take(pa.array((attributes & COMPRESSION_MASK).astype(np.int8))),
+        pa.array(scan.producer_id[bi]),
+        pa.array(scan.producer_epoch[bi].astype(np.int16)),
+        pa.array((attributes & TRANSACTIONAL_BIT) != 0),
+        pa.array((attributes & CONTROL_BIT) != 0),
+        pa.array(scan.magic[bi].astype(np.int8)),
+        pa.array(scan.partition_leader_epoch[bi].astype(np.int32)),
+    ]
+    return pa.RecordBatch.from_arrays(columns, schema=RECORD_SCHEMA)
+
+
+def read_segments(
+    path: str | PathLike[str],
+    topic: str | None = None,
+    partition: int | None = None,
+    *,
+    filesystem: pafs.FileSystem | None = None,
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+) -> Iterator[pa.RecordBatch]:
+    """Read one ``.log`` segment file as Arrow record batches (RECORD_SCHEMA), one row per record.
+
+    ``topic``/``partition`` default to the parent ``<topic>-<partition>`` directory name; the
+    path may be local, a URI, or a path inside ``filesystem``. Raises CorruptRecordError.
+    """
+    if topic is None or partition is None:
+        found_topic, found_partition = topic_partition_of(path)
+        topic = found_topic if topic is None else topic
+        partition = found_partition if partition is None else partition
+    base = segment_base_offset(path)
+    for scan in scan_segment(path, filesystem=filesystem, chunk_rows=chunk_rows):
+        yield scan_to_arrow(scan, topic, partition, base)
