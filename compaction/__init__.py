@@ -1,1 +1,44 @@
 """The log cleaner: keyed offset map (mmh3), cleanable-range selection and crash-safe segment rewrite."""
+
+from compaction.offset_map import OffsetMap, hash_key
+from compaction.plan import (
+    AbortedTxn,
+    BatchColumns,
+    CompactionPlan,
+    ProducerLastRecord,
+    RangePlan,
+    RecordColumns,
+    TxnTracker,
+    active_producers_from_batches,
+    build_offset_map,
+    decide,
+    plan_compaction,
+)
+from compaction.selection import (
+    CleanableRange,
+    SegmentInfo,
+    dirtiest,
+    evaluate,
+    group_segments_by_size,
+)
+
+__all__ = [
+    "AbortedTxn",
+    "BatchColumns",
+    "CleanableRange",
+    "CompactionPlan",
+    "OffsetMap",
+    "ProducerLastRecord",
+    "RangePlan",
+    "RecordColumns",
+    "SegmentInfo",
+    "TxnTracker",
+    "active_producers_from_batches",
+    "build_offset_map",
+    "decide",
+    "dirtiest",
+    "evaluate",
+    "group_segments_by_size",
+    "hash_key",
+    "plan_compaction",
+]

@@ -1,0 +1,281 @@
+"""numba kernels for the cleaner's per-record loops: key hashing, the offset map, record scans.
+
+Everything here works on flat numpy arrays so the Python side stays per batch.
+Byte layouts follow FORMAT.md ("Record batch, magic 2" and "Record").
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+EMPTY_SLOT = np.uint32(0xFFFFFFFF)  # relative offset marking an unused offset-map slot
+
+_C1 = np.uint64(0x87C37B91114253D5)
+_C2 = np.uint64(0x4CF5AD432745937F)
+_FMIX1 = np.uint64(0xFF51AFD7ED558CCD)
+_FMIX2 = np.uint64(0xC4CEB9FE1A85EC53)
+_M5 = np.uint64(5)
+_N1 = np.uint64(0x52DCE729)
+_N2 = np.uint64(0x38495AB5)
+_NULL_KEY = np.int64(-1)
+
+
+@njit(cache=True, inline="always")
+def _rotl(x, r):
+    return (x << np.uint64(r)) | (x >> np.uint64(64 - r))
+
+
+@njit(cache=True, inline="always")
+def _fmix(k):
+    k ^= k >> np.uint64(33)
+    k *= _FMIX1
+    k ^= k >> np.uint64(33)
+    k *= _FMIX2
+    k ^= k >> np.uint64(33)
+    return k
+
+
+@njit(cache=True, inline="always")
+def _le64(buf, p):
+    v = np.uint64(0)
+    for i in range(8):
+        v |= np.uint64(buf[p + i]) << np.uint64(8 * i)
+    return v
+
+
+@njit(cache=True)
+def murmur3_128(buf, start, length):
+    """MurmurHash3 x64 128 (seed 0) of buf[start:start+length]; the same value as mmh3.hash64."""
+    h1 = np.uint64(0)
+    h2 = np.uint64(0)
+    nblocks = length // 16
+    for b in range(nblocks):
+        p = start + b * 16
+        k1 = _le64(buf, p)
+        k2 = _le64(buf, p + 8)
+        k1 *= _C1
+        k1 = _rotl(k1, 31)
+        k1 *= _C2
+        h1 ^= k1
+        h1 = _rotl(h1, 27)
+        h1 += h2
+        h1 = h1 * _M5 + _N1
+        k2 *= _C2
+        k2 = _rotl(k2, 33)
+        k2 *= _C1
+        h2 ^= k2
+        h2 = _rotl(h2, 31)
+        h2 += h1
+        h2 = h2 * _M5 + _N2
+    tail = start + nblocks * 16
+    rem = length & 15
+    k1 = np.uint64(0)
+    k2 = np.uint64(0)
+    if rem > 8:
+        for i in range(rem - 1, 7, -1):
+            k2 ^= np.uint64(buf[tail + i]) << np.uint64(8 * (i - 8))
+        k2 *= _C2
+        k2 = _rotl(k2, 33)
+        k2 *= _C1
+        h2 ^= k2
+    if rem > 0:
+        for i in range(min(rem, 8) - 1, -1, -1):
+            k1 ^= np.uint64(buf[tail + i]) << np.uint64(8 * i)
+        k1 *= _C1
+        k1 = _rotl(k1, 31)
+        k1 *= _C2
+        h1 ^= k1
+    h1 ^= np.uint64(length)
+    h2 ^= np.uint64(length)
+    h1 += h2
+    h2 += h1
+    h1 = _fmix(h1)
+    h2 = _fmix(h2)
+    h1 += h2
+    h2 += h1
+    return h1, h2
+
+
+@njit(cache=True)
+def hash_keys(buf, key_starts, key_lengths, out_h1, out_h2):
+    """Hash every key slice (length -1 = null key, hashed as (0, 0)) into out_h1/out_h2."""
+    for i in range(key_starts.shape[0]):
+        if key_lengths[i] < 0:
+            out_h1[i] = np.uint64(0)
+            out_h2[i] = np.uint64(0)
+        else:
+            a, b = murmur3_128(buf, key_starts[i], key_lengths[i])
+            out_h1[i] = a
+            out_h2[i] = b
+
+
+@njit(cache=True)
+def map_put(h1s, h2s, rels, size, max_size, k1, k2, offsets, base_offset, valid):
+    """Insert (hash -> offset) in order, Kafka-style: stop before a put once size >= max_size.
+
+    Returns (number of input rows consumed, new size, last offset put or -1). Rows with
+    valid == False are skipped. An offset outside the map's 32-bit window also stops the
+    fill (the map counts as full).
+    """
+    slots = h1s.shape[0]
+    last_put = np.int64(-1)
+    n = k1.shape[0]
+    for i in range(n):
+        if not valid[i]:
+            continue
+        if size >= max_size:
+            return i, size, last_put
+        rel = offsets[i] - base_offset
+        if rel < 0 or rel >= np.int64(0xFFFFFFFF):
+            return i, size, last_put
+        a = k1[i]
+        b = k2[i]
+        pos = np.int64(a % np.uint64(slots))
+        while True:
+            if rels[pos] == EMPTY_SLOT:
+                h1s[pos] = a
+                h2s[pos] = b
+                rels[pos] = np.uint32(rel)
+                size += 1
+                break
+            if h1s[pos] == a and h2s[pos] == b:
+                rels[pos] = np.uint32(rel)
+                break
+            pos += 1
+            if pos == slots:
+                pos = 0
+        last_put = offsets[i]
+    return n, size, last_put
+
+
+@njit(cache=True)
+def map_get(h1s, h2s, rels, k1, k2, base_offset, out):
+    """Look up every hash; out[i] = mapped offset or -1 when absent."""
+    slots = h1s.shape[0]
+    for i in range(k1.shape[0]):
+        a = k1[i]
+        b = k2[i]
+        pos = np.int64(a % np.uint64(slots))
+        out[i] = -1
+        while rels[pos] != EMPTY_SLOT:
+            if h1s[pos] == a and h2s[pos] == b:
+                out[i] = base_offset + np.int64(rels[pos])
+                break
+            pos += 1
+            if pos == slots:
+                pos = 0
+
+
+@njit(cache=True, inline="always")
+def _read_varint(buf, p):
+    """Zigzag varint at p -> (value, next position); -1 position on overflow or truncation."""
+    shift = 0
+    raw = np.uint64(0)
+    n = buf.shape[0]
+    while True:
+        if p >= n or shift > 63:
+            return np.int64(0), np.int64(-1)
+        b = buf[p]
+        p += 1
+        raw |= np.uint64(b & 0x7F) << np.uint64(shift)
+        if b < 0x80:
+            break
+        shift += 7
+    value = np.int64(raw >> np.uint64(1)) ^ -np.int64(raw & np.uint64(1))
+    return value, np.int64(p)
+
+
+@njit(cache=True)
+def scan_records(buf, body_starts, body_ends, counts, base_offsets, base_timestamps,
+                 log_append_times, rec_start, rec_end, offsets, timestamps, key_starts,
+                 key_lengths, value_lengths, batch_index):
+    """Decode the record framing of v2 batch bodies into columns (no copies of keys/values).
+
+    Batch b's records lie in buf[body_starts[b]:body_ends[b]]; its columns start at row
+    sum(counts[:b]). log_append_times[b] >= 0 overrides record timestamps (LogAppendTime).
+    Returns -1 on success, else the index of the first malformed batch.
+    """
+    row = 0
+    for b in range(body_starts.shape[0]):
+        p = np.int64(body_starts[b])
+        end = np.int64(body_ends[b])
+        for _ in range(counts[b]):
+            length, q = _read_varint(buf, p)
+            if q < 0 or length < 0 or q + length > end:
+                return b
+            stop = q + length
+            q += 1  # attributes
+            ts_delta, q = _read_varint(buf, q)
+            if q < 0:
+                return b
+            off_delta, q = _read_varint(buf, q)
+            if q < 0:
+                return b
+            klen, q = _read_varint(buf, q)
+            if q < 0 or q + max(klen, 0) > stop:
+                return b
+            kstart = q
+            if klen > 0:
+                q += klen
+            vlen, q = _read_varint(buf, q)
+            if q < 0 or q + max(vlen, 0) > stop:
+                return b
+            rec_start[row] = p
+            rec_end[row] = stop
+            offsets[row] = base_offsets[b] + off_delta
+            if log_append_times[b] >= 0:
+                timestamps[row] = log_append_times[b]
+            else:
+                timestamps[row] = base_timestamps[b] + ts_delta
+            key_starts[row] = kstart
+            key_lengths[row] = klen if klen >= 0 else -1
+            value_lengths[row] = vlen if vlen >= 0 else -1
+            batch_index[row] = b
+            row += 1
+            p = stop
+    return -1
+
+
+@njit(cache=True, inline="always")
+def _write_varint(out, p, value):
+    raw = np.uint64((value << 1) ^ (value >> 63))
+    while raw >= np.uint64(0x80):
+        out[p] = np.uint8((raw & np.uint64(0x7F)) | np.uint64(0x80))
+        raw >>= np.uint64(7)
+        p += 1
+    out[p] = np.uint8(raw)
+    return p + 1
+
+
+@njit(cache=True, inline="always")
+def _varint_size(value):
+    raw = np.uint64((value << 1) ^ (value >> 63))
+    n = 1
+    while raw >= np.uint64(0x80):
+        raw >>= np.uint64(7)
+        n += 1
+    return n
+
+
+@njit(cache=True)
+def rewrite_records(buf, rec_start, rec_end, new_ts_deltas, out):
+    """Copy records into out with a new timestampDelta each (rest of the record unchanged).
+
+    Returns the bytes written; out must have room for len + 20 bytes per record.
+    """
+    w = 0
+    for i in range(rec_start.shape[0]):
+        p = np.int64(rec_start[i])
+        _, q = _read_varint(buf, p)
+        body = q  # attributes byte
+        _, after_ts = _read_varint(buf, body + 1)
+        rest = rec_end[i] - after_ts
+        new_len = 1 + _varint_size(new_ts_deltas[i]) + rest
+        w = _write_varint(out, w, new_len)
+        out[w] = buf[body]
+        w += 1
+        w = _write_varint(out, w, new_ts_deltas[i])
+        out[w:w + rest] = buf[after_ts:rec_end[i]]
+        w += rest
+    return w
