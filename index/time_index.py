@@ -68,8 +68,8 @@ class TimeIndex(AbstractIndex):
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
         """Add (timestamp, offset) if the timestamp is greater than the last entry's.
 
-        Raises IndexFullError (unless `skip_full_check`, used on roll and close), and
-        InvalidOffsetError when the offset or the timestamp goes backwards.
+        Raises IndexFullError (unless `skip_full_check`, used on roll and close, which grows a
+        trimmed file if needed) and InvalidOffsetError when the offset or timestamp goes backwards.
         """
         n = self.entry_count
         if not skip_full_check and self.is_full:
@@ -88,9 +88,10 @@ class TimeIndex(AbstractIndex):
                 f"appended ({last.timestamp}) to {self.path}"
             )
         if timestamp > last.timestamp:
-            if n >= self.max_entries:
-                raise IndexFullError(f"no slot left in time index {self.path} ({n} entries)")
             self._require_writable("append to")
+            if n >= self.max_entries:
+                # Only with skip_full_check, on a trimmed index: grow by the one entry needed.
+                self.resize(self.length + self.ENTRY_SIZE)
             TIME_INDEX_ENTRY.pack_into(
                 self._mmap, n * self.ENTRY_SIZE, timestamp, self.relative_offset(offset)
             )

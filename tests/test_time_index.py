@@ -135,3 +135,12 @@ def test_lookup_matches_bisect_over_a_sorted_list(tmp_path_factory, deltas, targ
         want = TimestampOffset(stamps[i], offsets[i]) if i >= 0 else TimestampOffset(-1, BASE)
         assert idx.lookup(t) == want
     idx.close()
+
+
+def test_roll_entry_grows_a_trimmed_index_by_one_slot(tmp_path):
+    idx = make(tmp_path)
+    idx.maybe_append(10, BASE + 1)
+    idx.trim_to_valid_size()
+    idx.maybe_append(20, BASE + 2, skip_full_check=True)
+    assert idx.length == 24
+    assert idx.last_entry == TimestampOffset(20, BASE + 2)

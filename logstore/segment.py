@@ -1,0 +1,784 @@
+"""LogSegment: one `.log` file of record batches with its offset, time and transaction indexes.
+
+Files are named by the segment's base offset as 20 digits (FORMAT.md "Segment files"). The
+rules follow Kafka's LogSegment: when index entries are added, how reads and timestamp
+searches start from the sparse indexes and scan batch headers, how recovery validates and
+truncates, and when a segment should roll. Not thread-safe: the owning Log serialises writers.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import NamedTuple
+
+from index import NO_TIMESTAMP, OffsetIndex, TimeIndex, TimestampOffset
+from logstore.clock import Clock, SystemClock
+from logstore.errors import (
+    CorruptIndexError,
+    CorruptRecordError,
+    IndexOffsetOverflowError,
+    LogClosedError,
+    ReadOnlyLogError,
+)
+from logstore.records import BatchHeader, RecordBatch, read_batch_header
+from logstore.records.header import LOG_OVERHEAD, SIZE_OFFSET, V2_HEADER_SIZE
+from logstore.txn_index import TransactionIndex
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"
+DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+
+# Kafka's FileLogInputStream: an entry needs its offset, size and magic (17 bytes) to be
+# read at all, and its size field may not be below the smallest magic-0 message (14).
+HEADER_SIZE_UP_TO_MAGIC = LOG_OVERHEAD + 5
+MIN_ENTRY_SIZE_FIELD = 14
+# Bytes read per pread while scanning: small for header-only scans (a few batches between
+# index entries), larger for recovery, which reads every batch in full.
+HEADER_SCAN_CHUNK = 16 * 1024
+FULL_SCAN_CHUNK = 1024 * 1024
+
+DEFAULT_INDEX_INTERVAL_BYTES = 4096
+DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
+
+
+def segment_file_name(base_offset: int, suffix: str, file_suffix: str = "") -> str:
+    """`00000000000000000105.log` style name: base offset as 20 digits, then the suffixes."""
+    return f"{base_offset:020d}{suffix}{file_suffix}"
+
+
+class LogOffsetPosition(NamedTuple):
+    """The batch found for an offset: its last offset, file position and size in bytes."""
+
+    offset: int
+    position: int
+    size: int
+
+
+class SegmentReadResult(NamedTuple):
+    """Bytes read from a segment: whole batches from `position` (the batch holding `offset`)."""
+
+    data: bytes
+    offset: int
+    position: int
+    first_batch_incomplete: bool
+
+
+class TimestampAndOffset(NamedTuple):
+    """A record found by timestamp: its timestamp, offset and its batch's leader epoch."""
+
+    timestamp: int
+    offset: int
+    leader_epoch: int | None
+
+
+class LogSegment:
+    """A segment of a partition log: append, read, search, recover, truncate, roll and rename."""
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        base_offset: int,
+        *,
+        index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
+        max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
+        roll_jitter_ms: int = 0,
+        clock: Clock | None = None,
+        file_suffix: str = "",
+        read_only: bool = False,
+    ) -> None:
+        """Describe the segment's files; nothing is opened until used (see `open`/`create`)."""
+        self._dir = Path(directory)
+        self._base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.max_index_size = max_index_size
+        self.roll_jitter_ms = roll_jitter_ms
+        self._clock = clock if clock is not None else SystemClock()
+        self._read_only = read_only
+        self._log_path = self._dir / segment_file_name(base_offset, LOG_SUFFIX, file_suffix)
+        writable = not read_only
+        self._offset_index = OffsetIndex(
+            self._dir / segment_file_name(base_offset, INDEX_SUFFIX, file_suffix),
+            base_offset,
+            max_index_size,
+            writable=writable,
+        )
+        self._time_index = TimeIndex(
+            self._dir / segment_file_name(base_offset, TIME_INDEX_SUFFIX, file_suffix),
+            base_offset,
+            max_index_size,
+            writable=writable,
+        )
+        self._txn_index = TransactionIndex(
+            base_offset, self._dir / segment_file_name(base_offset, TXN_INDEX_SUFFIX, file_suffix)
+        )
+        self._fd: int | None = None
+        self._closed = False
+        self._size = self._log_path.stat().st_size if self._log_path.exists() else 0
+        self._created_ms = self._clock.time_ms()
+        self._rolling_based_timestamp: int | None = None
+        self._max_timestamp_and_offset: TimestampOffset | None = None
+        self._bytes_since_last_index_entry = 0
+        self._next_offset: int | None = None
+
+    # ----------------------------------------------------------------- construction
+
+    @classmethod
+    def open(
+        cls,
+        directory: str | os.PathLike[str],
+        base_offset: int,
+        *,
+        index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
+        max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
+        roll_jitter_ms: int = 0,
+        clock: Clock | None = None,
+        file_suffix: str = "",
+        read_only: bool = False,
+    ) -> LogSegment:
+        """Open an existing segment; indexes are mapped lazily on first use.
+
+        Raises FileNotFoundError if the `.log` file is missing (a missing index is created
+        empty on first use unless read-only; call `sanity_check()` to detect it).
+        """
+        segment = cls(
+            directory,
+            base_offset,
+            index_interval_bytes=index_interval_bytes,
+            max_index_size=max_index_size,
+            roll_jitter_ms=roll_jitter_ms,
+            clock=clock,
+            file_suffix=file_suffix,
+            read_only=read_only,
+        )
+        if not segment.log_path.exists():
+            raise FileNotFoundError(f"segment log file {segment.log_path} does not exist")
+        return segment
+
+    @classmethod
+    def create(
+        cls,
+        directory: str | os.PathLike[str],
+        base_offset: int,
+        *,
+        index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
+        max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
+        roll_jitter_ms: int = 0,
+        clock: Clock | None = None,
+        file_suffix: str = "",
+    ) -> LogSegment:
+        """Create a new empty active segment with preallocated indexes.
+
+        Stale index files of the same name are replaced (they index nothing); raises
+        FileExistsError if a non-empty `.log` of that name exists.
+        """
+        segment = cls(
+            directory,
+            base_offset,
+            index_interval_bytes=index_interval_bytes,
+            max_index_size=max_index_size,
+            roll_jitter_ms=roll_jitter_ms,
+            clock=clock,
+            file_suffix=file_suffix,
+        )
+        if segment.size:
+            raise FileExistsError(f"segment log file {segment.log_path} already holds data")
+        for index in (segment._offset_index, segment._time_index):
+            index.path.unlink(missing_ok=True)
+            index.max_entries  # noqa: B018 -- first use creates and preallocates the file
+        segment.log_path.touch()
+        return segment
+
+    # ----------------------------------------------------------------- properties
+
+    @property
+    def base_offset(self) -> int:
+        """Lower bound of the offsets in this segment; also its file name."""
+        return self._base_offset
+
+    @property
+    def size(self) -> int:
+        """Bytes in the `.log` file."""
+        return self._size
+
+    @property
+    def log_path(self) -> Path:
+        """The `.log` file (with its current suffix)."""
+        return self._log_path
+
+    @property
+    def offset_index(self) -> OffsetIndex:
+        """The `.index` file."""
+        return self._offset_index
+
+    @property
+    def index(self) -> OffsetIndex:
+        """Alias of `offset_index`."""
+        return self._offset_index
+
+    @property
+    def time_index(self) -> TimeIndex:
+        """The `.timeindex` file."""
+        return self._time_index
+
+    @property
+    def txn_index(self) -> TransactionIndex:
+        """The `.txnindex` file of aborted transactions (written by the producer-state code)."""
+        return self._txn_index
+
+    @property
+    def read_only(self) -> bool:
+        """True when opened read-only: no file is ever changed."""
+        return self._read_only
+
+    @property
+    def created_ms(self) -> int:
+        """Clock time when this object was created or last truncated to empty."""
+        return self._created_ms
+
+    def _read_max_timestamp_and_offset(self) -> TimestampOffset:
+        # Loaded from the time index's last entry on first use, then kept up to date.
+        if self._max_timestamp_and_offset is None:
+            self._max_timestamp_and_offset = self._time_index.last_entry
+        return self._max_timestamp_and_offset
+
+    @property
+    def max_timestamp_so_far(self) -> int:
+        """Largest batch max timestamp seen (may map the time index); -1 when none."""
+        return self._read_max_timestamp_and_offset().timestamp
+
+    @property
+    def offset_of_max_timestamp(self) -> int:
+        """Offset stored with `max_timestamp_so_far` (the last offset of its batch)."""
+        return self._read_max_timestamp_and_offset().offset
+
+    @property
+    def largest_record_timestamp(self) -> int | None:
+        """`max_timestamp_so_far` if any batch had a timestamp, else None."""
+        ts = self.max_timestamp_so_far
+        return ts if ts >= 0 else None
+
+    @property
+    def largest_timestamp(self) -> int:
+        """Largest record timestamp, or the `.log` file's modification time (ms) when none."""
+        ts = self.max_timestamp_so_far
+        return ts if ts >= 0 else self.last_modified_ms
+
+    @property
+    def last_modified_ms(self) -> int:
+        """Modification time of the `.log` file in ms."""
+        return self._log_path.stat().st_mtime_ns // 1_000_000
+
+    def set_last_modified_ms(self, ms: int) -> None:
+        """Set the modification time of the `.log`, `.index` and `.timeindex` files."""
+        self._require_writable("set the modification time of")
+        ns = ms * 1_000_000
+        for path in (self._log_path, self._offset_index.path, self._time_index.path):
+            if path.exists():
+                os.utime(path, ns=(ns, ns))
+
+    @property
+    def next_offset(self) -> int:
+        """Offset after the last batch, or the base offset when empty (cached after first read)."""
+        if self._next_offset is None:
+            self._next_offset = self.read_next_offset()
+        return self._next_offset
+
+    def read_next_offset(self) -> int:
+        """Scan from the last offset-index entry to the last batch: its last offset + 1."""
+        next_offset = self._base_offset
+        start = self._offset_index.lookup(self._offset_index.last_offset).position
+        for _, header in self._headers(start):
+            next_offset = header.next_offset
+        return next_offset
+
+    def can_convert_to_relative_offset(self, offset: int) -> bool:
+        """True if `offset` fits the indexes' 4-byte relative offsets."""
+        return 0 <= offset - self._base_offset <= 2**31 - 1
+
+    def has_overflow(self) -> bool:
+        """True if the last batch's last offset does not fit a relative offset (legacy logs)."""
+        next_offset = self.next_offset
+        return next_offset > self._base_offset and not self.can_convert_to_relative_offset(
+            next_offset - 1
+        )
+
+    def has_suffix(self, suffix: str) -> bool:
+        """True if the log and both index files all end with `suffix`."""
+        return all(
+            p.name.endswith(suffix)
+            for p in (self._log_path, self._offset_index.path, self._time_index.path)
+        )
+
+    # ----------------------------------------------------------------- file access
+
+    def _require_open(self) -> None:
+        if self._closed:
+            raise LogClosedError(f"segment {self._log_path} is closed")
+
+    def _require_writable(self, action: str) -> None:
+        self._require_open()
+        if self._read_only:
+            raise ReadOnlyLogError(f"cannot {action} read-only segment {self._log_path}")
+
+    def _file(self) -> int:
+        self._require_open()
+        if self._fd is None:
+            flags = os.O_RDONLY if self._read_only else os.O_RDWR | os.O_CREAT
+            self._fd = os.open(self._log_path, flags, 0o644)
+        return self._fd
+
+    def read_bytes(self, position: int, size: int) -> bytes:
+        """Up to `size` bytes of the `.log` from `position` (fewer at the end of the file)."""
+        size = min(size, self._size - position)
+        if size <= 0:
+            return b""
+        return os.pread(self._file(), size, position)
+
+    def _headers(self, start: int = 0, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
+        for position, header, _, _ in self._scan(start, end, full=False):
+            yield position, header
+
+    def _scan(
+        self, start: int, end: int | None, *, full: bool, max_entry_size: int | None = None
+    ) -> Iterator[tuple[int, BatchHeader, bytes, int]]:
+        """Yield (position, header, buffer, offset in buffer) for each entry in [start, end).
+
+        With `full` the whole entry is in the buffer, else at least its header. Stops at a
+        torn tail (an entry running past `end`), like Kafka's FileLogInputStream; raises
+        CorruptRecordError for an impossible size or an unknown magic.
+        """
+        end = self._size if end is None else min(end, self._size)
+        chunk = FULL_SCAN_CHUNK if full else HEADER_SCAN_CHUNK
+        buf, buf_start = b"", start
+        position = start
+        while position + HEADER_SIZE_UP_TO_MAGIC < end:
+            off = position - buf_start
+            if off + HEADER_SIZE_UP_TO_MAGIC > len(buf):
+                buf, buf_start, off = self.read_bytes(position, chunk), position, 0
+            size_field = int.from_bytes(
+                buf[off + SIZE_OFFSET : off + LOG_OVERHEAD], "big", signed=True
+            )
+            if size_field < MIN_ENTRY_SIZE_FIELD:
+                raise CorruptRecordError(
+                    f"entry size {size_field} is smaller than the minimum {MIN_ENTRY_SIZE_FIELD}",
+                    position=position,
+                    path=str(self._log_path),
+                )
+            entry_size = size_field + LOG_OVERHEAD
+            if max_entry_size is not None and entry_size > max_entry_size:
+                raise CorruptRecordError(
+                    f"entry size {entry_size} is larger than the maximum {max_entry_size}",
+                    position=position,
+                    path=str(self._log_path),
+                )
+            if position > end - entry_size:
+                return
+            need = entry_size if full else min(entry_size, V2_HEADER_SIZE)
+            if off + need > len(buf):
+                buf, buf_start, off = self.read_bytes(position, max(chunk, need)), position, 0
+            try:
+                header = read_batch_header(buf, off)
+            except CorruptRecordError as exc:
+                raise CorruptRecordError(
+                    str(exc), position=position, path=str(self._log_path)
+                ) from exc
+            yield position, header, buf, off
+            position += entry_size
+
+    def iter_batches(self, start_position: int = 0) -> Iterator[RecordBatch]:
+        """Every complete batch from `start_position`, each a RecordBatch over its own bytes."""
+        for _, _, buf, off in self._scan(start_position, None, full=True):
+            yield RecordBatch(buf, off)
+
+    # ----------------------------------------------------------------- append
+
+    def append(
+        self,
+        largest_offset: int,
+        largest_timestamp: int,
+        offset_of_max_timestamp: int,
+        records: bytes | bytearray | memoryview,
+    ) -> None:
+        """Append batches whose offsets are already assigned, indexing as Kafka does.
+
+        An offset-index entry (largest offset, start position of this call) and a time-index
+        entry are added when the bytes appended before this call since the last entry exceed
+        `index_interval_bytes`. Raises IndexOffsetOverflowError if `largest_offset` does not
+        fit a relative offset.
+        """
+        self._require_writable("append to")
+        data = memoryview(records).cast("B")
+        if not data.nbytes:
+            return
+        position = self._size
+        if position == 0:
+            self._rolling_based_timestamp = largest_timestamp
+        if not self.can_convert_to_relative_offset(largest_offset):
+            raise IndexOffsetOverflowError(
+                f"offset {largest_offset} does not fit relative to base offset "
+                f"{self._base_offset} of segment {self._log_path}"
+            )
+        self._write(data, position)
+        if largest_timestamp > self.max_timestamp_so_far:
+            self._max_timestamp_and_offset = TimestampOffset(
+                largest_timestamp, offset_of_max_timestamp
+            )
+        if self._bytes_since_last_index_entry > self.index_interval_bytes:
+            self._offset_index.append(largest_offset, position)
+            self._time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp)
+            self._bytes_since_last_index_entry = 0
+        self._bytes_since_last_index_entry += data.nbytes
+        self._next_offset = largest_offset + 1
+
+    def append_batches(self, records: bytes | bytearray | memoryview) -> None:
+        """Append one or more complete batches, taking offsets and timestamps from their headers.
+
+        The time-index candidate is the first batch with the largest max timestamp, stored with
+        that batch's last offset (as Kafka's follower and cleaner appends do).
+        """
+        data = memoryview(records).cast("B")
+        position, largest_offset = 0, -1
+        max_timestamp, offset_of_max = NO_TIMESTAMP, -1
+        while position < data.nbytes:
+            header = read_batch_header(data, position)
+            if position + header.size_in_bytes > data.nbytes:
+                raise CorruptRecordError(
+                    "batch runs past the end of the appended bytes", position=position
+                )
+            if header.max_timestamp > max_timestamp:
+                max_timestamp, offset_of_max = header.max_timestamp, header.last_offset
+            largest_offset = header.last_offset
+            position += header.size_in_bytes
+        self.append(largest_offset, max_timestamp, offset_of_max, data)
+
+    def _write(self, data: memoryview, position: int) -> None:
+        fd = self._file()
+        written = 0
+        while written < data.nbytes:
+            n = os.pwrite(fd, data[written:], position + written)
+            written += n
+            self._size = position + written
+
+    # ----------------------------------------------------------------- read and search
+
+    def translate_offset(self, offset: int, starting_position: int = 0) -> LogOffsetPosition | None:
+        """The first batch whose last offset is >= `offset`, or None past the end.
+
+        Starts at the offset index's entry for `offset` and scans batch headers only.
+        """
+        start = max(self._offset_index.lookup(offset).position, starting_position)
+        for position, header in self._headers(start):
+            if header.last_offset >= offset:
+                return LogOffsetPosition(header.last_offset, position, header.size_in_bytes)
+        return None
+
+    def read(
+        self,
+        start_offset: int,
+        max_size: int,
+        max_position: int | None = None,
+        min_one_message: bool = True,
+    ) -> SegmentReadResult | None:
+        """Read whole batches from the one holding `start_offset`, at most `max_size` bytes and
+        not past `max_position` (default: the end); None if `start_offset` is past the end.
+
+        With `min_one_message` the first batch is returned whole even if larger than `max_size`.
+        """
+        if max_size < 0:
+            raise ValueError(f"invalid max size {max_size} for a read from {self._log_path}")
+        mapping = self.translate_offset(start_offset)
+        if mapping is None:
+            return None
+        adjusted = max(max_size, mapping.size) if min_one_message else max_size
+        if max_position is None:
+            max_position = self._size
+        if adjusted == 0:
+            return SegmentReadResult(b"", start_offset, mapping.position, False)
+        fetch_size = min(max_position - mapping.position, adjusted)
+        return SegmentReadResult(
+            self.read_bytes(mapping.position, fetch_size),
+            start_offset,
+            mapping.position,
+            adjusted < mapping.size,
+        )
+
+    def find_offset_by_timestamp(
+        self, timestamp: int, starting_offset: int | None = None
+    ) -> TimestampAndOffset | None:
+        """The first record with timestamp >= `timestamp` and offset >= `starting_offset`.
+
+        Starts from the time index, then the offset index, scans headers and decodes only
+        the batch whose max timestamp reaches the target. None if no record qualifies.
+        """
+        if starting_offset is None:
+            starting_offset = self._base_offset
+        indexed = self._time_index.lookup(timestamp)
+        position = self._offset_index.lookup(max(indexed.offset, starting_offset)).position
+        for _, header, buf, off in self._scan(position, None, full=True):
+            if header.max_timestamp < timestamp:
+                continue
+            for record in RecordBatch(buf, off).records():
+                if record.timestamp >= timestamp and record.offset >= starting_offset:
+                    epoch = header.partition_leader_epoch
+                    return TimestampAndOffset(
+                        record.timestamp, record.offset, epoch if epoch >= 0 else None
+                    )
+        return None
+
+    def largest_timestamp_after(self, position: int) -> TimestampOffset:
+        """Largest batch max timestamp from `position` on, with its batch's last offset."""
+        best = TimestampOffset(NO_TIMESTAMP, -1)
+        for _, header in self._headers(position):
+            if header.max_timestamp > best.timestamp:
+                best = TimestampOffset(header.max_timestamp, header.last_offset)
+        return best
+
+    # ----------------------------------------------------------------- recovery and truncation
+
+    def recover(
+        self,
+        max_message_size: int | None = None,
+        *,
+        on_batch: Callable[[RecordBatch], None] | None = None,
+    ) -> int:
+        """Validate every batch (sizes, magic, CRC, header sanity), rebuild both indexes, truncate the log at
+        the first invalid or torn batch, and return the number of bytes dropped.
+
+        `on_batch` sees each valid batch in order (to rebuild producer state or the epoch
+        cache). The transaction index is truncated to the recovered end. Raises
+        IndexOffsetOverflowError for a batch whose offset does not fit the indexes.
+        """
+        self._require_writable("recover")
+        self._offset_index.reset()
+        self._time_index.reset()
+        self._max_timestamp_and_offset = TimestampOffset(NO_TIMESTAMP, self._base_offset)
+        valid_bytes = 0
+        last_index_entry = 0
+        next_offset = self._base_offset
+        try:
+            for position, header, buf, off in self._scan(
+                0, None, full=True, max_entry_size=max_message_size
+            ):
+                batch = RecordBatch(buf, off)
+                batch.validate()
+                if not self.can_convert_to_relative_offset(header.last_offset):
+                    raise IndexOffsetOverflowError(
+                        f"offset {header.last_offset} at position {position} does not fit "
+                        f"relative to base offset {self._base_offset} of {self._log_path}"
+                    )
+                if header.max_timestamp > self.max_timestamp_so_far:
+                    self._max_timestamp_and_offset = TimestampOffset(
+                        header.max_timestamp, header.last_offset
+                    )
+                if valid_bytes - last_index_entry > self.index_interval_bytes:
+                    self._offset_index.append(header.last_offset, valid_bytes)
+                    self._time_index.maybe_append(
+                        self.max_timestamp_so_far, self.offset_of_max_timestamp
+                    )
+                    last_index_entry = valid_bytes
+                valid_bytes += header.size_in_bytes
+                next_offset = header.next_offset
+                if on_batch is not None:
+                    on_batch(batch)
+        except CorruptRecordError:
+            pass  # everything from valid_bytes on is dropped below
+        truncated = self._size - valid_bytes
+        self._truncate_log(valid_bytes)
+        self._txn_index.truncate_to(next_offset)
+        self._offset_index.trim_to_valid_size()
+        # A cleanly closed segment always ends with its largest timestamp; recovery does too.
+        self._time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp, True)
+        self._time_index.trim_to_valid_size()
+        self._bytes_since_last_index_entry = valid_bytes - last_index_entry
+        self._next_offset = next_offset
+        return truncated
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove the batch holding `offset` and everything after it; return the bytes removed.
+
+        Regrows the indexes to `max_index_size` (the segment becomes active again).
+        """
+        self._require_writable("truncate")
+        mapping = self.translate_offset(offset)
+        self._offset_index.truncate_to(offset)
+        self._time_index.truncate_to(offset)
+        self._txn_index.truncate_to(offset)
+        self._offset_index.resize(self.max_index_size)
+        self._time_index.resize(self.max_index_size)
+        truncated = 0 if mapping is None else self._truncate_log(mapping.position)
+        if self._size == 0:
+            self._created_ms = self._clock.time_ms()
+            self._rolling_based_timestamp = None
+        self._bytes_since_last_index_entry = 0
+        if self.max_timestamp_so_far >= 0:
+            self._max_timestamp_and_offset = self._read_largest_timestamp()
+        self._next_offset = None
+        return truncated
+
+    def _read_largest_timestamp(self) -> TimestampOffset:
+        last = self._time_index.last_entry
+        position = self._offset_index.lookup(last.offset).position
+        after = self.largest_timestamp_after(position)
+        return after if after.timestamp > last.timestamp else last
+
+    def _truncate_log(self, size: int) -> int:
+        """Cut the `.log` to `size` bytes (never grows it); return the bytes removed."""
+        removed = self._size - size
+        if removed > 0:
+            os.ftruncate(self._file(), size)
+            self._size = size
+        return max(removed, 0)
+
+    # ----------------------------------------------------------------- roll decisions
+
+    def _load_first_batch_timestamp(self) -> None:
+        if self._rolling_based_timestamp is None:
+            for _, header in self._headers(0):
+                self._rolling_based_timestamp = header.max_timestamp
+                break
+
+    def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
+        """Time since the first batch's timestamp (or, without one, since creation)."""
+        self._load_first_batch_timestamp()
+        ts = self._rolling_based_timestamp
+        if ts is not None and ts >= 0:
+            return message_timestamp - ts
+        return now_ms - self._created_ms
+
+    @property
+    def first_batch_timestamp(self) -> int | None:
+        """Max timestamp of the first batch, or None when empty or without timestamps."""
+        self._load_first_batch_timestamp()
+        ts = self._rolling_based_timestamp
+        return ts if ts is not None and ts >= 0 else None
+
+    def should_roll(
+        self,
+        *,
+        max_segment_bytes: int,
+        max_segment_ms: int,
+        messages_size: int,
+        max_timestamp_in_messages: int,
+        max_offset_in_messages: int,
+        now_ms: int,
+    ) -> bool:
+        """Kafka's roll rule for an append of `messages_size` bytes: the segment would pass
+        `segment.bytes`, is non-empty and older than `segment.ms` minus this segment's jitter,
+        has a full index, or cannot hold `max_offset_in_messages` as a relative offset."""
+        reached_roll_ms = (
+            self.time_waited_for_roll(now_ms, max_timestamp_in_messages)
+            > max_segment_ms - self.roll_jitter_ms
+        )
+        return (
+            self._size > max_segment_bytes - messages_size
+            or (self._size > 0 and reached_roll_ms)
+            or self._offset_index.is_full
+            or self._time_index.is_full
+            or not self.can_convert_to_relative_offset(max_offset_in_messages)
+        )
+
+    def resize_indexes(self, size: int) -> None:
+        """Resize both index files (to `max_index_size` when the segment becomes active)."""
+        self._offset_index.resize(size)
+        self._time_index.resize(size)
+
+    def on_become_inactive_segment(self) -> None:
+        """On roll: add the final time-index entry if needed and trim both indexes."""
+        self._time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp, True)
+        self._offset_index.trim_to_valid_size()
+        self._time_index.trim_to_valid_size()
+
+    def sanity_check(self) -> None:
+        """Raise CorruptIndexError if the offset index file is missing or an index is corrupt."""
+        if not self._offset_index.path.exists():
+            raise CorruptIndexError(f"offset index file {self._offset_index.path} does not exist")
+        if not self._time_index.path.exists():
+            raise CorruptIndexError(f"time index file {self._time_index.path} does not exist")
+        self._offset_index.sanity_check()
+        self._time_index.sanity_check()
+        self._txn_index.sanity_check()
+
+    # ----------------------------------------------------------------- lifecycle
+
+    def flush(self) -> None:
+        """fsync the `.log` and the indexes."""
+        self._require_open()
+        if self._fd is not None and not self._read_only:
+            os.fsync(self._fd)
+        self._offset_index.flush()
+        self._time_index.flush()
+        if not self._read_only:
+            self._txn_index.flush()
+
+    def close(self) -> None:
+        """Add the final time-index entry if needed, trim and unmap the indexes, close the log."""
+        if self._closed:
+            return
+        if self._max_timestamp_and_offset is not None and not self._read_only:
+            self._time_index.maybe_append(
+                self._max_timestamp_and_offset.timestamp,
+                self._max_timestamp_and_offset.offset,
+                True,
+            )
+        self._offset_index.close()
+        self._time_index.close()
+        self._txn_index.close()
+        self._close_file()
+
+    def close_handlers(self) -> None:
+        """Release file handles and mappings without writing anything."""
+        self._offset_index.close_handler()
+        self._time_index.close_handler()
+        self._close_file()
+
+    def _close_file(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        self._closed = True
+
+    def delete(self) -> None:
+        """Close and delete the `.log`, `.index`, `.timeindex` and `.txnindex` files if present."""
+        self._require_writable("delete")
+        self.close_handlers()
+        self._offset_index.delete()
+        self._time_index.delete()
+        self._txn_index.delete()
+        self._log_path.unlink(missing_ok=True)
+
+    def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
+        """Rename every file of the segment from `old_suffix` to `new_suffix` (e.g. '' to
+        '.deleted', '.cleaned' to '.swap', '.swap' to '')."""
+        self._require_writable("rename")
+        new_log = _replace_suffix(self._log_path, old_suffix, new_suffix)
+        os.replace(self._log_path, new_log)
+        self._log_path = new_log
+        self._offset_index.rename_to(
+            _replace_suffix(self._offset_index.path, old_suffix, new_suffix)
+        )
+        self._time_index.rename_to(_replace_suffix(self._time_index.path, old_suffix, new_suffix))
+        self._txn_index.rename_to(_replace_suffix(self._txn_index.path, old_suffix, new_suffix))
+
+    def update_parent_dir(self, directory: str | os.PathLike[str]) -> None:
+        """Follow the files after their directory was renamed."""
+        self._dir = Path(directory)
+        self._log_path = self._dir / self._log_path.name
+        self._offset_index.update_parent_dir(self._dir)
+        self._time_index.update_parent_dir(self._dir)
+        self._txn_index.path = self._dir / self._txn_index.path.name
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base_offset={self._base_offset}, size={self._size}, path={str(self._log_path)!r})"
+
+
+def _replace_suffix(path: Path, old_suffix: str, new_suffix: str) -> Path:
+    name = path.name
+    if not name.endswith(old_suffix):
+        raise ValueError(f"{path} does not end with {old_suffix!r}")
+    return path.with_name(name[: len(name) - len(old_suffix)] + new_suffix)
