@@ -9,6 +9,7 @@ from logstore.errors import (
     LogstoreError,
     OffsetOutOfRangeError,
 )
+from logstore.records import Record
 
 __all__ = [
     "CorruptIndexError",
@@ -18,4 +19,5 @@ __all__ = [
     "LogConfig",
     "LogstoreError",
     "OffsetOutOfRangeError",
+    "Record",
 ]

@@ -1,0 +1,327 @@
+"""numba kernels for the record walks numpy cannot vectorise (varint encode/decode, gathers).
+
+Every kernel bounds-checks against the buffer it is given and reports corruption with a
+status code and the byte position instead of raising, so the caller can raise our own
+error type. Status codes are listed in ``STATUS_MESSAGES``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+OK = 0
+ERR_VARINT = 1
+ERR_RECORD_LENGTH = 2
+ERR_KEY_LENGTH = 3
+ERR_VALUE_LENGTH = 4
+ERR_HEADER_COUNT = 5
+ERR_HEADER_KEY = 6
+ERR_HEADER_VALUE = 7
+ERR_RECORD_SIZE_MISMATCH = 8
+ERR_TRAILING_BYTES = 9
+
+STATUS_MESSAGES = {
+    ERR_VARINT: "truncated, overlong or out-of-range varint",
+    ERR_RECORD_LENGTH: "record length out of range or past the end of the batch",
+    ERR_KEY_LENGTH: "record key length out of range",
+    ERR_VALUE_LENGTH: "record value length out of range",
+    ERR_HEADER_COUNT: "record header count out of range",
+    ERR_HEADER_KEY: "record header key length out of range",
+    ERR_HEADER_VALUE: "record header value length out of range",
+    ERR_RECORD_SIZE_MISMATCH: "record fields do not fill the record's declared length",
+    ERR_TRAILING_BYTES: "bytes left over after the batch's declared record count",
+}
+
+# Smallest possible record body: attributes, timestampDelta, offsetDelta, keyLength,
+# valueLength, headersCount — one byte each (FORMAT.md "Record").
+MIN_RECORD_BODY = 6
+# Smallest record including its length varint.
+MIN_RECORD_SIZE = MIN_RECORD_BODY + 1
+# Smallest header: key length 0 and value length -1.
+MIN_HEADER_SIZE = 2
+
+_LOW63 = 0x7FFFFFFFFFFFFFFF
+_LOW57 = 0x01FFFFFFFFFFFFFF
+_UINT32_LIMIT = 1 << 32
+
+
+@njit(cache=True, inline="always")
+def _read_varint(buf, pos, end, max_bytes):
+    """Zigzag varint at pos, not past end: (value, next pos), next pos -1 when invalid."""
+    z = np.int64(0)
+    shift = 0
+    for _ in range(max_bytes):
+        if pos >= end:
+            return np.int64(0), -1
+        b = np.int64(buf[pos])
+        pos += 1
+        z |= (b & 0x7F) << shift
+        if b < 0x80:
+            if max_bytes == 5 and (z < 0 or z >= _UINT32_LIMIT):
+                return np.int64(0), -1
+            return ((z >> 1) & _LOW63) ^ -(z & 1), pos
+        shift += 7
+    return np.int64(0), -1
+
+
+@njit(cache=True, inline="always")
+def _size_of_varint(value):
+    z = (value << 1) ^ (value >> 63)
+    size = 1
+    while z & ~0x7F:
+        z = (z >> 7) & _LOW57
+        size += 1
+    return size
+
+
+@njit(cache=True, inline="always")
+def _write_varint(out, pos, value):
+    z = (value << 1) ^ (value >> 63)
+    while z & ~0x7F:
+        out[pos] = (z & 0x7F) | 0x80
+        pos += 1
+        z = (z >> 7) & _LOW57
+    out[pos] = z
+    return pos + 1
+
+
+@njit(cache=True)
+def decode_records(buf, start, end, count):
+    """Walk ``count`` v2 records in buf[start:end].
+
+    Returns (status, error position, total headers, offset_delta, timestamp_delta, key_pos,
+    key_len, value_pos, value_len, headers_pos, headers_count); lengths are -1 for null.
+    """
+    offset_delta = np.empty(count, np.int64)
+    timestamp_delta = np.empty(count, np.int64)
+    key_pos = np.empty(count, np.int64)
+    key_len = np.empty(count, np.int64)
+    value_pos = np.empty(count, np.int64)
+    value_len = np.empty(count, np.int64)
+    headers_pos = np.empty(count, np.int64)
+    headers_count = np.empty(count, np.int64)
+    result = (offset_delta, timestamp_delta, key_pos, key_len, value_pos, value_len,
+              headers_pos, headers_count)
+    total_headers = 0
+    pos = start
+    for i in range(count):
+        length, p = _read_varint(buf, pos, end, 5)
+        if p < 0:
+            return ERR_VARINT, pos, total_headers, result
+        if length < MIN_RECORD_BODY or length > end - p:
+            return ERR_RECORD_LENGTH, pos, total_headers, result
+        record_end = p + length
+        p += 1  # attributes: unused
+        ts, q = _read_varint(buf, p, record_end, 10)
+        if q < 0:
+            return ERR_VARINT, p, total_headers, result
+        timestamp_delta[i] = ts
+        od, p = _read_varint(buf, q, record_end, 5)
+        if p < 0:
+            return ERR_VARINT, q, total_headers, result
+        offset_delta[i] = od
+        kl, q = _read_varint(buf, p, record_end, 5)
+        if q < 0:
+            return ERR_VARINT, p, total_headers, result
+        if kl < -1 or kl > record_end - q:
+            return ERR_KEY_LENGTH, p, total_headers, result
+        key_pos[i] = q
+        key_len[i] = kl
+        if kl > 0:
+            q += kl
+        vl, p = _read_varint(buf, q, record_end, 5)
+        if p < 0:
+            return ERR_VARINT, q, total_headers, result
+        if vl < -1 or vl > record_end - p:
+            return ERR_VALUE_LENGTH, q, total_headers, result
+        value_pos[i] = p
+        value_len[i] = vl
+        if vl > 0:
+            p += vl
+        hc, q = _read_varint(buf, p, record_end, 5)
+        if q < 0:
+            return ERR_VARINT, p, total_headers, result
+        if hc < 0 or hc > (record_end - q) // MIN_HEADER_SIZE:
+            return ERR_HEADER_COUNT, p, total_headers, result
+        headers_pos[i] = p
+        headers_count[i] = hc
+        total_headers += hc
+        for _ in range(hc):
+            hk, p = _read_varint(buf, q, record_end, 5)
+            if p < 0:
+                return ERR_VARINT, q, total_headers, result
+            if hk < 0 or hk > record_end - p:
+                return ERR_HEADER_KEY, q, total_headers, result
+            p += hk
+            hv, q = _read_varint(buf, p, record_end, 5)
+            if q < 0:
+                return ERR_VARINT, p, total_headers, result
+            if hv < -1 or hv > record_end - q:
+                return ERR_HEADER_VALUE, p, total_headers, result
+            if hv > 0:
+                q += hv
+        if q != record_end:
+            return ERR_RECORD_SIZE_MISMATCH, pos, total_headers, result
+        pos = record_end
+    if pos != end:
+        return ERR_TRAILING_BYTES, pos, total_headers, result
+    return OK, pos, total_headers, result
+
+
+@njit(cache=True)
+def decode_headers(buf, headers_pos, headers_count, total):
+    """Positions of every header of records already checked by ``decode_records``.
+
+    Returns (key_pos, key_len, value_pos, value_len), one entry per header in record order.
+    """
+    key_pos = np.empty(total, np.int64)
+    key_len = np.empty(total, np.int64)
+    value_pos = np.empty(total, np.int64)
+    value_len = np.empty(total, np.int64)
+    j = 0
+    for i in range(len(headers_pos)):
+        _, p = _read_varint(buf, headers_pos[i], len(buf), 5)
+        for _ in range(headers_count[i]):
+            kl, p = _read_varint(buf, p, len(buf), 5)
+            key_pos[j] = p
+            key_len[j] = kl
+            p += kl
+            vl, p = _read_varint(buf, p, len(buf), 5)
+            value_pos[j] = p
+            value_len[j] = vl
+            if vl > 0:
+                p += vl
+            j += 1
+    return key_pos, key_len, value_pos, value_len
+
+
+@njit(cache=True)
+def gather(buf, pos, length):
+    """Copy the slices buf[pos[i]:pos[i]+length[i]] (length -1 = null, empty) contiguously.
+
+    Returns (data, int32 Arrow offsets of len(pos) + 1).
+    """
+    n = len(pos)
+    offsets = np.empty(n + 1, np.int32)
+    total = 0
+    offsets[0] = 0
+    for i in range(n):
+        if length[i] > 0:
+            total += length[i]
+        offsets[i + 1] = total
+    data = np.empty(total, np.uint8)
+    o = 0
+    for i in range(n):
+        size = length[i]
+        if size > 0:
+            data[o:o + size] = buf[pos[i]:pos[i] + size]
+            o += size
+    return data, offsets
+
+
+@njit(cache=True)
+def encode_headers(list_offsets, key_data, key_offsets, value_data, value_offsets, value_null):
+    """Encode every record's header block (count varint, then key/value pairs).
+
+    Header i of the flattened arrays belongs to record r when
+    list_offsets[r] <= i < list_offsets[r + 1]. Returns (blob, int64 offsets per record).
+    """
+    n = len(list_offsets) - 1
+    total = 0
+    for r in range(n):
+        total += _size_of_varint(np.int64(list_offsets[r + 1] - list_offsets[r]))
+        for i in range(list_offsets[r], list_offsets[r + 1]):
+            kl = np.int64(key_offsets[i + 1] - key_offsets[i])
+            total += _size_of_varint(kl) + kl
+            if value_null[i]:
+                total += 1
+            else:
+                vl = np.int64(value_offsets[i + 1] - value_offsets[i])
+                total += _size_of_varint(vl) + vl
+    out = np.empty(total, np.uint8)
+    offsets = np.empty(n + 1, np.int64)
+    p = 0
+    for r in range(n):
+        offsets[r] = p
+        p = _write_varint(out, p, np.int64(list_offsets[r + 1] - list_offsets[r]))
+        for i in range(list_offsets[r], list_offsets[r + 1]):
+            ks = key_offsets[i]
+            kl = np.int64(key_offsets[i + 1] - ks)
+            p = _write_varint(out, p, kl)
+            out[p:p + kl] = key_data[ks:ks + kl]
+            p += kl
+            if value_null[i]:
+                p = _write_varint(out, p, np.int64(-1))
+            else:
+                vs = value_offsets[i]
+                vl = np.int64(value_offsets[i + 1] - vs)
+                p = _write_varint(out, p, vl)
+                out[p:p + vl] = value_data[vs:vs + vl]
+                p += vl
+    offsets[n] = p
+    return out, offsets
+
+
+@njit(cache=True)
+def encode_records(header_room, offset_delta, timestamp_delta, key_data, key_offsets, key_null,
+                   value_data, value_offsets, value_null, headers_blob, headers_offsets,
+                   has_headers):
+    """Encode v2 records into a new uint8 array, leaving ``header_room`` bytes in front.
+
+    Keys/values are Arrow-style (data, offsets, null flags); headers are pre-encoded blocks
+    (``encode_headers``) or, without ``has_headers``, a zero count per record.
+    """
+    n = len(offset_delta)
+    body = np.empty(n, np.int64)
+    total = 0
+    for i in range(n):
+        size = 1 + _size_of_varint(timestamp_delta[i]) + _size_of_varint(offset_delta[i])
+        if key_null[i]:
+            size += 1
+        else:
+            kl = np.int64(key_offsets[i + 1] - key_offsets[i])
+            size += _size_of_varint(kl) + kl
+        if value_null[i]:
+            size += 1
+        else:
+            vl = np.int64(value_offsets[i + 1] - value_offsets[i])
+            size += _size_of_varint(vl) + vl
+        if has_headers:
+            size += headers_offsets[i + 1] - headers_offsets[i]
+        else:
+            size += 1
+        body[i] = size
+        total += _size_of_varint(size) + size
+    out = np.empty(header_room + total, np.uint8)
+    p = header_room
+    for i in range(n):
+        p = _write_varint(out, p, body[i])
+        out[p] = 0
+        p = _write_varint(out, p + 1, timestamp_delta[i])
+        p = _write_varint(out, p, offset_delta[i])
+        if key_null[i]:
+            p = _write_varint(out, p, np.int64(-1))
+        else:
+            ks = key_offsets[i]
+            kl = np.int64(key_offsets[i + 1] - ks)
+            p = _write_varint(out, p, kl)
+            out[p:p + kl] = key_data[ks:ks + kl]
+            p += kl
+        if value_null[i]:
+            p = _write_varint(out, p, np.int64(-1))
+        else:
+            vs = value_offsets[i]
+            vl = np.int64(value_offsets[i + 1] - vs)
+            p = _write_varint(out, p, vl)
+            out[p:p + vl] = value_data[vs:vs + vl]
+            p += vl
+        if has_headers:
+            hs = headers_offsets[i]
+            hl = headers_offsets[i + 1] - hs
+            out[p:p + hl] = headers_blob[hs:hs + hl]
+            p += hl
+        else:
+            out[p] = 0
+            p += 1
+    return out

@@ -1,0 +1,430 @@
+"""RecordBatch: a zero-copy view over one log entry, iter_batches, and in-place header edits."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+
+import numpy as np
+
+from logstore.errors import CorruptRecordError, InvalidRecordError
+from logstore.records import _kernels
+from logstore.records.compression import (
+    COMPRESSION_NAMES,
+    DEFAULT_MAX_INFLATED_BYTES,
+    NONE,
+    decompress,
+)
+from logstore.records.crc import crc32c
+from logstore.records.header import (
+    ATTRIBUTES_OFFSET,
+    COMPRESSION_MASK,
+    CONTROL_BIT,
+    CRC_OFFSET,
+    DELETE_HORIZON_BIT,
+    LEGACY_MIN_MESSAGE,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    MAX_TIMESTAMP_OFFSET,
+    MIN_V2_BATCH_LENGTH,
+    NO_SEQUENCE,
+    PARTITION_LEADER_EPOCH_OFFSET,
+    SIZE_OFFSET,
+    TIMESTAMP_TYPE_BIT,
+    TRANSACTIONAL_BIT,
+    V2_HEADER_SIZE,
+    read_batch_header,
+)
+from logstore.records.record import Record
+
+TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+_INT32_MAX = (1 << 31) - 1
+_INT64 = struct.Struct(">q")
+_INT32 = struct.Struct(">i")
+_UINT32 = struct.Struct(">I")
+_INT16 = struct.Struct(">h")
+
+
+class RecordColumns:
+    """Decoded records of one batch as numpy arrays over ``data`` (the uncompressed records).
+
+    Lengths are -1 for null; header arrays are flattened, ``headers_count`` per record.
+    """
+
+    __slots__ = ("data", "offset", "timestamp", "key_pos", "key_len", "value_pos", "value_len",
+                 "headers_count", "header_key_pos", "header_key_len", "header_value_pos",
+                 "header_value_len")
+
+    def __init__(self, data: np.ndarray, offset: np.ndarray, timestamp: np.ndarray,
+                 key_pos: np.ndarray, key_len: np.ndarray, value_pos: np.ndarray,
+                 value_len: np.ndarray, headers_count: np.ndarray, header_arrays: tuple):
+        self.data = data
+        self.offset = offset
+        self.timestamp = timestamp
+        self.key_pos = key_pos
+        self.key_len = key_len
+        self.value_pos = value_pos
+        self.value_len = value_len
+        self.headers_count = headers_count
+        (self.header_key_pos, self.header_key_len,
+         self.header_value_pos, self.header_value_len) = header_arrays
+
+
+def _slices(data: bytes, pos: np.ndarray, length: np.ndarray) -> list:
+    """Python bytes for each (pos, length) slice of data; None where length is -1."""
+    starts = pos.tolist()
+    ends = (pos + length).tolist()
+    if length.size and length.min() < 0:
+        return [data[a:b] if b >= a else None for a, b in zip(starts, ends, strict=True)]
+    return [data[a:b] for a, b in zip(starts, ends, strict=True)]
+
+
+class RecordBatch:
+    """Zero-copy view over the batch at ``buffer[position:]``: header fields as attributes.
+
+    Magic 0/1 entries come back as a LegacyRecordBatch (a subclass with the same interface).
+    Raises CorruptRecordError when the header cannot be parsed or the entry runs past the buffer.
+    """
+
+    __slots__ = ("buffer", "position", "view", "header", "_columns")
+
+    def __new__(cls, buffer, position: int = 0):
+        if cls is RecordBatch:
+            magic = read_batch_header(buffer, position).magic
+            if magic < 2:
+                from logstore.records.legacy import LegacyRecordBatch
+
+                return object.__new__(LegacyRecordBatch)
+        return object.__new__(cls)
+
+    def __init__(self, buffer, position: int = 0):
+        header = read_batch_header(buffer, position)
+        end = position + header.batch_length + LOG_OVERHEAD
+        if end > len(buffer):
+            raise CorruptRecordError(
+                f"batch of {end - position} bytes runs past the end of a {len(buffer)}-byte buffer",
+                position=position)
+        self.buffer = buffer
+        self.position = position
+        view = memoryview(buffer)
+        if view.format != "B" or view.ndim != 1:
+            view = view.cast("B")
+        self.view = view[position:end]
+        self.header = header
+        self._columns = None
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(base_offset={self.base_offset}, last_offset={self.last_offset}, "
+                f"magic={self.magic}, records={self.record_count}, compression={self.compression!r}, "
+                f"size={self.size_in_bytes})")
+
+    def __bytes__(self) -> bytes:
+        return bytes(self.view)
+
+    # -- header fields -------------------------------------------------------------------
+    @property
+    def base_offset(self) -> int:
+        """Offset of the first record (the batch's baseOffset field)."""
+        return self.header.base_offset
+
+    @property
+    def last_offset(self) -> int:
+        """Offset of the last record (also for empty batches, from lastOffsetDelta)."""
+        return self.header.base_offset + self.header.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        """Offset after the last record."""
+        return self.last_offset + 1
+
+    @property
+    def size_in_bytes(self) -> int:
+        """Total bytes of the batch including the offset and length fields."""
+        return self.header.batch_length + LOG_OVERHEAD
+
+    @property
+    def batch_length(self) -> int:
+        """The batchLength field: size_in_bytes - 12."""
+        return self.header.batch_length
+
+    @property
+    def partition_leader_epoch(self) -> int:
+        """Leader epoch stamped by the leader on append (-1 when unset)."""
+        return self.header.partition_leader_epoch
+
+    @property
+    def magic(self) -> int:
+        """Format version: 2, or 0/1 for legacy messages."""
+        return self.header.magic
+
+    @property
+    def crc(self) -> int:
+        """The stored checksum (CRC-32C for magic 2, CRC-32 for magic 0/1)."""
+        return self.header.crc
+
+    @property
+    def attributes(self) -> int:
+        """The raw attributes field."""
+        return self.header.attributes
+
+    @property
+    def last_offset_delta(self) -> int:
+        """last_offset - base_offset."""
+        return self.header.last_offset_delta
+
+    @property
+    def compression(self) -> str:
+        """'none', 'gzip', 'snappy', 'lz4' or 'zstd'; CorruptRecordError for codes 5-7."""
+        code = self.header.attributes & COMPRESSION_MASK
+        if code >= len(COMPRESSION_NAMES):
+            raise CorruptRecordError(f"unknown compression codec {code}", position=self.position)
+        return COMPRESSION_NAMES[code]
+
+    @property
+    def timestamp_type(self) -> str:
+        """'CreateTime' or 'LogAppendTime'."""
+        return TIMESTAMP_TYPES[bool(self.header.attributes & TIMESTAMP_TYPE_BIT)]
+
+    @property
+    def base_timestamp(self) -> int:
+        """The baseTimestamp field (the delete horizon when delete_horizon_ms is set)."""
+        return self.header.base_timestamp
+
+    @property
+    def max_timestamp(self) -> int:
+        """Largest record timestamp; with LogAppendTime, the append time."""
+        return self.header.max_timestamp
+
+    @property
+    def producer_id(self) -> int:
+        """Producer id (-1 when not idempotent)."""
+        return self.header.producer_id
+
+    @property
+    def producer_epoch(self) -> int:
+        """Producer epoch (-1 when not idempotent)."""
+        return self.header.producer_epoch
+
+    @property
+    def base_sequence(self) -> int:
+        """Sequence of the first record (-1 when not idempotent)."""
+        return self.header.base_sequence
+
+    @property
+    def last_sequence(self) -> int:
+        """Sequence of the last record, wrapping past int32 max like Kafka (-1 when unset)."""
+        base = self.header.base_sequence
+        if base == NO_SEQUENCE:
+            return NO_SEQUENCE
+        delta = self.header.last_offset_delta
+        if base > _INT32_MAX - delta:
+            return delta - (_INT32_MAX - base) - 1
+        return base + delta
+
+    @property
+    def record_count(self) -> int:
+        """The recordsCount field."""
+        return self.header.record_count
+
+    @property
+    def is_transactional(self) -> bool:
+        """True when the batch belongs to a transaction."""
+        return bool(self.header.attributes & TRANSACTIONAL_BIT)
+
+    @property
+    def is_control(self) -> bool:
+        """True for a control batch (transaction COMMIT/ABORT markers)."""
+        return bool(self.header.attributes & CONTROL_BIT)
+
+    @property
+    def delete_horizon_ms(self) -> int | None:
+        """The delete horizon set by the log cleaner, or None when unset."""
+        if self.header.attributes & DELETE_HORIZON_BIT:
+            return self.header.base_timestamp
+        return None
+
+    # -- validation ----------------------------------------------------------------------
+    def compute_crc(self) -> int:
+        """CRC-32C of the bytes the stored crc covers."""
+        return crc32c(self.view[ATTRIBUTES_OFFSET:])
+
+    def validate(self, *, deep: bool = False, max_inflated_bytes: int = DEFAULT_MAX_INFLATED_BYTES) -> None:
+        """Raise CorruptRecordError unless the CRC and header structure are sound.
+
+        With ``deep``, also decompress and walk every record.
+        """
+        pos = self.position
+        header = self.header
+        if header.magic != 2 or header.batch_length < MIN_V2_BATCH_LENGTH:
+            raise CorruptRecordError("not a magic 2 batch", position=pos)
+        stored = header.crc
+        computed = self.compute_crc()
+        if stored != computed:
+            raise CorruptRecordError(
+                f"batch CRC-32C mismatch: stored {stored:#010x}, computed {computed:#010x}", position=pos)
+        code = header.attributes & COMPRESSION_MASK
+        if code >= len(COMPRESSION_NAMES):
+            raise CorruptRecordError(f"unknown compression codec {code}", position=pos)
+        if header.record_count < 0 or header.last_offset_delta < 0:
+            raise CorruptRecordError("negative record count or last offset delta", position=pos)
+        body = header.batch_length + LOG_OVERHEAD - V2_HEADER_SIZE
+        if code == NONE and header.record_count > body // _kernels.MIN_RECORD_SIZE:
+            raise CorruptRecordError(
+                f"record count {header.record_count} cannot fit in {body} bytes", position=pos)
+        if deep:
+            self.columns(max_inflated_bytes=max_inflated_bytes)
+
+    def is_valid(self) -> bool:
+        """True when validate() passes (CRC and header structure; records are not walked)."""
+        try:
+            self.validate()
+        except CorruptRecordError:
+            return False
+        return True
+
+    # -- records -------------------------------------------------------------------------
+    def records_bytes(self, *, max_inflated_bytes: int = DEFAULT_MAX_INFLATED_BYTES):
+        """The uncompressed records section (a memoryview when uncompressed, else bytes)."""
+        section = self.view[V2_HEADER_SIZE:]
+        code = self.header.attributes & COMPRESSION_MASK
+        if code == NONE:
+            return section
+        if code >= len(COMPRESSION_NAMES):
+            raise CorruptRecordError(f"unknown compression codec {code}", position=self.position)
+        return decompress(code, section, limit=max_inflated_bytes, position=self.position + V2_HEADER_SIZE)
+
+    def columns(self, *, max_inflated_bytes: int = DEFAULT_MAX_INFLATED_BYTES) -> RecordColumns:
+        """Decode every record into numpy columns (cached); CorruptRecordError on bad bytes."""
+        if self._columns is not None:
+            return self._columns
+        header = self.header
+        count = header.record_count
+        body = self.records_bytes(max_inflated_bytes=max_inflated_bytes)
+        data = np.frombuffer(body, dtype=np.uint8)
+        pos = self.position + V2_HEADER_SIZE
+        if count < 0 or count > data.size // _kernels.MIN_RECORD_SIZE:
+            raise CorruptRecordError(
+                f"record count {count} cannot fit in {data.size} record bytes", position=self.position)
+        status, err, total_headers, arrays = _kernels.decode_records(data, 0, data.size, count)
+        if status != _kernels.OK:
+            where = pos + err if header.attributes & COMPRESSION_MASK == NONE else pos
+            raise CorruptRecordError(
+                f"{_kernels.STATUS_MESSAGES[status]} (record byte {err})", position=where)
+        (offset_delta, timestamp_delta, key_pos, key_len, value_pos, value_len,
+         headers_pos, headers_count) = arrays
+        if header.attributes & TIMESTAMP_TYPE_BIT:
+            timestamp = np.full(count, header.max_timestamp, dtype=np.int64)
+        else:
+            # int64 wrap-around matches Kafka's long arithmetic for extreme deltas.
+            timestamp = timestamp_delta + np.int64(header.base_timestamp)
+        offset = offset_delta + np.int64(header.base_offset)
+        header_arrays = _kernels.decode_headers(data, headers_pos, headers_count, total_headers)
+        self._columns = RecordColumns(data, offset, timestamp, key_pos, key_len, value_pos,
+                                      value_len, headers_count, header_arrays)
+        return self._columns
+
+    def records(self, *, max_inflated_bytes: int = DEFAULT_MAX_INFLATED_BYTES) -> list[Record]:
+        """Decode (and decompress) every record; CorruptRecordError on bad bytes."""
+        cols = self.columns(max_inflated_bytes=max_inflated_bytes)
+        data = cols.data.tobytes()
+        keys = _slices(data, cols.key_pos, cols.key_len)
+        values = _slices(data, cols.value_pos, cols.value_len)
+        n = cols.offset.size
+        if cols.header_key_pos.size:
+            headers = _headers_per_record(data, cols, self.position)
+        else:
+            headers = ((),) * n
+        return list(map(Record, cols.offset.tolist(), cols.timestamp.tolist(), keys, values, headers))
+
+    def __iter__(self) -> Iterator[Record]:
+        return iter(self.records())
+
+    def to_arrow(self, *, max_inflated_bytes: int = DEFAULT_MAX_INFLATED_BYTES):
+        """Decode the records into a pyarrow.Table (offset, timestamp, key, value, headers)."""
+        from logstore.records.arrow import columns_to_table
+
+        return columns_to_table(self.columns(max_inflated_bytes=max_inflated_bytes), self.position)
+
+
+def _headers_per_record(data: bytes, cols: RecordColumns, position: int) -> list:
+    raw_keys = _slices(data, cols.header_key_pos, cols.header_key_len)
+    try:
+        keys = [k.decode() for k in raw_keys]
+    except UnicodeDecodeError:
+        raise CorruptRecordError("header key is not UTF-8", position=position) from None
+    values = _slices(data, cols.header_value_pos, cols.header_value_len)
+    pairs = list(zip(keys, values, strict=True))
+    ends = np.cumsum(cols.headers_count).tolist()
+    starts = [0, *ends[:-1]]
+    return [tuple(pairs[a:b]) for a, b in zip(starts, ends, strict=True)]
+
+
+class BatchIterator:
+    """Iterates the complete batches of a buffer; afterwards ``valid_end`` is where the last
+    complete batch ends and ``torn`` says whether a partial batch follows it.
+
+    A header that cannot be valid (unknown magic, length below the minimum) raises
+    CorruptRecordError at its position; CRCs are not checked (use RecordBatch.validate()).
+    """
+
+    def __init__(self, buffer, position: int = 0):
+        self.buffer = buffer
+        self.valid_end = position
+        self.torn = False
+        self._view = memoryview(buffer).cast("B")
+        self._end = len(self._view)
+
+    def __iter__(self) -> BatchIterator:
+        return self
+
+    def __next__(self) -> RecordBatch:
+        pos = self.valid_end
+        remaining = self._end - pos
+        if remaining <= 0:
+            raise StopIteration
+        if remaining < LOG_OVERHEAD:
+            self.torn = True
+            raise StopIteration
+        size = _INT32.unpack_from(self._view, pos + SIZE_OFFSET)[0] + LOG_OVERHEAD
+        if size - LOG_OVERHEAD < min(LEGACY_MIN_MESSAGE.values()):
+            raise CorruptRecordError(f"entry length {size - LOG_OVERHEAD} below the minimum", position=pos)
+        if size > remaining:
+            self.torn = True
+            raise StopIteration
+        batch = RecordBatch(self._view, pos)
+        self.valid_end = pos + size
+        return batch
+
+
+def iter_batches(buffer, position: int = 0) -> BatchIterator:
+    """Iterate the batches (any magic) of ``buffer`` from ``position``, stopping before a partial
+    trailing batch; see BatchIterator for ``valid_end`` and ``torn``."""
+    return BatchIterator(buffer, position)
+
+
+def set_base_offset_and_epoch(buffer, position: int, base_offset: int, leader_epoch: int) -> None:
+    """Overwrite a magic 2 batch's baseOffset and partitionLeaderEpoch in place (both outside
+    the CRC). Raises InvalidRecordError for other magics or a read-only buffer."""
+    if buffer[position + MAGIC_OFFSET] != 2:
+        raise InvalidRecordError("only magic 2 batches carry a base offset and leader epoch")
+    try:
+        _INT64.pack_into(buffer, position, base_offset)
+        _INT32.pack_into(buffer, position + PARTITION_LEADER_EPOCH_OFFSET, leader_epoch)
+    except (TypeError, struct.error) as exc:
+        raise InvalidRecordError(f"cannot rewrite batch header: {exc}") from None
+
+
+def set_log_append_time(buffer, position: int, timestamp: int) -> None:
+    """Mark a magic 2 batch LogAppendTime with ``timestamp`` as maxTimestamp and recompute its
+    CRC, in place (what a leader does with message.timestamp.type=LogAppendTime)."""
+    header = read_batch_header(buffer, position)
+    if header.magic != 2:
+        raise InvalidRecordError("only magic 2 batches can be stamped with a log append time")
+    end = position + header.batch_length + LOG_OVERHEAD
+    try:
+        _INT16.pack_into(buffer, position + ATTRIBUTES_OFFSET, header.attributes | TIMESTAMP_TYPE_BIT)
+        _INT64.pack_into(buffer, position + MAX_TIMESTAMP_OFFSET, timestamp)
+        crc = crc32c(memoryview(buffer).cast("B")[position + ATTRIBUTES_OFFSET:end])
+        _UINT32.pack_into(buffer, position + CRC_OFFSET, crc)
+    except (TypeError, struct.error) as exc:
+        raise InvalidRecordError(f"cannot rewrite batch header: {exc}") from None
