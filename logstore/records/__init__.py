@@ -2,6 +2,7 @@
 iter_batches, builders (per record and columnar), Arrow decoding, control records,
 compression and checksums. Pure: no files, no clocks."""
 
+from logstore.records.arrow import RECORD_SCHEMA, batches_to_arrow
 from logstore.records.batch import (
     BatchIterator,
     RecordBatch,
@@ -12,24 +13,37 @@ from logstore.records.batch import (
 )
 from logstore.records.builder import HEADERS_TYPE, build_batch, build_batch_columnar
 from logstore.records.compression import COMPRESSION_NAMES, DEFAULT_MAX_INFLATED_BYTES
+from logstore.records.control import (
+    ControlRecord,
+    build_control_batch,
+    parse_control_record,
+)
 from logstore.records.crc import crc32, crc32c
 from logstore.records.header import BatchHeader, read_batch_header
+from logstore.records.legacy import LegacyRecordBatch, build_legacy_entry
 from logstore.records.record import Record
 
 __all__ = [
     "COMPRESSION_NAMES",
     "DEFAULT_MAX_INFLATED_BYTES",
     "HEADERS_TYPE",
+    "RECORD_SCHEMA",
+    "ControlRecord",
+    "LegacyRecordBatch",
     "BatchHeader",
     "BatchIterator",
     "Record",
     "RecordBatch",
     "RecordColumns",
+    "batches_to_arrow",
     "build_batch",
     "build_batch_columnar",
+    "build_control_batch",
+    "build_legacy_entry",
     "crc32",
     "crc32c",
     "iter_batches",
+    "parse_control_record",
     "read_batch_header",
     "set_base_offset_and_epoch",
     "set_log_append_time",
