@@ -284,11 +284,13 @@ class AbstractIndex:
 
     def _largest_lower_bound_slot(self, target: int, field: str) -> int:
         """Slot of the last entry whose `field` is <= target (fields hold relative values)."""
-        self._ensure_loaded()
-        pos = self.ENTRY_DTYPE.fields[field][1]
-        width = self.ENTRY_DTYPE.fields[field][0].itemsize
-        return int(
-            largest_lower_bound(self._bytes, self.ENTRY_SIZE, pos, width, self._entries, target)
+        if not self._loaded or self._closed:
+            self._ensure_loaded()
+        if not self._entries:
+            return -1
+        dtype, pos = self.ENTRY_DTYPE.fields[field][:2]
+        return largest_lower_bound(
+            self._bytes, self.ENTRY_SIZE, pos, dtype.itemsize, self._entries, target
         )
 
     def _raw_entries(self) -> np.ndarray:

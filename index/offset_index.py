@@ -58,7 +58,10 @@ class OffsetIndex(AbstractIndex):
     def lookup(self, target_offset: int) -> OffsetPosition:
         """The entry with the largest offset <= target, or (base offset, 0) when there is none."""
         slot = self._largest_lower_bound_slot(target_offset - self.base_offset, "relative_offset")
-        return self.entry(slot) if slot >= 0 else OffsetPosition(self.base_offset, 0)
+        if slot < 0:
+            return OffsetPosition(self.base_offset, 0)
+        rel, pos = OFFSET_INDEX_ENTRY.unpack_from(self._mmap, slot * self.ENTRY_SIZE)
+        return OffsetPosition(self.base_offset + rel, pos)
 
     def append(self, offset: int, position: int) -> None:
         """Add an entry; raises IndexFullError, InvalidOffsetError (offset not above the last)

@@ -63,7 +63,10 @@ class TimeIndex(AbstractIndex):
     def lookup(self, target_timestamp: int) -> TimestampOffset:
         """The entry with the largest timestamp <= target, or (NO_TIMESTAMP, base offset)."""
         slot = self._largest_lower_bound_slot(target_timestamp, "timestamp")
-        return self.entry(slot) if slot >= 0 else TimestampOffset(NO_TIMESTAMP, self.base_offset)
+        if slot < 0:
+            return TimestampOffset(NO_TIMESTAMP, self.base_offset)
+        ts, rel = TIME_INDEX_ENTRY.unpack_from(self._mmap, slot * self.ENTRY_SIZE)
+        return TimestampOffset(ts, self.base_offset + rel)
 
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
         """Add (timestamp, offset) if the timestamp is greater than the last entry's.
