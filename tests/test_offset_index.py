@@ -209,3 +209,20 @@ def test_lookup_matches_bisect_over_a_sorted_list(tmp_path_factory, deltas, targ
         want = OffsetPosition(BASE + rels[i], rels[i] * 2) if i >= 0 else OffsetPosition(BASE, 0)
         assert idx.lookup(BASE + t) == want
     idx.close()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    deltas=st.lists(st.integers(1, 50), max_size=40),
+    cut=st.integers(-5, 2100),
+)
+def test_truncate_to_matches_a_list_model(tmp_path_factory, deltas, cut):
+    idx = OffsetIndex(tmp_path_factory.mktemp("idx") / "x.index", BASE, 8 * 64)
+    model, rel = [], 0
+    for d in deltas:
+        rel += d
+        model.append((BASE + rel, rel))
+        idx.append(BASE + rel, rel)
+    idx.truncate_to(BASE + cut)
+    assert idx.entries().tolist() == [e for e in model if e[0] < BASE + cut]
+    idx.close()

@@ -385,3 +385,48 @@ def test_flush_then_reopen_after_crash_keeps_data(tmp_path):
     )
     assert again.offset_index.entry_count == 4
     again.close()
+
+
+def test_read_only_open_of_a_live_active_segment_ignores_its_zero_filled_slots(built):
+    directory, segments = built
+    active = segments[-1]
+    active.flush()
+    live_bytes = {p.name: p.read_bytes() for p in directory.iterdir()}
+    view = LogSegment.open(directory, 633, read_only=True)
+    assert view.offset_index.entries().tolist() == active.offset_index.entries().tolist()
+    assert view.time_index.last_entry == active.time_index.last_entry
+    assert view.next_offset == 720
+    assert view.translate_offset(700) == active.translate_offset(700)
+    view.close()
+    assert {p.name: p.read_bytes() for p in directory.iterdir()} == live_bytes
+    for s in segments:
+        s.close()
+
+
+def test_opening_a_thousand_segments_maps_and_opens_nothing(tmp_path):
+    for base in range(0, 1000 * 10, 10):
+        for suffix in (".log", ".index", ".timeindex"):
+            (tmp_path / segment_file_name(base, suffix)).write_bytes(b"")
+    segments = [LogSegment.open(tmp_path, base) for base in range(0, 10_000, 10)]
+    assert not any(s.offset_index.is_loaded or s.time_index.is_loaded for s in segments)
+    assert all(s._fd is None for s in segments)
+    for s in segments:
+        s.close()
+    assert all((tmp_path / segment_file_name(b, ".index")).stat().st_size == 0 for b in (0, 9990))
+
+
+def test_legacy_magic_1_entries_are_read_and_recovered(tmp_path):
+    from logstore.records.legacy import build_legacy_entry
+
+    data = b"".join(
+        build_legacy_entry([Record(i, 900 + i, b"k", b"v" * 50, ())], magic=1)
+        for i in range(100, 110)
+    )
+    (tmp_path / segment_file_name(100, ".log")).write_bytes(data + b"\x01\x02")
+    seg = LogSegment.open(tmp_path, 100, max_index_size=1024, index_interval_bytes=100)
+    assert seg.recover() == 2
+    assert seg.next_offset == 110
+    assert seg.offset_index.entry_count > 0
+    assert seg.find_offset_by_timestamp(1005).offset == 105
+    assert seg.translate_offset(107).offset == 107
+    seg.close()
