@@ -279,3 +279,29 @@ def rewrite_records(buf, rec_start, rec_end, new_ts_deltas, out):
         out[w:w + rest] = buf[after_ts:rec_end[i]]
         w += rest
     return w
+
+
+@njit(cache=True)
+def walk_entries(buf, start, end, out_pos, out_size, fill):
+    """Walk log entries (int64 offset, int32 size, ...) in buf[start:end].
+
+    Returns (count of complete entries, byte position where they end); fills out_pos/out_size
+    when `fill` is set (call once without to size the arrays).
+    """
+    p = np.int64(start)
+    count = 0
+    while p + 12 <= end:
+        size = np.int64(0)
+        for i in range(4):
+            size = (size << 8) | np.int64(buf[p + 8 + i])
+        if size >= 0x80000000:
+            size -= 0x100000000
+        size += 12
+        if size < 26 or p + size > end:
+            break
+        if fill:
+            out_pos[count] = p
+            out_size[count] = size
+        count += 1
+        p += size
+    return count, p

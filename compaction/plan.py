@@ -230,16 +230,11 @@ class TxnTracker:
         return True, None  # an empty control batch was already cleaned
 
 
-def _aborted_batch_mask(batches: BatchColumns, aborted: Iterable[AbortedTxn]) -> np.ndarray:
+def _aborted_batch_mask(batches: BatchColumns, tracker: TxnTracker) -> np.ndarray:
     """Bool per batch: data batch of an aborted transaction (offset-map building pass)."""
     is_control = batches.is_control
-    is_txn = batches.is_transactional
     out = np.zeros(len(batches), np.bool_)
-    aborted = list(aborted)
-    if not aborted and not is_control.any():
-        return out
-    tracker = TxnTracker(aborted)
-    for b in np.flatnonzero(is_txn | is_control):
+    for b in np.flatnonzero(batches.is_transactional | is_control):
         if is_control[b]:
             tracker.on_control(int(batches.last_offset[b]), int(batches.producer_id[b]),
                                int(batches.control_type[b]))
@@ -248,43 +243,60 @@ def _aborted_batch_mask(batches: BatchColumns, aborted: Iterable[AbortedTxn]) ->
     return out
 
 
-def build_offset_map(offset_map: OffsetMap, records: RecordColumns, batches: BatchColumns,
-                     start_offset: int, end_offset: int,
-                     aborted_txns: Iterable[AbortedTxn] = (), *, has_segments: bool = True) -> bool:
-    """Fill `offset_map` with the latest offset per key over the dirty range [start, end).
+def map_batches(offset_map: OffsetMap, records: RecordColumns, batches: BatchColumns,
+                start_offset: int, tracker: TxnTracker) -> bool:
+    """Add consecutive batches of the dirty range to the offset map (Kafka's buildOffsetMapForSegment).
 
-    `records`/`batches` are the dirty segments' columns (whole segments, end a segment
-    base; `has_segments=False` when the range holds no segment at all). Returns True when the
-    map filled before the end; `offset_map.latest_offset` then says how far it got (the next
-    checkpoint is latest_offset + 1), as Kafka computes it.
+    Keys of records at or past `start_offset` are put in order, skipping control batches and
+    aborted transactions (`tracker` carries transaction state across calls). Returns True
+    when the map filled; `offset_map.latest_offset` follows Kafka's rule (the last key put,
+    or the last offset of each fully read batch at or past the start).
     """
-    offset_map.clear(base_offset=start_offset)
-    if not has_segments:
-        return False
-    aborted_batch = _aborted_batch_mask(batches, aborted_txns)
+    aborted_batch = _aborted_batch_mask(batches, tracker)
     bi = records.batch_index
     valid = (records.has_key & (records.offset >= start_offset)
              & ~aborted_batch[bi] & ~batches.is_control[bi])
     consumed = offset_map.put_hashes(records.key_hash1, records.key_hash2, records.offset, valid)
-    if consumed == len(records):
-        offset_map.update_latest_offset(end_offset - 1)
-        return False
-    # Full at row `consumed`: Kafka's latest offset is the last record put in that batch, else
-    # what the preceding batches and segment boundaries advanced it to.
-    b = int(bi[consumed])
-    in_batch = np.flatnonzero(valid[:consumed] & (bi[:consumed] == b))
-    if in_batch.size:
+    full = consumed < len(records)
+    done = len(batches) if not full else int(bi[consumed])
+    reached = batches.last_offset[:done]
+    reached = reached[reached >= start_offset]
+    in_batch = np.flatnonzero(valid[:consumed] & (bi[:consumed] == done)) if full else ()
+    if len(in_batch):
         offset_map.update_latest_offset(int(records.offset[in_batch[-1]]))
-        return True
-    latest = -1
-    earlier = batches.last_offset[:b]
-    earlier = earlier[earlier >= start_offset]
-    if earlier.size:
-        latest = int(earlier.max())
-    if batches.segment_base[b] > batches.segment_base[0]:
-        latest = max(latest, int(batches.segment_base[b]) - 1)
-    offset_map.update_latest_offset(latest)
-    return True
+    elif reached.size:
+        offset_map.update_latest_offset(max(int(reached.max()), offset_map.latest_offset))
+    return full
+
+
+def build_offset_map(offset_map: OffsetMap, records: RecordColumns, batches: BatchColumns,
+                     start_offset: int, end_offset: int,
+                     aborted_txns: Iterable[AbortedTxn] = ()) -> bool:
+    """Fill `offset_map` with the latest offset per key over the dirty segments [start, end).
+
+    `records`/`batches` are the dirty segments' columns (whole segments, `batches.segment_base`
+    telling them apart; end is a segment base). Returns True when the map filled first;
+    `offset_map.latest_offset` then says how far it got (the next checkpoint is
+    latest_offset + 1), as Kafka computes it.
+    """
+    offset_map.clear(base_offset=start_offset)
+    if start_offset >= end_offset or not len(batches):
+        return False
+    tracker = TxnTracker(aborted_txns)
+    bases = np.unique(batches.segment_base)
+    bounds = np.searchsorted(batches.segment_base, bases, side="left").tolist() + [len(batches)]
+    rec_bounds = np.searchsorted(records.batch_index, bounds, side="left")
+    for s in range(len(bases)):
+        b0, b1 = bounds[s], bounds[s + 1]
+        r0, r1 = rec_bounds[s], rec_bounds[s + 1]
+        seg_records = RecordColumns(records.batch_index[r0:r1] - b0, records.offset[r0:r1],
+                                    records.key_hash1[r0:r1], records.key_hash2[r0:r1],
+                                    records.has_key[r0:r1], records.is_tombstone[r0:r1])
+        if map_batches(offset_map, seg_records, batches.take(slice(b0, b1)), start_offset, tracker):
+            return True
+        next_base = int(bases[s + 1]) if s + 1 < len(bases) else end_offset
+        offset_map.update_latest_offset(next_base - 1)
+    return False
 
 
 @dataclass(frozen=True)
@@ -455,8 +467,7 @@ def plan_compaction(records: RecordColumns, batches: BatchColumns, *, first_dirt
                                   records.key_hash1[rmask], records.key_hash2[rmask],
                                   records.has_key[rmask], records.is_tombstone[rmask])
     full = build_offset_map(offset_map, dirty_records, batches.take(bidx), first_dirty_offset,
-                            first_uncleanable_offset, aborted_txns,
-                            has_segments=first_dirty_offset < first_uncleanable_offset and bidx.size > 0)
+                            first_uncleanable_offset, aborted_txns)
     end_offset = offset_map.latest_offset + 1
     clean_b = batches.segment_base < end_offset
     cidx = np.flatnonzero(clean_b)

@@ -1,0 +1,246 @@
+"""Segment bytes -> the plan's columns, and the filtered batches the cleaner writes back.
+
+Per batch in Python, per record in numba (compaction/_kernels.py). Magic 2 batches are
+scanned in place (compressed ones after one decompression); magic 0/1 entries, rare in
+compacted logs, go through logstore.records' legacy reader.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+
+from compaction import _kernels
+from compaction.plan import (
+    ATTR_DELETE_HORIZON,
+    CONTROL_NONE,
+    NO_TIMESTAMP,
+    BatchColumns,
+    RecordColumns,
+)
+from logstore.errors import CorruptRecordError
+from logstore.records import LegacyRecordBatch, Record, build_legacy_entry, crc32c
+from logstore.records.compression import (
+    COMPRESSION_NAMES,
+    DEFAULT_MAX_INFLATED_BYTES,
+    compress,
+    decompress,
+)
+from logstore.records.header import (
+    ATTRIBUTES_OFFSET,
+    COMPRESSION_MASK,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    TIMESTAMP_TYPE_BIT,
+    V2_HEADER,
+    V2_HEADER_SIZE,
+)
+
+# FORMAT.md "Record batch, magic 2": the 61-byte header as a packed big-endian numpy dtype.
+HEADER_DTYPE = np.dtype([
+    ("base_offset", ">i8"), ("batch_length", ">i4"), ("partition_leader_epoch", ">i4"),
+    ("magic", "i1"), ("crc", ">u4"), ("attributes", ">i2"), ("last_offset_delta", ">i4"),
+    ("base_timestamp", ">i8"), ("max_timestamp", ">i8"), ("producer_id", ">i8"),
+    ("producer_epoch", ">i2"), ("base_sequence", ">i4"), ("record_count", ">i4"),
+])
+assert HEADER_DTYPE.itemsize == V2_HEADER_SIZE
+_CONTROL_TYPE = struct.Struct(">h")
+_HEADER_RANGE = np.arange(V2_HEADER_SIZE, dtype=np.int64)
+
+
+@dataclass
+class DecodedBatches:
+    """Consecutive batches of one segment, decoded to columns.
+
+    `arena` holds the source bytes (positions `position`) followed by decompressed bodies;
+    `rec_start`/`rec_end` locate each v2 record there. Legacy records have rec_start = -1 and
+    their Record objects in `legacy_records`.
+    """
+
+    arena: np.ndarray
+    position: np.ndarray  # int64 per batch: byte position in the source
+    size: np.ndarray  # int64 per batch: bytes
+    header: np.ndarray  # HEADER_DTYPE per batch (legacy: v2-shaped stand-in values)
+    batches: BatchColumns
+    records: RecordColumns
+    timestamp: np.ndarray  # int64 per record
+    rec_start: np.ndarray
+    rec_end: np.ndarray
+    legacy_records: dict[int, list[Record]]  # batch index -> records (magic 0/1 only)
+    valid_end: int  # byte position where complete batches end
+
+
+def walk(buf: np.ndarray, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
+    """Positions and sizes of the complete log entries in buf[start:end]."""
+    count, _ = _kernels.walk_entries(buf, start, end, np.empty(0, np.int64), np.empty(0, np.int64), False)
+    pos = np.empty(count, np.int64)
+    size = np.empty(count, np.int64)
+    _kernels.walk_entries(buf, start, end, pos, size, True)
+    return pos, size
+
+
+def decode(buf: np.ndarray, *, segment_base: int, start: int = 0, end: int | None = None,
+           path: str | None = None, max_inflated_bytes: int = DEFAULT_MAX_INFLATED_BYTES) -> DecodedBatches:
+    """Decode the complete batches in buf[start:end] (uint8 array) of the segment at segment_base."""
+    end = len(buf) if end is None else end
+    pos, size = walk(buf, start, end)
+    valid_end = int(pos[-1] + size[-1]) if len(pos) else start
+    nb = len(pos)
+    magic = buf[pos + MAGIC_OFFSET].astype(np.int8) if nb else np.empty(0, np.int8)
+    v2 = magic >= 2
+    header = np.zeros(nb, HEADER_DTYPE)
+    if v2.any():
+        raw = buf[pos[v2, None] + _HEADER_RANGE]
+        header[v2] = np.ascontiguousarray(raw).view(HEADER_DTYPE).reshape(-1)
+    legacy_records: dict[int, list[Record]] = {}
+    for b in np.flatnonzero(~v2):
+        entry = LegacyRecordBatch(memoryview(buf[pos[b]:pos[b] + size[b]]), 0)
+        recs = entry.records(max_inflated_bytes=max_inflated_bytes)
+        legacy_records[int(b)] = recs
+        stand_in = {"base_offset": recs[0].offset, "magic": magic[b], "attributes": entry.attributes,
+                    "last_offset_delta": recs[-1].offset - recs[0].offset,
+                    "base_timestamp": max(r.timestamp for r in recs),
+                    "max_timestamp": max(r.timestamp for r in recs), "producer_id": -1,
+                    "producer_epoch": -1, "base_sequence": -1, "record_count": len(recs),
+                    "partition_leader_epoch": -1}
+        for name, value in stand_in.items():
+            header[name][b] = value
+    counts = header["record_count"].astype(np.int64)
+    codes = header["attributes"].astype(np.int64) & COMPRESSION_MASK
+    body_start = pos + V2_HEADER_SIZE
+    body_end = pos + size
+    extra = []
+    arena_len = len(buf)
+    for b in np.flatnonzero(v2 & (codes != 0)):
+        data = decompress(int(codes[b]), memoryview(buf[body_start[b]:body_end[b]]),
+                          limit=max_inflated_bytes, position=int(pos[b]))
+        extra.append(np.frombuffer(data, np.uint8))
+        body_start[b] = arena_len
+        body_end[b] = arena_len + len(data)
+        arena_len += len(data)
+    arena = np.concatenate([buf, *extra]) if extra else buf
+    v2_counts = np.where(v2, counts, 0)
+    n = int(counts.sum())
+    rec_start = np.full(n, -1, np.int64)
+    rec_end = np.full(n, -1, np.int64)
+    offsets = np.empty(n, np.int64)
+    timestamps = np.empty(n, np.int64)
+    key_start = np.zeros(n, np.int64)
+    key_len = np.full(n, -1, np.int64)
+    value_len = np.full(n, -1, np.int64)
+    batch_index = np.empty(n, np.int64)
+    row_of_batch = np.concatenate([[0], np.cumsum(counts)])
+    log_append = np.where((header["attributes"] & TIMESTAMP_TYPE_BIT) != 0, header["max_timestamp"], -1)
+    v2_idx = np.flatnonzero(v2)
+    if v2_idx.size:
+        v2_rows = np.flatnonzero(np.repeat(v2, counts))
+        cols = [np.empty(len(v2_rows), np.int64) for _ in range(8)]
+        bad = _kernels.scan_records(
+            arena, body_start[v2_idx], body_end[v2_idx], v2_counts[v2_idx],
+            header["base_offset"][v2_idx].astype(np.int64),
+            header["base_timestamp"][v2_idx].astype(np.int64), log_append[v2_idx].astype(np.int64), *cols)
+        if bad >= 0:
+            raise CorruptRecordError("malformed records in batch", position=int(pos[v2_idx[bad]]), path=path)
+        rec_start[v2_rows], rec_end[v2_rows], offsets[v2_rows], timestamps[v2_rows] = cols[:4]
+        key_start[v2_rows], key_len[v2_rows], value_len[v2_rows] = cols[4:7]
+        batch_index[v2_rows] = v2_idx[cols[7]]
+    key_bytes: dict[int, bytes | None] = {}
+    for b, recs in legacy_records.items():
+        for j, r in enumerate(recs):
+            row = int(row_of_batch[b]) + j
+            offsets[row], timestamps[row], batch_index[row] = r.offset, r.timestamp, b
+            value_len[row] = -1 if r.value is None else len(r.value)
+            key_bytes[row] = r.key
+    h1 = np.zeros(n, np.uint64)
+    h2 = np.zeros(n, np.uint64)
+    _kernels.hash_keys(arena, key_start, key_len, h1, h2)
+    has_key = key_len >= 0
+    for row, key in key_bytes.items():
+        has_key[row] = key is not None
+        if key is not None:
+            kb = np.frombuffer(key, np.uint8) if key else np.zeros(0, np.uint8)
+            h1[row], h2[row] = _kernels.murmur3_128(kb, 0, len(key))
+    attrs = header["attributes"].astype(np.int32)
+    control_type = np.full(nb, CONTROL_NONE, np.int8)
+    for b in np.flatnonzero(v2 & ((attrs & 0x20) != 0) & (counts > 0)):
+        row = int(row_of_batch[b])
+        if key_len[row] >= 4:
+            ks = int(key_start[row])
+            control_type[b] = _CONTROL_TYPE.unpack_from(arena[ks + 2:ks + 4].tobytes())[0]
+    batches = BatchColumns(
+        base_offset=header["base_offset"].astype(np.int64),
+        last_offset=header["base_offset"].astype(np.int64) + header["last_offset_delta"],
+        attributes=attrs,
+        base_timestamp=header["base_timestamp"].astype(np.int64),
+        producer_id=header["producer_id"].astype(np.int64),
+        producer_epoch=header["producer_epoch"].astype(np.int32),
+        record_count=counts,
+        magic=magic,
+        control_type=control_type,
+        segment_base=np.full(nb, segment_base, np.int64),
+        legacy_retain_deletes=np.ones(nb, np.bool_),
+    )
+    records = RecordColumns(batch_index=batch_index, offset=offsets, key_hash1=h1, key_hash2=h2,
+                            has_key=has_key, is_tombstone=value_len < 0)
+    return DecodedBatches(arena=arena, position=pos, size=size, header=header, batches=batches,
+                          records=records, timestamp=timestamps, rec_start=rec_start, rec_end=rec_end,
+                          legacy_records=legacy_records, valid_end=valid_end)
+
+
+def empty_batch(h: np.void) -> bytes:
+    """Kafka's writeEmptyHeader: a 61-byte batch with no records keeping offsets and producer fields."""
+    attrs = int(h["attributes"]) & (TIMESTAMP_TYPE_BIT | 0x10 | 0x20)
+    return _finish_header(int(h["base_offset"]), int(h["partition_leader_epoch"]), attrs,
+                          int(h["last_offset_delta"]), NO_TIMESTAMP, int(h["max_timestamp"]),
+                          int(h["producer_id"]), int(h["producer_epoch"]), int(h["base_sequence"]), 0, b"")
+
+
+def _finish_header(base_offset: int, leader_epoch: int, attributes: int, last_delta: int,
+                   base_ts: int, max_ts: int, pid: int, epoch: int, base_seq: int, count: int,
+                   body: bytes) -> bytes:
+    header = bytearray(V2_HEADER.pack(base_offset, V2_HEADER_SIZE - LOG_OVERHEAD + len(body),
+                                      leader_epoch, 2, 0, attributes, last_delta, base_ts, max_ts,
+                                      pid, epoch, base_seq, count))
+    crc = crc32c(memoryview(header)[ATTRIBUTES_OFFSET:], 0)
+    crc = crc32c(body, crc)
+    struct.pack_into(">I", header, ATTRIBUTES_OFFSET - 4, crc)
+    return bytes(header) + body
+
+
+def rebuild_batch(d: DecodedBatches, b: int, rows: np.ndarray, delete_horizon: int) -> bytes:
+    """Batch `b` rebuilt from its kept records `rows`, as Kafka's buildRetainedRecordsInto does.
+
+    Same base offset, last offset delta, producer fields, leader epoch and codec; the base
+    timestamp is the delete horizon (attribute bit 6) when one is set, else the first kept
+    record's timestamp; record timestamp deltas are rewritten against it.
+    """
+    h = d.header[b]
+    if int(h["magic"]) < 2:
+        kept = set(d.records.offset[rows].tolist())
+        keep = [r for r in d.legacy_records[b] if r.offset in kept]
+        attrs = int(h["attributes"])
+        return build_legacy_entry(keep, magic=int(h["magic"]), compression=COMPRESSION_NAMES[attrs & COMPRESSION_MASK],
+                                  log_append_time=int(h["max_timestamp"]) if attrs & TIMESTAMP_TYPE_BIT else None)
+    attrs = int(h["attributes"])
+    ts = d.timestamp[rows]
+    log_append = bool(attrs & TIMESTAMP_TYPE_BIT)
+    if delete_horizon != NO_TIMESTAMP:
+        base_ts = delete_horizon
+        attrs |= ATTR_DELETE_HORIZON
+    else:
+        base_ts = int(ts[0])
+        attrs &= ~ATTR_DELETE_HORIZON
+    max_ts = int(h["max_timestamp"]) if log_append else int(ts.max())
+    starts = d.rec_start[rows]
+    ends = d.rec_end[rows]
+    out = np.empty(int((ends - starts).sum()) + 20 * len(rows), np.uint8)
+    written = _kernels.rewrite_records(d.arena, starts, ends, ts - base_ts, out)
+    body = out[:written].tobytes()
+    code = attrs & COMPRESSION_MASK
+    if code:
+        body = compress(code, body)
+    return _finish_header(int(h["base_offset"]), int(h["partition_leader_epoch"]), attrs,
+                          int(h["last_offset_delta"]), base_ts, max_ts, int(h["producer_id"]),
+                          int(h["producer_epoch"]), int(h["base_sequence"]), len(rows), body)
