@@ -107,3 +107,7 @@ class InvalidTxnStateError(LogstoreError):
 
 class TransactionCoordinatorFencedError(LogstoreError):
     """A transaction marker from an older coordinator epoch than the last one seen."""
+
+
+class RecordTooLargeError(InvalidRecordError):
+    """A batch larger than `max.message.bytes` (or an append larger than `segment.bytes`)."""
