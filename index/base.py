@@ -24,6 +24,7 @@ from index._kernels import largest_lower_bound
 from logstore.errors import (
     CorruptIndexError,
     IndexOffsetOverflowError,
+    InvalidConfigError,
     LogClosedError,
     ReadOnlyLogError,
 )
@@ -156,8 +157,9 @@ class AbstractIndex:
         newly_created = False
         if self._writable and not self._path.exists():
             if self._max_index_size < self.ENTRY_SIZE:
-                raise CorruptIndexError(
-                    f"invalid max index size {self._max_index_size} for new {self.KIND} {self._path}"
+                raise InvalidConfigError(
+                    f"segment.index.bytes {self._max_index_size} is smaller than one "
+                    f"{self.ENTRY_SIZE}-byte entry of new {self.KIND} {self._path}"
                 )
             with open(self._path, "xb") as f:
                 f.truncate(round_down(self._max_index_size, self.ENTRY_SIZE))

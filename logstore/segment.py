@@ -323,6 +323,9 @@ class LogSegment:
 
     def _require_writable(self, action: str) -> None:
         self._require_open()
+        self._require_not_read_only(action)
+
+    def _require_not_read_only(self, action: str) -> None:
         if self._read_only:
             raise ReadOnlyLogError(f"cannot {action} read-only segment {self._log_path}")
 
@@ -744,8 +747,9 @@ class LogSegment:
         self._closed = True
 
     def delete(self) -> None:
-        """Close and delete the `.log`, `.index`, `.timeindex` and `.txnindex` files if present."""
-        self._require_writable("delete")
+        """Close (if still open) and delete the `.log`, `.index`, `.timeindex` and `.txnindex`
+        files that exist."""
+        self._require_not_read_only("delete")
         self.close_handlers()
         self._offset_index.delete()
         self._time_index.delete()
@@ -754,8 +758,8 @@ class LogSegment:
 
     def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
         """Rename every file of the segment from `old_suffix` to `new_suffix` (e.g. '' to
-        '.deleted', '.cleaned' to '.swap', '.swap' to '')."""
-        self._require_writable("rename")
+        '.deleted', '.cleaned' to '.swap', '.swap' to ''); works on open or closed segments."""
+        self._require_not_read_only("rename")
         new_log = _replace_suffix(self._log_path, old_suffix, new_suffix)
         os.replace(self._log_path, new_log)
         self._log_path = new_log

@@ -14,6 +14,7 @@ from logstore.errors import (
     CorruptIndexError,
     IndexFullError,
     IndexOffsetOverflowError,
+    InvalidConfigError,
     InvalidOffsetError,
     ReadOnlyLogError,
 )
@@ -226,3 +227,8 @@ def test_truncate_to_matches_a_list_model(tmp_path_factory, deltas, cut):
     idx.truncate_to(BASE + cut)
     assert idx.entries().tolist() == [e for e in model if e[0] < BASE + cut]
     idx.close()
+
+
+def test_max_index_size_below_one_entry_is_a_config_error(tmp_path):
+    with pytest.raises(InvalidConfigError):
+        make(tmp_path, max_size=4).append(BASE + 1, 0)

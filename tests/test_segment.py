@@ -430,3 +430,13 @@ def test_legacy_magic_1_entries_are_read_and_recovered(tmp_path):
     assert seg.find_offset_by_timestamp(1005).offset == 105
     assert seg.translate_offset(107).offset == 107
     seg.close()
+
+
+def test_closed_segment_can_still_be_renamed_and_deleted(tmp_path):
+    seg = fresh(tmp_path)
+    seg.append_batches(batch(100, [1]))
+    seg.close()
+    seg.change_file_suffixes("", ".deleted")
+    assert (tmp_path / "00000000000000000100.log.deleted").exists()
+    seg.delete()
+    assert list(tmp_path.iterdir()) == []
