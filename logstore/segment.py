@@ -343,20 +343,20 @@ class LogSegment:
             return b""
         return os.pread(self._file(), size, position)
 
-    def _headers(self, start: int = 0, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
-        for position, header, _, _ in self._scan(start, end, full=False):
+    def _headers(self, start: int = 0) -> Iterator[tuple[int, BatchHeader]]:
+        for position, header, _, _ in self._scan(start, full=False):
             yield position, header
 
     def _scan(
-        self, start: int, end: int | None, *, full: bool, max_entry_size: int | None = None
+        self, start: int, *, full: bool, max_entry_size: int | None = None
     ) -> Iterator[tuple[int, BatchHeader, bytes, int]]:
-        """Yield (position, header, buffer, offset in buffer) for each entry in [start, end).
+        """Yield (position, header, buffer, offset in buffer) for each entry from `start`.
 
         With `full` the whole entry is in the buffer, else at least its header. Stops at a
-        torn tail (an entry running past `end`), like Kafka's FileLogInputStream; raises
-        CorruptRecordError for an impossible size or an unknown magic.
+        torn tail (an entry running past the end of the file), like Kafka's
+        FileLogInputStream; raises CorruptRecordError for an impossible size or magic.
         """
-        end = self._size if end is None else min(end, self._size)
+        end = self._size
         chunk = FULL_SCAN_CHUNK if full else HEADER_SCAN_CHUNK
         buf, buf_start = b"", start
         position = start
@@ -396,7 +396,7 @@ class LogSegment:
 
     def iter_batches(self, start_position: int = 0) -> Iterator[RecordBatch]:
         """Every complete batch from `start_position`, each a RecordBatch over its own bytes."""
-        for _, _, buf, off in self._scan(start_position, None, full=True):
+        for _, _, buf, off in self._scan(start_position, full=True):
             yield RecordBatch(buf, off)
 
     # ----------------------------------------------------------------- append
@@ -523,7 +523,7 @@ class LogSegment:
             starting_offset = self._base_offset
         indexed = self._time_index.lookup(timestamp)
         position = self._offset_index.lookup(max(indexed.offset, starting_offset)).position
-        for _, header, buf, off in self._scan(position, None, full=True):
+        for _, header, buf, off in self._scan(position, full=True):
             if header.max_timestamp < timestamp:
                 continue
             for record in RecordBatch(buf, off).records():
@@ -566,7 +566,7 @@ class LogSegment:
         next_offset = self._base_offset
         try:
             for position, header, buf, off in self._scan(
-                0, None, full=True, max_entry_size=max_message_size
+                0, full=True, max_entry_size=max_message_size
             ):
                 batch = RecordBatch(buf, off)
                 batch.validate()
