@@ -9,13 +9,17 @@ from logstore.errors import (
     LogstoreError,
     OffsetOutOfRangeError,
 )
+from logstore.log import AppendInfo, FetchResult, Log
 from logstore.records import Record
 
 __all__ = [
+    "AppendInfo",
     "CorruptIndexError",
     "CorruptRecordError",
     "InvalidConfigError",
+    "FetchResult",
     "InvalidRecordError",
+    "Log",
     "LogConfig",
     "LogstoreError",
     "OffsetOutOfRangeError",
