@@ -111,3 +111,8 @@ class TransactionCoordinatorFencedError(LogstoreError):
 
 class RecordTooLargeError(InvalidRecordError):
     """A batch larger than `max.message.bytes` (or an append larger than `segment.bytes`)."""
+
+
+class LogCleaningAbortedError(LogstoreError):
+    """A log clean stopped part-way (aborted, or the log changed under it); the group being
+    cleaned was not swapped in and the cleaner checkpoint did not move."""
