@@ -293,7 +293,8 @@ def dump_log(path: str, opts: Options, out: Output, problems: Problems) -> None:
                     bar.update(size)
             except CorruptRecordError as exc:
                 if exc.path is None:
-                    raise CorruptRecordError(str(exc), path=path) from exc
+                    message = str(exc).removesuffix(f" (position {exc.position})")
+                    raise CorruptRecordError(message, path=path, position=exc.position) from exc
                 raise
     trailing = end - valid_bytes
     if trailing > 0 and opts.max_bytes == INT32_MAX:
@@ -305,7 +306,6 @@ def dump_log(path: str, opts: Options, out: Output, problems: Problems) -> None:
 
 def decode_records(batch: Any, path: str, position: int) -> tuple[list[Any], list[Any] | None]:
     """The batch's records (and, for magic 0/1, each message's validity and CRC)."""
-    from logstore import dump
     from logstore.errors import CorruptRecordError
 
     try:
@@ -316,8 +316,30 @@ def decode_records(batch: Any, path: str, position: int) -> tuple[list[Any], lis
             path=path, position=position) from exc
     if batch.magic >= 2:
         return records, None
-    entries = [dump.LegacyEntry(*pair) for pair in batch.message_checks()]
-    return records, entries
+    return records, legacy_entries(batch)
+
+
+def legacy_entries(batch: Any) -> list[Any]:
+    """Validity and CRC-32 of each magic 0/1 message (the inner ones of a compressed wrapper).
+
+    Inner messages were CRC-checked by `records()`, so each is valid; their CRCs are read back.
+    """
+    from logstore import dump
+    from logstore.records import read_batch_header
+    from logstore.records.compression import COMPRESSION_CODES, decompress
+    from logstore.records.header import LEGACY_V0_HEADER, LEGACY_V1_HEADER
+
+    if batch.compression == "none":
+        return [dump.LegacyEntry(dump.kafka_is_valid(batch), batch.crc)]
+    view = batch.view
+    pos = (LEGACY_V1_HEADER if batch.magic == 1 else LEGACY_V0_HEADER).size
+    (key_length,) = dump.BATCH_LENGTH.unpack_from(view, pos)
+    pos += 4 + max(key_length, 0)
+    (value_length,) = dump.BATCH_LENGTH.unpack_from(view, pos)
+    inner = memoryview(decompress(COMPRESSION_CODES[batch.compression], view[pos + 4:pos + 4 + value_length],
+                                  position=batch.position))
+    return [dump.LegacyEntry(True, read_batch_header(inner, p).crc)
+            for p, _ in dump.iter_batch_spans(inner, 0, len(inner))]
 
 
 def first_batch_last_offset(data: Any, position: int, end: int) -> int:
