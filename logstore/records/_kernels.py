@@ -8,7 +8,9 @@ error type. Status codes are listed in ``STATUS_MESSAGES``.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 OK = 0
 ERR_VARINT = 1
@@ -86,23 +88,50 @@ def _write_varint(out, pos, value):
     return pos + 1
 
 
+@intrinsic
+def _memcpy(typingctx, dst, dst_pos, src, src_pos, size):
+    """memcpy(dst.data + dst_pos, src.data + src_pos, size) for 1-D uint8 arrays.
+
+    An order of magnitude faster than numpy slice assignment for short keys and values;
+    callers guarantee both ranges lie inside their arrays.
+    """
+    sig = types.void(dst, dst_pos, src, src_pos, size)
+
+    def codegen(context, builder, signature, args):
+        dst_array = context.make_array(signature.args[0])(context, builder, args[0])
+        src_array = context.make_array(signature.args[2])(context, builder, args[2])
+        cgutils.raw_memcpy(builder, builder.gep(dst_array.data, [args[1]]),
+                           builder.gep(src_array.data, [args[3]]), args[4], 1)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
 @njit(cache=True)
 def decode_records(buf, start, end, count):
-    """Walk ``count`` v2 records in buf[start:end].
+    """Walk ``count`` v2 records in buf[start:end], copying keys and values out.
 
-    Returns (status, error position, total headers, offset_delta, timestamp_delta, key_pos,
-    key_len, value_pos, value_len, headers_pos, headers_count); lengths are -1 for null.
+    Returns (status, error position, total headers, offset_delta, timestamp_delta,
+    key_offsets, key_data, key_null, value_offsets, value_data, value_null, headers_pos,
+    headers_count); offsets are int32 Arrow offsets (n + 1), data arrays are sized to the
+    input and filled up to their last offset. The caller checks count fits in the input.
     """
     offset_delta = np.empty(count, np.int64)
     timestamp_delta = np.empty(count, np.int64)
-    key_pos = np.empty(count, np.int64)
-    key_len = np.empty(count, np.int64)
-    value_pos = np.empty(count, np.int64)
-    value_len = np.empty(count, np.int64)
+    key_offsets = np.empty(count + 1, np.int32)
+    key_data = np.empty(end - start, np.uint8)
+    key_null = np.zeros(count, np.bool_)
+    value_offsets = np.empty(count + 1, np.int32)
+    value_data = np.empty(end - start, np.uint8)
+    value_null = np.zeros(count, np.bool_)
     headers_pos = np.empty(count, np.int64)
     headers_count = np.empty(count, np.int64)
-    result = (offset_delta, timestamp_delta, key_pos, key_len, value_pos, value_len,
-              headers_pos, headers_count)
+    result = (offset_delta, timestamp_delta, key_offsets, key_data, key_null, value_offsets,
+              value_data, value_null, headers_pos, headers_count)
+    key_offsets[0] = 0
+    value_offsets[0] = 0
+    key_at = 0
+    value_at = 0
     total_headers = 0
     pos = start
     for i in range(count):
@@ -126,19 +155,25 @@ def decode_records(buf, start, end, count):
             return ERR_VARINT, p, total_headers, result
         if kl < -1 or kl > record_end - q:
             return ERR_KEY_LENGTH, p, total_headers, result
-        key_pos[i] = q
-        key_len[i] = kl
-        if kl > 0:
+        if kl < 0:
+            key_null[i] = True
+        else:
+            _memcpy(key_data, key_at, buf, q, kl)
+            key_at += kl
             q += kl
+        key_offsets[i + 1] = key_at
         vl, p = _read_varint(buf, q, record_end, 5)
         if p < 0:
             return ERR_VARINT, q, total_headers, result
         if vl < -1 or vl > record_end - p:
             return ERR_VALUE_LENGTH, q, total_headers, result
-        value_pos[i] = p
-        value_len[i] = vl
-        if vl > 0:
+        if vl < 0:
+            value_null[i] = True
+        else:
+            _memcpy(value_data, value_at, buf, p, vl)
+            value_at += vl
             p += vl
+        value_offsets[i + 1] = value_at
         hc, q = _read_varint(buf, p, record_end, 5)
         if q < 0:
             return ERR_VARINT, p, total_headers, result
@@ -171,53 +206,55 @@ def decode_records(buf, start, end, count):
 
 @njit(cache=True)
 def decode_headers(buf, headers_pos, headers_count, total):
-    """Positions of every header of records already checked by ``decode_records``.
+    """Copy out every header of records already checked by ``decode_records``.
 
-    Returns (key_pos, key_len, value_pos, value_len), one entry per header in record order.
+    Returns (list_offsets per record, key_offsets, key_data, value_offsets, value_data,
+    value_null), with int32 Arrow offsets, in record order.
     """
-    key_pos = np.empty(total, np.int64)
-    key_len = np.empty(total, np.int64)
-    value_pos = np.empty(total, np.int64)
-    value_len = np.empty(total, np.int64)
-    j = 0
-    for i in range(len(headers_pos)):
+    n = len(headers_pos)
+    list_offsets = np.empty(n + 1, np.int32)
+    key_offsets = np.empty(total + 1, np.int32)
+    value_offsets = np.empty(total + 1, np.int32)
+    value_null = np.zeros(total, np.bool_)
+    key_bytes = 0
+    value_bytes = 0
+    for i in range(n):
         _, p = _read_varint(buf, headers_pos[i], len(buf), 5)
         for _ in range(headers_count[i]):
             kl, p = _read_varint(buf, p, len(buf), 5)
-            key_pos[j] = p
-            key_len[j] = kl
+            key_bytes += kl
             p += kl
             vl, p = _read_varint(buf, p, len(buf), 5)
-            value_pos[j] = p
-            value_len[j] = vl
             if vl > 0:
+                value_bytes += vl
                 p += vl
+    key_data = np.empty(key_bytes, np.uint8)
+    value_data = np.empty(value_bytes, np.uint8)
+    list_offsets[0] = 0
+    key_offsets[0] = 0
+    value_offsets[0] = 0
+    key_at = 0
+    value_at = 0
+    j = 0
+    for i in range(n):
+        _, p = _read_varint(buf, headers_pos[i], len(buf), 5)
+        for _ in range(headers_count[i]):
+            kl, p = _read_varint(buf, p, len(buf), 5)
+            _memcpy(key_data, key_at, buf, p, kl)
+            key_at += kl
+            p += kl
+            key_offsets[j + 1] = key_at
+            vl, p = _read_varint(buf, p, len(buf), 5)
+            if vl < 0:
+                value_null[j] = True
+            else:
+                _memcpy(value_data, value_at, buf, p, vl)
+                value_at += vl
+                p += vl
+            value_offsets[j + 1] = value_at
             j += 1
-    return key_pos, key_len, value_pos, value_len
-
-
-@njit(cache=True)
-def gather(buf, pos, length):
-    """Copy the slices buf[pos[i]:pos[i]+length[i]] (length -1 = null, empty) contiguously.
-
-    Returns (data, int32 Arrow offsets of len(pos) + 1).
-    """
-    n = len(pos)
-    offsets = np.empty(n + 1, np.int32)
-    total = 0
-    offsets[0] = 0
-    for i in range(n):
-        if length[i] > 0:
-            total += length[i]
-        offsets[i + 1] = total
-    data = np.empty(total, np.uint8)
-    o = 0
-    for i in range(n):
-        size = length[i]
-        if size > 0:
-            data[o:o + size] = buf[pos[i]:pos[i] + size]
-            o += size
-    return data, offsets
+        list_offsets[i + 1] = j
+    return list_offsets, key_offsets, key_data, value_offsets, value_data, value_null
 
 
 @njit(cache=True)
@@ -249,7 +286,7 @@ def encode_headers(list_offsets, key_data, key_offsets, value_data, value_offset
             ks = key_offsets[i]
             kl = np.int64(key_offsets[i + 1] - ks)
             p = _write_varint(out, p, kl)
-            out[p:p + kl] = key_data[ks:ks + kl]
+            _memcpy(out, p, key_data, ks, kl)
             p += kl
             if value_null[i]:
                 p = _write_varint(out, p, np.int64(-1))
@@ -257,7 +294,7 @@ def encode_headers(list_offsets, key_data, key_offsets, value_data, value_offset
                 vs = value_offsets[i]
                 vl = np.int64(value_offsets[i + 1] - vs)
                 p = _write_varint(out, p, vl)
-                out[p:p + vl] = value_data[vs:vs + vl]
+                _memcpy(out, p, value_data, vs, vl)
                 p += vl
     offsets[n] = p
     return out, offsets
@@ -306,7 +343,7 @@ def encode_records(header_room, offset_delta, timestamp_delta, key_data, key_off
             ks = key_offsets[i]
             kl = np.int64(key_offsets[i + 1] - ks)
             p = _write_varint(out, p, kl)
-            out[p:p + kl] = key_data[ks:ks + kl]
+            _memcpy(out, p, key_data, ks, kl)
             p += kl
         if value_null[i]:
             p = _write_varint(out, p, np.int64(-1))
@@ -314,12 +351,12 @@ def encode_records(header_room, offset_delta, timestamp_delta, key_data, key_off
             vs = value_offsets[i]
             vl = np.int64(value_offsets[i + 1] - vs)
             p = _write_varint(out, p, vl)
-            out[p:p + vl] = value_data[vs:vs + vl]
+            _memcpy(out, p, value_data, vs, vl)
             p += vl
         if has_headers:
             hs = headers_offsets[i]
             hl = headers_offsets[i + 1] - hs
-            out[p:p + hl] = headers_blob[hs:hs + hl]
+            _memcpy(out, p, headers_blob, hs, hl)
             p += hl
         else:
             out[p] = 0

@@ -8,7 +8,6 @@ import numpy as np
 import pyarrow as pa
 
 from logstore.errors import CorruptRecordError
-from logstore.records import _kernels
 from logstore.records.batch import RecordBatch, RecordColumns, iter_batches
 from logstore.records.builder import HEADER_TYPE, HEADERS_TYPE
 from logstore.records.compression import DEFAULT_MAX_INFLATED_BYTES
@@ -24,30 +23,30 @@ _BINARY = pa.binary()
 _EMPTY_HEADER_PAIRS = pa.array([], type=HEADER_TYPE)
 
 
-def _binary_array(data: np.ndarray, pos: np.ndarray, length: np.ndarray, kind: pa.DataType = _BINARY) -> pa.Array:
-    """Gather (pos, length) slices of data into one Arrow binary/string array; -1 = null."""
-    values, offsets = _kernels.gather(data, pos, length)
-    nulls = length < 0
-    null_count = int(np.count_nonzero(nulls))
-    validity = pa.py_buffer(np.packbits(~nulls, bitorder="little")) if null_count else None
-    return pa.Array.from_buffers(kind, len(pos), [validity, pa.py_buffer(offsets), pa.py_buffer(values)],
-                                 null_count)
+def _binary_array(data: np.ndarray, offsets: np.ndarray, null: np.ndarray,
+                  kind: pa.DataType = _BINARY) -> pa.Array:
+    """An Arrow binary/string array over (data, int32 offsets, null flags) without copying."""
+    null_count = int(np.count_nonzero(null)) if null.size else 0
+    validity = pa.py_buffer(np.packbits(~null, bitorder="little")) if null_count else None
+    return pa.Array.from_buffers(kind, offsets.size - 1,
+                                 [validity, pa.py_buffer(offsets), pa.py_buffer(data)], null_count)
 
 
 def _headers_array(cols: RecordColumns, position: int) -> pa.Array:
-    list_offsets = np.zeros(cols.headers_count.size + 1, np.int32)
-    np.cumsum(cols.headers_count, out=list_offsets[1:])
-    if cols.header_key_pos.size:
-        keys = _binary_array(cols.data, cols.header_key_pos, cols.header_key_len, pa.string())
+    if cols.header_key_offsets.size > 1:
+        keys = _binary_array(cols.header_key_data, cols.header_key_offsets,
+                             np.zeros(0, np.bool_), pa.string())
         try:
             keys.validate(full=True)
         except pa.ArrowInvalid:
             raise CorruptRecordError("header key is not UTF-8", position=position) from None
-        values = _binary_array(cols.data, cols.header_value_pos, cols.header_value_len)
+        values = _binary_array(cols.header_value_data, cols.header_value_offsets,
+                               cols.header_value_null)
         pairs = pa.StructArray.from_arrays([keys, values], fields=list(HEADER_TYPE))
     else:
         pairs = _EMPTY_HEADER_PAIRS
-    return pa.ListArray.from_arrays(pa.array(list_offsets), pairs, type=HEADERS_TYPE)
+    return pa.Array.from_buffers(HEADERS_TYPE, cols.headers_offsets.size - 1,
+                                 [None, pa.py_buffer(cols.headers_offsets)], 0, children=[pairs])
 
 
 def columns_to_record_batch(cols: RecordColumns, position: int = 0) -> pa.RecordBatch:
@@ -55,8 +54,8 @@ def columns_to_record_batch(cols: RecordColumns, position: int = 0) -> pa.Record
     return pa.RecordBatch.from_arrays([
         pa.array(cols.offset),
         pa.array(cols.timestamp),
-        _binary_array(cols.data, cols.key_pos, cols.key_len),
-        _binary_array(cols.data, cols.value_pos, cols.value_len),
+        _binary_array(cols.key_data, cols.key_offsets, cols.key_null),
+        _binary_array(cols.value_data, cols.value_offsets, cols.value_null),
         _headers_array(cols, position),
     ], schema=RECORD_SCHEMA)
 

@@ -43,40 +43,65 @@ _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
 _UINT32 = struct.Struct(">I")
 _INT16 = struct.Struct(">h")
+_ZERO_OFFSET = np.zeros(1, np.int32)
+_NO_BYTES = np.empty(0, np.uint8)
+_NO_NULLS = np.empty(0, np.bool_)
 
 
 class RecordColumns:
-    """Decoded records of one batch as numpy arrays over ``data`` (the uncompressed records).
+    """Decoded records of one batch as numpy arrays: Arrow-style (data, int32 offsets, null
+    flags) for keys, values and the flattened headers; ``headers_offsets`` gives each
+    record's range of headers."""
 
-    Lengths are -1 for null; header arrays are flattened, ``headers_count`` per record.
-    """
+    __slots__ = ("offset", "timestamp", "key_data", "key_offsets", "key_null", "value_data",
+                 "value_offsets", "value_null", "headers_offsets", "header_key_data",
+                 "header_key_offsets", "header_value_data", "header_value_offsets",
+                 "header_value_null")
 
-    __slots__ = ("data", "offset", "timestamp", "key_pos", "key_len", "value_pos", "value_len",
-                 "headers_count", "header_key_pos", "header_key_len", "header_value_pos",
-                 "header_value_len")
-
-    def __init__(self, data: np.ndarray, offset: np.ndarray, timestamp: np.ndarray,
-                 key_pos: np.ndarray, key_len: np.ndarray, value_pos: np.ndarray,
-                 value_len: np.ndarray, headers_count: np.ndarray, header_arrays: tuple):
-        self.data = data
+    def __init__(self, offset: np.ndarray, timestamp: np.ndarray, keys: tuple, values: tuple,
+                 headers: tuple):
         self.offset = offset
         self.timestamp = timestamp
-        self.key_pos = key_pos
-        self.key_len = key_len
-        self.value_pos = value_pos
-        self.value_len = value_len
-        self.headers_count = headers_count
-        (self.header_key_pos, self.header_key_len,
-         self.header_value_pos, self.header_value_len) = header_arrays
+        self.key_data, self.key_offsets, self.key_null = keys
+        self.value_data, self.value_offsets, self.value_null = values
+        (self.headers_offsets, self.header_key_offsets, self.header_key_data,
+         self.header_value_offsets, self.header_value_data, self.header_value_null) = headers
+
+    @classmethod
+    def from_records(cls, records: list[Record]) -> RecordColumns:
+        """Columns for records decoded in Python (legacy messages)."""
+        n = len(records)
+        keys = _pack([r.key for r in records])
+        values = _pack([r.value for r in records])
+        pairs = [pair for r in records for pair in r.headers]
+        list_offsets = np.zeros(n + 1, np.int32)
+        np.cumsum([len(r.headers) for r in records], out=list_offsets[1:])
+        header_keys = _pack([k.encode() for k, _ in pairs])
+        header_values = _pack([v for _, v in pairs])
+        return cls(np.array([r.offset for r in records], np.int64),
+                   np.array([r.timestamp for r in records], np.int64), keys, values,
+                   (list_offsets, header_keys[1], header_keys[0], header_values[1],
+                    header_values[0], header_values[2]))
 
 
-def _slices(data: bytes, pos: np.ndarray, length: np.ndarray) -> list:
-    """Python bytes for each (pos, length) slice of data; None where length is -1."""
-    starts = pos.tolist()
-    ends = (pos + length).tolist()
-    if length.size and length.min() < 0:
-        return [data[a:b] if b >= a else None for a, b in zip(starts, ends, strict=True)]
-    return [data[a:b] for a, b in zip(starts, ends, strict=True)]
+def _pack(items: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(data, int32 offsets, null flags) for a list of bytes or None."""
+    lengths = np.array([-1 if x is None else len(x) for x in items], np.int64)
+    offsets = np.zeros(len(items) + 1, np.int32)
+    np.cumsum(np.maximum(lengths, 0), out=offsets[1:])
+    data = np.frombuffer(b"".join(x for x in items if x), np.uint8)
+    return data, offsets, lengths < 0
+
+
+def _slices(data: np.ndarray, offsets: np.ndarray, null: np.ndarray) -> list:
+    """Python bytes per element of an Arrow-style (data, offsets, null flags) column."""
+    raw = data.tobytes()
+    bounds = offsets.tolist()
+    items = [raw[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+    if null.any():
+        for i in np.flatnonzero(null).tolist():
+            items[i] = None
+    return items
 
 
 class RecordBatch:
@@ -310,30 +335,33 @@ class RecordBatch:
             where = pos + err if header.attributes & COMPRESSION_MASK == NONE else pos
             raise CorruptRecordError(
                 f"{_kernels.STATUS_MESSAGES[status]} (record byte {err})", position=where)
-        (offset_delta, timestamp_delta, key_pos, key_len, value_pos, value_len,
-         headers_pos, headers_count) = arrays
+        (offset_delta, timestamp_delta, key_offsets, key_data, key_null, value_offsets,
+         value_data, value_null, headers_pos, headers_count) = arrays
         if header.attributes & TIMESTAMP_TYPE_BIT:
             timestamp = np.full(count, header.max_timestamp, dtype=np.int64)
         else:
             # int64 wrap-around matches Kafka's long arithmetic for extreme deltas.
             timestamp = timestamp_delta + np.int64(header.base_timestamp)
         offset = offset_delta + np.int64(header.base_offset)
-        header_arrays = _kernels.decode_headers(data, headers_pos, headers_count, total_headers)
-        self._columns = RecordColumns(data, offset, timestamp, key_pos, key_len, value_pos,
-                                      value_len, headers_count, header_arrays)
+        if total_headers:
+            headers = _kernels.decode_headers(data, headers_pos, headers_count, total_headers)
+        else:
+            headers = (np.zeros(count + 1, np.int32), _ZERO_OFFSET, _NO_BYTES, _ZERO_OFFSET,
+                       _NO_BYTES, _NO_NULLS)
+        self._columns = RecordColumns(
+            offset, timestamp, (key_data[:key_offsets[-1]], key_offsets, key_null),
+            (value_data[:value_offsets[-1]], value_offsets, value_null), headers)
         return self._columns
 
     def records(self, *, max_inflated_bytes: int = DEFAULT_MAX_INFLATED_BYTES) -> list[Record]:
         """Decode (and decompress) every record; CorruptRecordError on bad bytes."""
         cols = self.columns(max_inflated_bytes=max_inflated_bytes)
-        data = cols.data.tobytes()
-        keys = _slices(data, cols.key_pos, cols.key_len)
-        values = _slices(data, cols.value_pos, cols.value_len)
-        n = cols.offset.size
-        if cols.header_key_pos.size:
-            headers = _headers_per_record(data, cols, self.position)
+        keys = _slices(cols.key_data, cols.key_offsets, cols.key_null)
+        values = _slices(cols.value_data, cols.value_offsets, cols.value_null)
+        if cols.header_key_offsets.size > 1:
+            headers = _headers_per_record(cols, self.position)
         else:
-            headers = ((),) * n
+            headers = ((),) * cols.offset.size
         return list(map(Record, cols.offset.tolist(), cols.timestamp.tolist(), keys, values, headers))
 
     def __iter__(self) -> Iterator[Record]:
@@ -346,17 +374,16 @@ class RecordBatch:
         return columns_to_table(self.columns(max_inflated_bytes=max_inflated_bytes), self.position)
 
 
-def _headers_per_record(data: bytes, cols: RecordColumns, position: int) -> list:
-    raw_keys = _slices(data, cols.header_key_pos, cols.header_key_len)
+def _headers_per_record(cols: RecordColumns, position: int) -> list:
+    raw_keys = _slices(cols.header_key_data, cols.header_key_offsets, np.zeros(0, np.bool_))
     try:
         keys = [k.decode() for k in raw_keys]
     except UnicodeDecodeError:
         raise CorruptRecordError("header key is not UTF-8", position=position) from None
-    values = _slices(data, cols.header_value_pos, cols.header_value_len)
+    values = _slices(cols.header_value_data, cols.header_value_offsets, cols.header_value_null)
     pairs = list(zip(keys, values, strict=True))
-    ends = np.cumsum(cols.headers_count).tolist()
-    starts = [0, *ends[:-1]]
-    return [tuple(pairs[a:b]) for a, b in zip(starts, ends, strict=True)]
+    bounds = cols.headers_offsets.tolist()
+    return [tuple(pairs[a:b]) for a, b in zip(bounds, bounds[1:], strict=False)]
 
 
 class BatchIterator:

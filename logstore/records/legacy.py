@@ -3,8 +3,6 @@ interface, plus a small writer used to build test inputs."""
 
 from __future__ import annotations
 
-import numpy as np
-
 from logstore.errors import CorruptRecordError, InvalidRecordError
 from logstore.records.batch import RecordBatch, RecordColumns
 from logstore.records.compression import (
@@ -192,27 +190,7 @@ class LegacyRecordBatch(RecordBatch):
 
     def columns(self, *, max_inflated_bytes: int = DEFAULT_MAX_INFLATED_BYTES) -> RecordColumns:
         """The messages as numpy columns (legacy entries are rare, so built from records())."""
-        records = self._records(max_inflated_bytes)
-        parts = []
-        pos = []
-        lengths = []
-        at = 0
-        for record in records:
-            for field in (record.key, record.value):
-                pos.append(at)
-                lengths.append(-1 if field is None else len(field))
-                if field:
-                    parts.append(field)
-                    at += len(field)
-        data = np.frombuffer(b"".join(parts), np.uint8)
-        pos_arr = np.array(pos, np.int64).reshape(-1, 2)
-        len_arr = np.array(lengths, np.int64).reshape(-1, 2)
-        empty = np.empty(0, np.int64)
-        return RecordColumns(data, np.array([r.offset for r in records], np.int64),
-                             np.array([r.timestamp for r in records], np.int64),
-                             pos_arr[:, 0].copy(), len_arr[:, 0].copy(), pos_arr[:, 1].copy(),
-                             len_arr[:, 1].copy(), np.zeros(len(records), np.int64),
-                             (empty, empty, empty, empty))
+        return RecordColumns.from_records(self._records(max_inflated_bytes))
 
 
 def _encode_message(offset: int, magic: int, attributes: int, timestamp: int,
