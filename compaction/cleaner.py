@@ -1,0 +1,343 @@
+"""Cleaner: one compaction round of a Log, Kafka's way (Cleaner.doClean / LogCleanerManager).
+
+Order of work: pick the cleanable range (selection.evaluate) -> build the offset map over the
+dirty segments (plan.map_batches) -> group the segments below the map's end (segment.bytes and
+index limits) -> per group decide every batch (plan.decide) and write the kept bytes into a
+new `.cleaned` segment, appended in the chunks Kafka's read buffer would give (so indexes
+match) -> `Log.replace_segments` swaps it in crash-safely -> `cleaner-offset-checkpoint`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from compaction import decode as dec
+from compaction.offset_map import OffsetMap
+from compaction.plan import (
+    COPY,
+    DROP,
+    EMPTY,
+    REASON_NAMES,
+    AbortedTxn,
+    ProducerLastRecord,
+    TxnTracker,
+    decide,
+    map_batches,
+)
+from compaction.selection import CleanableRange, SegmentInfo, evaluate, group_segments_by_size
+from logstore.checkpoint import read_offsets_checkpoint, write_offsets_checkpoint
+from logstore.config import LogConfig
+from logstore.errors import LogCleaningAbortedError
+from logstore.segment import LogSegment
+from logstore.txn_index import AbortedTxn as IndexAbortedTxn
+
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
+CLEANED_SUFFIX = ".cleaned"
+
+
+@dataclass
+class CleanResult:
+    """What one cleaning round read, wrote and removed (Kafka's CleanerStats, per log)."""
+
+    topic: str
+    partition: int
+    first_dirty_offset: int = 0
+    end_offset: int = 0  # the new cleaner checkpoint
+    first_uncleanable_offset: int = 0
+    dirty_ratio: float = 0.0
+    due_reason: str | None = None
+    bytes_read: int = 0
+    bytes_written: int = 0
+    records_read: int = 0
+    records_written: int = 0
+    records_removed: int = 0
+    tombstones_removed: int = 0
+    removed_by_reason: dict[str, int] = field(default_factory=dict)
+    segments_cleaned: int = 0
+    segments_written: int = 0
+    map_keys: int = 0
+    map_full: bool = False
+    bytes_per_key: float = 0.0
+    elapsed_s: float = 0.0
+    dry_run: bool = False
+
+    @property
+    def cleaned(self) -> bool:
+        """True when the round had anything to clean."""
+        return self.segments_cleaned > 0
+
+
+def _segment_infos(segments: list[LogSegment]) -> list[SegmentInfo]:
+    infos = []
+    for s in segments:
+        first = s.first_batch_timestamp
+        infos.append(SegmentInfo(s.base_offset, s.size, s.largest_timestamp, -1 if first is None else first))
+    return infos
+
+
+def last_stable_offset(log: Any) -> int:
+    """The log's LSO: `log.last_stable_offset` where the transaction state provides one,
+    else the high watermark (no open transactions are known)."""
+    lso = getattr(log, "last_stable_offset", None)
+    return log.high_watermark if lso is None else int(lso)
+
+
+def read_segment(segment: LogSegment) -> np.ndarray:
+    """The segment's `.log` bytes as a uint8 array (a non-active segment never changes)."""
+    return np.fromfile(segment.log_path, dtype=np.uint8, count=segment.size)
+
+
+def active_producers(segments: list[LogSegment]) -> dict[int, ProducerLastRecord]:
+    """Each producer id's last data offset and epoch, from a header-only scan of `segments`."""
+    out: dict[int, ProducerLastRecord] = {}
+    for seg in segments:
+        buf = read_segment(seg)
+        pos, _ = dec.walk(buf, 0, len(buf))
+        if not pos.size:
+            continue
+        v2 = buf[pos + dec.MAGIC_OFFSET] >= 2
+        pos = pos[v2]
+        raw = np.ascontiguousarray(buf[pos[:, None] + dec._HEADER_RANGE]).view(dec.HEADER_DTYPE).reshape(-1)
+        pids = raw["producer_id"].astype(np.int64)
+        for i in np.flatnonzero(pids >= 0):
+            pid = int(pids[i])
+            prev = out.get(pid)
+            last_data = prev.last_data_offset if prev else None
+            if not int(raw["attributes"][i]) & 0x20:
+                last_data = int(raw["base_offset"][i]) + int(raw["last_offset_delta"][i])
+            out[pid] = ProducerLastRecord(last_data, int(raw["producer_epoch"][i]))
+    return out
+
+
+def aborted_txns(segments: list[LogSegment]) -> list[AbortedTxn]:
+    """Every aborted transaction listed in the segments' `.txnindex` files."""
+    out = []
+    for seg in segments:
+        if seg.txn_index.path.exists():
+            for t in seg.txn_index.all_aborted_txns():
+                out.append(AbortedTxn(t.first_offset, t.producer_id, t.last_offset, t.last_stable_offset))
+    return sorted(set(out))
+
+
+def kafka_read_chunks(position: np.ndarray, size: np.ndarray, buffer_size: int) -> list[tuple[int, int]]:
+    """Batch index ranges [i, j) that Kafka's cleaner reads (and appends) together: complete
+    batches within one read-buffer fill, the buffer doubling while a batch does not fit."""
+    chunks = []
+    i, n, cap = 0, len(position), max(buffer_size, 1)
+    while i < n:
+        start = int(position[i])
+        j = i
+        while j < n and int(position[j] + size[j]) - start <= cap:
+            j += 1
+        if j == i:
+            cap *= 2
+            continue
+        chunks.append((i, j))
+        i = j
+    return chunks
+
+
+class Cleaner:
+    """Cleans compacted logs. Holds the offset map (log.cleaner.dedupe.buffer.size split over
+    log.cleaner.threads) and the I/O buffer size, both read from `config`'s broker keys."""
+
+    def __init__(self, config: LogConfig | Mapping[str, Any] | None = None, *,
+                 offset_map: OffsetMap | None = None) -> None:
+        cfg = LogConfig.coerce(config)
+        threads = max(int(cfg["log.cleaner.threads"]), 1)
+        self.io_buffer_size = int(cfg["log.cleaner.io.buffer.size"]) // threads // 2
+        self.offset_map = offset_map or OffsetMap(
+            memory=min(int(cfg["log.cleaner.dedupe.buffer.size"]) // threads, 2**31 - 1),
+            load_factor=float(cfg["log.cleaner.io.buffer.load.factor"]))
+        self._abort = threading.Event()
+
+    def abort(self) -> None:
+        """Ask a running clean to stop at its next segment; it raises LogCleaningAbortedError."""
+        self._abort.set()
+
+    def _check_abort(self) -> None:
+        if self._abort.is_set():
+            self._abort.clear()
+            raise LogCleaningAbortedError("log cleaning aborted")
+
+    # ------------------------------------------------------------------ selection
+
+    @staticmethod
+    def checkpoint_path(log: Any) -> Path:
+        """The data directory's `cleaner-offset-checkpoint`."""
+        return Path(log.dir).parent / CLEANER_OFFSET_CHECKPOINT
+
+    def read_checkpoint(self, log: Any) -> int | None:
+        """The log's cleaner checkpoint (first dirty offset), or None when never cleaned."""
+        return read_offsets_checkpoint(self.checkpoint_path(log)).get((log.topic, log.partition))
+
+    def write_checkpoint(self, log: Any, offset: int) -> None:
+        """Record `offset` as the log's first dirty offset (atomic rewrite of the file)."""
+        path = self.checkpoint_path(log)
+        offsets = read_offsets_checkpoint(path)
+        offsets[(log.topic, log.partition)] = offset
+        write_offsets_checkpoint(path, offsets)
+
+    def cleanable_range(self, log: Any, now_ms: int | None = None) -> CleanableRange:
+        """The log's dirty range, dirty ratio and due reason now (Kafka's LogToClean)."""
+        now = log.clock.time_ms() if now_ms is None else now_ms
+        cfg = log.config
+        return evaluate(_segment_infos(log.segments), log_start_offset=log.log_start_offset,
+                        log_end_offset=log.log_end_offset, last_stable_offset=last_stable_offset(log),
+                        checkpoint=self.read_checkpoint(log), now_ms=now,
+                        min_compaction_lag_ms=cfg["min.compaction.lag.ms"],
+                        max_compaction_lag_ms=cfg["max.compaction.lag.ms"],
+                        min_cleanable_dirty_ratio=cfg["min.cleanable.dirty.ratio"])
+
+    # ------------------------------------------------------------------ cleaning
+
+    def clean(self, log: Any, *, now_ms: int | None = None, dry_run: bool = False) -> CleanResult:
+        """Run one cleaning round on `log` (due or not) and return its statistics.
+
+        `dry_run` decides everything and counts what would be written, changing no file.
+        Raises LogCleaningAbortedError when aborted; the checkpoint then stays where it was.
+        """
+        started = time.perf_counter()
+        now = log.clock.time_ms() if now_ms is None else now_ms
+        cfg = log.config
+        rng = self.cleanable_range(log, now)
+        result = CleanResult(log.topic, log.partition, first_dirty_offset=rng.first_dirty_offset,
+                             first_uncleanable_offset=rng.first_uncleanable_offset,
+                             dirty_ratio=rng.dirty_ratio, due_reason=rng.due_reason, dry_run=dry_run,
+                             bytes_per_key=self.offset_map.bytes_per_key,
+                             removed_by_reason={name: 0 for name in REASON_NAMES[1:]})
+        if rng.force_update_checkpoint and not dry_run:
+            self.write_checkpoint(log, rng.first_dirty_offset)
+        start, upper = rng.first_dirty_offset, rng.first_uncleanable_offset
+        segments = list(log.segments)
+        if start >= upper:
+            result.end_offset = start
+            result.elapsed_s = time.perf_counter() - started
+            return result
+
+        # 1. The offset map over the dirty segments.
+        omap = self.offset_map
+        omap.clear(base_offset=start)
+        dirty = [s for i, s in enumerate(segments) if s.base_offset < upper
+                 and (i + 1 == len(segments) or segments[i + 1].base_offset > start)]
+        tracker = TxnTracker(aborted_txns(dirty))
+        full = False
+        for i, seg in enumerate(dirty):
+            self._check_abort()
+            d = dec.decode(read_segment(seg), segment_base=seg.base_offset, path=str(seg.log_path))
+            full = map_batches(omap, d.records, d.batches, start, tracker)
+            if full:
+                break
+            next_base = dirty[i + 1].base_offset if i + 1 < len(dirty) else upper
+            omap.update_latest_offset(next_base - 1)
+        end = omap.latest_offset + 1
+        result.end_offset, result.map_full, result.map_keys = end, full, omap.size
+
+        # 2. Group and clean every segment below the map's end.
+        to_clean = [s for s in segments if s.base_offset < end]
+        last_clean = [s for s in segments if s.base_offset < start]
+        legacy_horizon = (last_clean[-1].last_modified_ms - cfg["delete.retention.ms"]) if last_clean else 0
+        sizes = [(s.base_offset, s.size, s.offset_index.size_in_bytes, s.time_index.size_in_bytes)
+                 for s in to_clean]
+        groups = group_segments_by_size(sizes, cfg["segment.bytes"], cfg["segment.index.bytes"], upper)
+        producers = active_producers(segments)
+        tracker = TxnTracker(aborted_txns(to_clean))
+        removed = np.zeros(len(REASON_NAMES), np.int64)
+        for group in groups:
+            self._check_abort()
+            self._clean_group(log, [to_clean[i] for i in group], now, upper, producers, tracker,
+                              legacy_horizon, result, removed, dry_run)
+        result.removed_by_reason = {name: int(removed[i]) for i, name in enumerate(REASON_NAMES) if i}
+        if not dry_run:
+            self.write_checkpoint(log, end)
+        result.elapsed_s = time.perf_counter() - started
+        return result
+
+    def _clean_group(self, log: Any, group: list[LogSegment], now: int, upper: int,
+                     producers: Mapping[int, ProducerLastRecord], tracker: TxnTracker,
+                     legacy_horizon: int, result: CleanResult, removed: np.ndarray, dry_run: bool) -> None:
+        cfg = log.config
+        cleaned = None
+        if not dry_run:
+            for path in Path(log.dir).glob(f"{group[0].base_offset:020d}.*{CLEANED_SUFFIX}"):
+                path.unlink()  # leftovers of an aborted clean
+            cleaned = LogSegment.create(log.dir, group[0].base_offset, file_suffix=CLEANED_SUFFIX,
+                                        index_interval_bytes=cfg["index.interval.bytes"],
+                                        max_index_size=cfg["segment.index.bytes"], clock=log.clock)
+        try:
+            for seg in group:
+                self._check_abort()
+                self._clean_segment(seg, cleaned, cfg, now, upper, producers, tracker,
+                                    seg.last_modified_ms > legacy_horizon, result, removed)
+            result.segments_cleaned += len(group)
+            result.segments_written += 1
+            if cleaned is None:
+                return
+            cleaned.on_become_inactive_segment()
+            cleaned.flush()
+            cleaned.set_last_modified_ms(group[-1].last_modified_ms)
+            live = {id(s) for s in log.segments}
+            if not all(id(s) in live for s in group):
+                raise LogCleaningAbortedError(
+                    f"segments of {log.topic}-{log.partition} changed while being cleaned")
+            log.replace_segments([cleaned], group)
+        except BaseException:
+            if cleaned is not None:
+                cleaned.close()
+                for path in Path(log.dir).glob(f"{group[0].base_offset:020d}.*{CLEANED_SUFFIX}"):
+                    path.unlink()
+            raise
+
+    def _clean_segment(self, seg: LogSegment, cleaned: LogSegment | None, cfg: Any, now: int,
+                       upper: int, producers: Mapping[int, ProducerLastRecord], tracker: TxnTracker,
+                       retain_legacy_deletes: bool, result: CleanResult, removed: np.ndarray) -> None:
+        buf = read_segment(seg)
+        d = dec.decode(buf, segment_base=seg.base_offset, path=str(seg.log_path))
+        d.batches.legacy_retain_deletes[:] = retain_legacy_deletes
+        plan = decide(d.records, d.batches, self.offset_map, now_ms=now,
+                      delete_retention_ms=cfg["delete.retention.ms"], upper_bound_offset=upper,
+                      active_producers=producers, tracker=tracker)
+        if cleaned is not None:
+            for txn in plan.retained_aborted_txns:
+                cleaned.txn_index.append(IndexAbortedTxn(txn.producer_id, txn.first_offset,
+                                                         txn.last_offset, txn.last_stable_offset))
+        result.bytes_read += int(d.size.sum())
+        result.records_read += len(d.records)
+        kept_rows = np.flatnonzero(plan.keep)
+        result.records_written += len(kept_rows)
+        result.records_removed += len(d.records) - len(kept_rows)
+        result.tombstones_removed += int((~plan.keep & d.records.is_tombstone).sum())
+        removed += np.bincount(plan.reason, minlength=len(REASON_NAMES))
+        row_bounds = np.concatenate([[0], np.cumsum(d.batches.record_count)])
+        action = plan.batch_action
+        for i, j in kafka_read_chunks(d.position, d.size, self.io_buffer_size):
+            parts = []
+            b = i
+            while b < j:
+                if action[b] == COPY:
+                    c = b
+                    while c < j and action[c] == COPY:
+                        c += 1
+                    parts.append(memoryview(buf[d.position[b]:d.position[c - 1] + d.size[c - 1]]))
+                    b = c
+                    continue
+                if action[b] == EMPTY:
+                    parts.append(dec.empty_batch(d.header[b]))
+                elif action[b] != DROP:
+                    rows = np.arange(row_bounds[b], row_bounds[b + 1])
+                    rows = rows[plan.keep[rows]]
+                    parts.append(dec.rebuild_batch(d, b, rows, int(plan.batch_delete_horizon[b])))
+                b += 1
+            if not parts:
+                continue
+            data = b"".join(parts)
+            result.bytes_written += len(data)
+            if cleaned is not None:
+                cleaned.append_batches(data)
