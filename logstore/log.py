@@ -1093,6 +1093,14 @@ class Log:
             segment.delete()
         return len(due)
 
+    def delete_old_segments(self, now_ms: int | None = None) -> Any:
+        """Kafka's deleteOldSegments: one retention pass under this log's lock; returns the
+        executed retention.RetentionPlan (see retention.apply_retention)."""
+        from retention.apply import apply_retention  # lazy: retention depends on logstore
+
+        with self._lock:
+            return apply_retention(self, now_ms=now_ms)
+
     @property
     def pending_deletes(self) -> list[LogSegment]:
         """Segments renamed `.deleted` and waiting for `file.delete.delay.ms`."""

@@ -142,12 +142,7 @@ def plan_retention(
             run.apply_size_rule(cfg.retention_bytes)
         if cfg.retention_ms >= 0:
             run.apply(REASON_RETENTION_MS, _expired(now_ms, cfg.retention_ms))
-    return RetentionPlan(
-        tuple(run.deletions),
-        run.log_start_offset,
-        sum(int(d.segment.size) for d in run.deletions),
-        run.rolled,
-    )
+    return run.plan()
 
 
 def _check_ascending(table: Sequence[SegmentLike]) -> None:
@@ -218,6 +213,11 @@ class _Pass:
             return False
 
         self.apply(REASON_RETENTION_BYTES, predicate)
+
+    def plan(self) -> RetentionPlan:
+        """The deletions so far as a RetentionPlan."""
+        reclaimed = sum(int(d.segment.size) for d in self.deletions)
+        return RetentionPlan(tuple(self.deletions), self.log_start_offset, reclaimed, self.rolled)
 
     def _delete(self, end: int, reason: str) -> None:
         if end == self.first:
