@@ -15,7 +15,6 @@ Recovery replays batches with `load_batch` (per segment) or `rebuild` (past the 
 from __future__ import annotations
 
 import logging
-import os
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -30,11 +29,13 @@ from logstore.clock import SystemClock
 from logstore.errors import (
     CorruptSnapshotError,
     InvalidProducerEpochError,
+    InvalidRecordError,
     InvalidTxnStateError,
     OutOfOrderSequenceError,
     TransactionCoordinatorFencedError,
     UnknownProducerIdError,
 )
+from logstore.records import RecordBatch, parse_control_record
 from logstore.txn_index import AbortedTxn, TransactionIndex
 
 log = logging.getLogger(__name__)
@@ -58,7 +59,6 @@ ORIGIN_REPLICATION = "replication"
 ORIGINS = (ORIGIN_CLIENT, ORIGIN_COORDINATOR, ORIGIN_REPLICATION)
 
 SNAPSHOT_SUFFIX = ".snapshot"
-DELETED_SUFFIX = ".deleted"
 SNAPSHOT_VERSION = 1
 # FORMAT.md: int16 version, uint32 crc (CRC-32C of every byte after it), int32 entry count,
 # then 46-byte entries; all big-endian.
@@ -166,6 +166,32 @@ class BatchInfo(NamedTuple):
         if self.base_sequence == NO_SEQUENCE:
             return NO_SEQUENCE
         return increment_sequence(self.base_sequence, self.last_offset - self.base_offset)
+
+
+def end_txn_marker(batch: RecordBatch) -> tuple[EndTxnMarker, int] | None:
+    """The COMMIT/ABORT marker of a control batch and the marker record's timestamp, or None
+    for an empty control batch. Raises InvalidRecordError for another control record type."""
+    records = batch.records()
+    if not records:
+        return None
+    control = parse_control_record(records[0])
+    if control.kind not in ("commit", "abort"):
+        raise InvalidRecordError(
+            f"control batch at offset {batch.base_offset} of producer {batch.producer_id} holds "
+            f"control record type {control.type_id}, not an end-transaction marker"
+        )
+    return EndTxnMarker(control.type_id, control.coordinator_epoch), records[0].timestamp
+
+
+def batch_info(batch: RecordBatch) -> BatchInfo:
+    """The producer-state view of a record batch; decodes only a producer's control batch."""
+    info = BatchInfo.from_header(batch)
+    if info.is_control and info.has_producer_id:
+        found = end_txn_marker(batch)
+        if found is not None:
+            marker, timestamp = found
+            info = info._replace(marker=marker, max_timestamp=timestamp)
+    return info
 
 
 @dataclass(frozen=True, slots=True)
@@ -824,17 +850,11 @@ class ProducerStateManager:
         for snap in [o for o in self._snapshots if o < offset]:
             self._remove_snapshot(snap)
 
-    def remove_and_mark_snapshot_for_deletion(self, offset: int) -> Path | None:
-        """Forget the snapshot at `offset` and rename it `.snapshot.deleted`; returns the new path."""
-        path = self._snapshots.pop(offset, None)
-        if path is None or self.read_only:
-            return None
-        target = path.with_name(path.name + DELETED_SUFFIX)
-        try:
-            os.replace(path, target)
-        except FileNotFoundError:
-            return None
-        return target
+    def delete_snapshot(self, offset: int) -> bool:
+        """Forget and delete the snapshot at `offset` (its segment left the log); True if known."""
+        known = offset in self._snapshots
+        self._remove_snapshot(offset)
+        return known
 
     def remove_stray_snapshots(self, segment_base_offsets: Iterable[int]) -> None:
         """Delete snapshots that match no segment, except the largest stray one when it lies

@@ -362,15 +362,16 @@ def test_truncate_and_reload_drops_snapshots_out_of_range(log, tmp_path):
     assert log.psm.last_entry(1).last_seq == 2
 
 
-def test_delete_snapshots_before_and_mark_for_deletion(log, tmp_path):
+def test_delete_snapshots_before_and_one_by_one(log, tmp_path):
     for i in range(3):
         log.data(1, 0, i)
         log.psm.take_snapshot()
     log.psm.delete_snapshots_before(2)
     assert log.psm.snapshot_offsets() == [2, 3]
-    marked = log.psm.remove_and_mark_snapshot_for_deletion(2)
-    assert marked.name == "00000000000000000002.snapshot.deleted" and marked.exists()
+    assert log.psm.delete_snapshot(2) is True
+    assert log.psm.delete_snapshot(2) is False
     assert log.psm.snapshot_offsets() == [3]
+    assert [p.name for p in tmp_path.glob("*.snapshot")] == ["00000000000000000003.snapshot"]
 
 
 def test_remove_stray_snapshots_keeps_the_clean_shutdown_one(tmp_path):
