@@ -1,0 +1,382 @@
+"""`logstore verify`: check a data directory, partition directories or single files, read-only.
+
+Checks: every batch's CRC (and with --deep its records), offsets increasing within and
+across segments, torn tails, offset and time indexes against the log, transaction
+indexes, producer snapshots and checkpoint files. Each problem is one line naming the
+file and, where there is one, the byte position. Nothing on disk is opened for writing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from logstore.cli._common import ExitCode, Progress, add_command, write_json
+
+SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex|snapshot)$")
+PARTITION_DIR = re.compile(r"^.+-\d+$")
+DATA_DIR_CHECKPOINTS = ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
+                        "replication-offset-checkpoint", "cleaner-offset-checkpoint")
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add `logstore verify`."""
+    parser = add_command(
+        subparsers, "verify",
+        help="check CRCs, offsets, indexes, snapshots and checkpoints (read-only)",
+        description=(
+            "Verify a data directory, partition directories or single files without changing them:\n"
+            "batch CRCs, increasing offsets, torn tails, offset/time/transaction indexes against the\n"
+            "log, producer snapshots and checkpoint files. Each problem is printed with its file and\n"
+            "byte position. Exit 0 when clean, 1 when problems were found."
+        ),
+        example="logstore verify /var/lib/kafka/data/orders-0",
+    )
+    parser.add_argument("paths", nargs="+", metavar="DIR|FILE", help="what to verify")
+    parser.add_argument("--deep", action="store_true",
+                        help="also decompress and decode every record (slower)")
+    parser.add_argument("--json", action="store_true",
+                        help="one JSON object per problem, then a summary object")
+    parser.set_defaults(run=run)
+
+
+@dataclass
+class Report:
+    """Problems found so far and what was looked at."""
+
+    problems: list[dict[str, Any]] = field(default_factory=list)
+    files: int = 0
+    partitions: int = 0
+    batches: int = 0
+
+    def problem(self, path: Path | str, message: str, position: int | None = None) -> None:
+        """Record one problem in `path` (at byte `position` when known)."""
+        self.problems.append({"file": str(path), "position": position, "message": message})
+
+
+def run(args: argparse.Namespace) -> int:
+    """Verify every path; print the problems and a summary."""
+    report = Report()
+    targets = [classify(Path(p)) for p in args.paths]
+    total = sum(size_of(path) for kind, path in targets)
+    with Progress(total=total, desc="verify", unit="B", unit_scale=True) as bar:
+        for kind, path in targets:
+            if kind == "data":
+                verify_data_dir(path, report, args.deep, bar)
+            elif kind == "partition":
+                verify_partition(path, report, args.deep, bar)
+            else:
+                verify_file(path, report, args.deep, bar)
+    out = sys.stdout
+    for problem in report.problems:
+        if args.json:
+            write_json(out, {"type": "problem", **problem})
+        else:
+            where = f": position {problem['position']}" if problem["position"] is not None else ""
+            out.write(f"{problem['file']}{where}: {problem['message']}\n")
+    summary = {"type": "summary", "partitions": report.partitions, "files": report.files,
+               "batches": report.batches, "problems": len(report.problems)}
+    if args.json:
+        write_json(out, summary)
+    else:
+        verdict = "OK" if not report.problems else f"{len(report.problems)} problem(s)"
+        out.write(f"verified {report.files} files ({report.batches} batches) in "
+                  f"{report.partitions} partition(s): {verdict}\n")
+    out.flush()
+    return ExitCode.PROBLEMS if report.problems else ExitCode.OK
+
+
+def classify(path: Path) -> tuple[str, Path]:
+    """('data' | 'partition' | 'file', path); FileNotFoundError / NotALogDirectory otherwise."""
+    from logstore.errors import LogstoreError
+
+    if not path.exists():
+        raise FileNotFoundError(2, "No such file or directory", str(path))
+    if path.is_file():
+        return "file", path
+    names = os.listdir(path)
+    if any(SEGMENT_FILE.match(n) for n in names) or (PARTITION_DIR.match(path.name) and not names):
+        return "partition", path
+    if any(PARTITION_DIR.match(n) and (path / n).is_dir() for n in names):
+        return "data", path
+    raise LogstoreError(f"{path} is not a log directory: no segment files and no <topic>-<partition> "
+                        "directories in it")
+
+
+def size_of(path: Path) -> int:
+    """Bytes of the .log files under `path` (for the progress bar)."""
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*.log") if p.is_file())
+
+
+def verify_data_dir(path: Path, report: Report, deep: bool, bar: Progress) -> None:
+    """Every partition directory, then the data directory's offset checkpoints."""
+    for name in sorted(os.listdir(path)):
+        if PARTITION_DIR.match(name) and (path / name).is_dir():
+            verify_partition(path / name, report, deep, bar)
+    for name in DATA_DIR_CHECKPOINTS:
+        if (path / name).exists():
+            verify_offsets_checkpoint(path / name, report)
+
+
+def verify_partition(path: Path, report: Report, deep: bool, bar: Progress) -> None:
+    """Segments in offset order, their indexes, snapshots and the leader-epoch checkpoint."""
+    report.partitions += 1
+    names = sorted(os.listdir(path))
+    segments = sorted(int(m.group(1)) for n in names if (m := SEGMENT_FILE.match(n)) and m.group(2) == "log")
+    previous_end: int | None = None
+    for base in segments:
+        log_path = path / f"{base:020d}.log"
+        if previous_end is not None and base < previous_end:
+            report.problem(log_path, f"segment starts at offset {base}, below the previous "
+                                     f"segment's next offset {previous_end}")
+        previous_end = verify_log(log_path, report, deep, bar)
+        for suffix, check in ((".index", verify_offset_index), (".timeindex", verify_time_index),
+                              (".txnindex", verify_txn_index)):
+            if (path / f"{base:020d}{suffix}").exists():
+                check(path / f"{base:020d}{suffix}", report)
+    live = set(segments)
+    for name in names:
+        match = SEGMENT_FILE.match(name)
+        if match is None:
+            continue
+        kind = match.group(2)
+        if kind == "snapshot":
+            verify_snapshot(path / name, report)
+        elif kind != "log" and int(match.group(1)) not in live:
+            report.problem(path / name, "index file without its .log segment (Kafka deletes it on open)")
+    if (path / LEADER_EPOCH_CHECKPOINT).exists():
+        verify_epoch_checkpoint(path / LEADER_EPOCH_CHECKPOINT, report)
+
+
+def verify_file(path: Path, report: Report, deep: bool, bar: Progress) -> None:
+    """One file, by its name (as `logstore dump` recognises them)."""
+    from logstore.cli.dump import (
+        EPOCHS,
+        INDEX,
+        LOG,
+        OFFSETS,
+        SNAPSHOT,
+        TIMEINDEX,
+        TXNINDEX,
+        file_kind,
+    )
+
+    kind = file_kind(str(path))
+    if kind == LOG:
+        verify_log(path, report, deep, bar)
+    elif kind == INDEX:
+        verify_offset_index(path, report)
+    elif kind == TIMEINDEX:
+        verify_time_index(path, report)
+    elif kind == TXNINDEX:
+        verify_txn_index(path, report)
+    elif kind == SNAPSHOT:
+        verify_snapshot(path, report)
+    elif kind == EPOCHS:
+        verify_epoch_checkpoint(path, report)
+    elif kind == OFFSETS:
+        verify_offsets_checkpoint(path, report)
+
+
+def base_offset_of(path: Path) -> int:
+    """Base offset from a segment file name (via dump's rule)."""
+    from logstore.cli.dump import base_offset_of as parse
+
+    return parse(str(path))
+
+
+def iter_batches_checked(data: Any, path: Path, report: Report) -> Iterator[tuple[int, int]]:
+    """Kafka's batch walk over `data`; a corrupt length becomes a problem and ends the walk."""
+    from logstore import dump
+    from logstore.errors import CorruptRecordError
+
+    try:
+        yield from dump.iter_batch_spans(data)
+    except CorruptRecordError as exc:
+        report.problem(path, str(exc).removesuffix(f" (position {exc.position})"), exc.position)
+
+
+def verify_log(path: Path, report: Report, deep: bool, bar: Progress) -> int:
+    """Batches of one `.log`: CRC, offsets, torn tail. Returns the segment's next offset."""
+    from logstore import dump
+    from logstore.cli.dump import MappedFile
+    from logstore.errors import CorruptRecordError
+    from logstore.records import RecordBatch
+
+    report.files += 1
+    base = base_offset_of(path)
+    next_offset = base
+    valid_end = 0
+    with MappedFile(str(path)) as mapped:
+        data = mapped.data
+        for position, size in iter_batches_checked(data, path, report):
+            report.batches += 1
+            try:
+                batch = RecordBatch(data, position)
+            except CorruptRecordError as exc:
+                report.problem(path, f"unreadable batch header: {exc}", position)
+                break
+            if not dump.kafka_is_valid(batch):
+                report.problem(path, f"batch CRC mismatch: stored {batch.crc}, computed "
+                                     f"{batch.compute_crc()}", position)
+            elif deep:
+                try:
+                    batch.records()
+                except CorruptRecordError as exc:
+                    report.problem(path, f"records do not decode: {exc}", position)
+            first, last = batch.base_offset, batch.last_offset
+            if last < first:
+                report.problem(path, f"last offset {last} is below the base offset {first}", position)
+            if first < next_offset:
+                report.problem(path, f"offset {first} does not increase (expected >= {next_offset})",
+                               position)
+            next_offset = max(next_offset, last + 1)
+            valid_end = position + size
+            bar.update(size)
+        if len(data) > valid_end and not any(
+                p["file"] == str(path) and p["position"] is not None and p["position"] >= valid_end
+                for p in report.problems):
+            report.problem(path, f"{len(data) - valid_end} invalid bytes at the end (a torn write; "
+                                 "recovery truncates them)", valid_end)
+        bar.update(len(data) - valid_end)
+    return next_offset
+
+
+def verify_offset_index(path: Path, report: Report) -> None:
+    """Offset-index entries ascending and each pointing at the batch ending at its offset."""
+    from logstore import dump
+    from logstore.cli.dump import MappedFile, first_batch_last_offset, read_bytes, sibling
+
+    report.files += 1
+    base = base_offset_of(path)
+    data = read_bytes(str(path))
+    if len(data) % dump.OFFSET_INDEX_DTYPE.itemsize:
+        report.problem(path, f"{len(data)} bytes is not a multiple of the 8-byte entry size")
+    offsets, positions = dump.read_offset_index(data, base)
+    n = dump.sparse_entry_count(offsets, base)
+    log_path = sibling(str(path), ".log")
+    if not os.path.exists(log_path):
+        return
+    with MappedFile(log_path) as log:
+        previous_offset, previous_position = base - 1, -1
+        for i in range(n):
+            offset, position = int(offsets[i]), int(positions[i])
+            where = i * dump.OFFSET_INDEX_DTYPE.itemsize
+            if offset <= previous_offset or position <= previous_position:
+                report.problem(path, f"entry {i} (offset {offset}, position {position}) does not "
+                                     "increase", where)
+            found = first_batch_last_offset(log.data, position, len(log.data))
+            if found != offset:
+                report.problem(path, f"entry {i} says offset {offset} is at log position {position}, "
+                                     f"but the batch there ends at offset {found}", where)
+            previous_offset, previous_position = offset, position
+
+
+def verify_time_index(path: Path, report: Report) -> None:
+    """Time-index entries increasing and each matching the max timestamp of its batch."""
+    from logstore import dump
+    from logstore.cli.dump import MappedFile, read_bytes, sibling
+    from logstore.records import read_batch_header
+
+    report.files += 1
+    base = base_offset_of(path)
+    data = read_bytes(str(path))
+    if len(data) % dump.TIME_INDEX_DTYPE.itemsize:
+        report.problem(path, f"{len(data)} bytes is not a multiple of the 12-byte entry size")
+    timestamps, offsets = dump.read_time_index(data, base)
+    n = dump.sparse_entry_count(offsets, base)
+    log_path = sibling(str(path), ".log")
+    if not os.path.exists(log_path):
+        return
+    with MappedFile(log_path) as log:
+        last_offsets: dict[int, int] = {}
+        for position, _ in dump.iter_batch_spans(log.data):
+            header = read_batch_header(log.data, position)
+            last_offsets[header.last_offset] = header.max_timestamp if header.magic > 0 else -1
+        previous = -1
+        for i in range(n):
+            timestamp, offset = int(timestamps[i]), int(offsets[i])
+            where = i * dump.TIME_INDEX_DTYPE.itemsize
+            if timestamp <= previous:
+                report.problem(path, f"entry {i} timestamp {timestamp} does not increase "
+                                     f"(previous {previous})", where)
+            if offset not in last_offsets:
+                report.problem(path, f"entry {i} offset {offset} is not the last offset of a batch", where)
+            elif last_offsets[offset] != timestamp:
+                report.problem(path, f"entry {i} timestamp {timestamp} differs from the max timestamp "
+                                     f"{last_offsets[offset]} of the batch ending at offset {offset}", where)
+            previous = timestamp
+
+
+def verify_txn_index(path: Path, report: Report) -> None:
+    """Aborted-transaction entries: whole, a known version, ordered offsets."""
+    from logstore import dump
+    from logstore.cli.dump import read_bytes
+    from logstore.errors import CorruptRecordError
+
+    report.files += 1
+    data = read_bytes(str(path))
+    if len(data) % dump.ABORTED_TXN.size:
+        report.problem(path, f"{len(data)} bytes is not a multiple of the 34-byte entry size",
+                       len(data) - len(data) % dump.ABORTED_TXN.size)
+    try:
+        txns = dump.read_aborted_txns(data, str(path))
+    except CorruptRecordError as exc:
+        report.problem(path, str(exc).removesuffix(f" (position {exc.position})"), exc.position)
+        return
+    for i, txn in enumerate(txns):
+        if not txn.first_offset <= txn.last_offset:
+            report.problem(path, f"aborted transaction {i} has first offset {txn.first_offset} after "
+                                 f"its last offset {txn.last_offset}", i * dump.ABORTED_TXN.size)
+
+
+def verify_snapshot(path: Path, report: Report) -> None:
+    """A producer snapshot decodes with a good version and CRC."""
+    from logstore import dump
+    from logstore.cli.dump import read_bytes
+    from logstore.errors import CorruptSnapshotError
+    from logstore.records.crc import crc32c
+
+    report.files += 1
+    try:
+        dump.read_producer_snapshot(read_bytes(str(path)), crc32c)
+    except CorruptSnapshotError as exc:
+        report.problem(path, str(exc))
+
+
+def verify_epoch_checkpoint(path: Path, report: Report) -> None:
+    """The leader-epoch checkpoint parses; epochs and start offsets increase."""
+    from logstore.checkpoint import read_checkpoint
+    from logstore.errors import CorruptCheckpointError
+
+    report.files += 1
+    try:
+        entries = read_checkpoint(path, (int, int))
+    except CorruptCheckpointError as exc:
+        report.problem(path, str(exc).removeprefix(str(path)).lstrip(": "))
+        return
+    for (e1, o1), (e2, o2) in zip(entries, entries[1:], strict=False):
+        if e2 <= e1 or o2 < o1:
+            report.problem(path, f"entry (epoch {e2}, start offset {o2}) does not follow "
+                                 f"(epoch {e1}, start offset {o1})")
+
+
+def verify_offsets_checkpoint(path: Path, report: Report) -> None:
+    """A data-directory offset checkpoint parses."""
+    from logstore.checkpoint import read_checkpoint
+    from logstore.errors import CorruptCheckpointError
+
+    report.files += 1
+    try:
+        read_checkpoint(path, (str, int, int))
+    except CorruptCheckpointError as exc:
+        report.problem(path, str(exc).removeprefix(str(path)).lstrip(": "))
