@@ -10,6 +10,7 @@ from logstore.errors import (
     OffsetOutOfRangeError,
 )
 from logstore.log import AppendInfo, FetchResult, Log
+from logstore.manager import LogManager
 from logstore.records import Record
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "InvalidRecordError",
     "Log",
     "LogConfig",
+    "LogManager",
     "LogstoreError",
     "OffsetOutOfRangeError",
     "Record",

@@ -56,8 +56,10 @@ from logstore.records.header import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_MASK,
     CRC_OFFSET,
+    LOG_OVERHEAD,
     MAX_TIMESTAMP_OFFSET,
     NO_TIMESTAMP,
+    SIZE_OFFSET,
 )
 from logstore.segment import (
     CLEANED_SUFFIX,
@@ -82,6 +84,7 @@ ORIGINS = ("client", "coordinator", "replication")
 _INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 _INT64 = struct.Struct(">q")
 _UINT32 = struct.Struct(">I")
+_SIZE = struct.Struct(">i")
 _TIMESTAMP_TYPE_BIT = 0x08
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -676,7 +679,7 @@ class Log:
                     cols.offset - batch.base_offset, np.arange(n, dtype=np.int64))):
                 raise InvalidRecordError(
                     f"batch at position {batch.position} has inner offsets that are not 0..{n - 1}")
-            if config.compact and n and (cols.key_len < 0).any():
+            if config.compact and n and cols.key_null.any():
                 raise InvalidRecordError(
                     f"compacted topic {self.topic} cannot accept a record without a key")
             batch_max = int(cols.timestamp.max()) if n else NO_TIMESTAMP
@@ -858,6 +861,7 @@ class Log:
              min_one_batch: bool = True) -> FetchResult:
         """Whole batches from the one holding `offset`, at most `max_bytes` (but at least one
         batch with `min_one_batch`), only batches ending below `max_offset` (default: log end).
+        Unlike Kafka, a batch cut by `max_bytes` is left out rather than returned partially.
 
         Raises OffsetOutOfRangeError naming the valid range when `offset` is outside
         [log start offset, log end offset].
@@ -888,10 +892,11 @@ class Log:
                     raise OffsetOutOfRangeError(
                         f"offset {offset} of {self.topic}-{self.partition} was deleted during the read") from None
                 if result is not None:
-                    if not result.data:
+                    data = _complete_prefix(result.data)
+                    if not data:
                         return empty
-                    first = int.from_bytes(result.data[:8], "big", signed=True)
-                    return FetchResult(result.data, first, hw, start, end)
+                    first = int.from_bytes(data[:8], "big", signed=True)
+                    return FetchResult(data, first, hw, start, end)
                 i += 1
             return empty
 
@@ -1175,6 +1180,17 @@ class Log:
     def __repr__(self) -> str:
         return (f"Log({str(self._dir)!r}, start={self._log_start_offset}, end={self._log_end_offset}, "
                 f"segments={len(self._segments)})")
+
+
+def _complete_prefix(data: bytes) -> bytes:
+    """`data` without a trailing partial batch (a read cut short by max_bytes)."""
+    position, total = 0, len(data)
+    while position + LOG_OVERHEAD <= total:
+        size = _SIZE.unpack_from(data, position + SIZE_OFFSET)[0] + LOG_OVERHEAD
+        if position + size > total:
+            break
+        position += size
+    return data if position == total else data[:position]
 
 
 def _is_arrow_table(obj: Any) -> bool:

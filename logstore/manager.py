@@ -1,0 +1,369 @@
+"""LogManager: the logs of one data directory, its checkpoint files, the clean-shutdown marker
+and the background tasks (flush, checkpoints, retention, delayed deletes), as Kafka's LogManager.
+
+Background work runs from a Scheduler driven by the injected clock: tests call
+`run_pending(now_ms)` and nothing sleeps; `start()` runs the same tasks on a thread.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from logstore.checkpoint import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    atomic_write,
+    fsync_dir,
+    read_offsets_checkpoint,
+    write_offsets_checkpoint,
+)
+from logstore.clock import Clock, SystemClock
+from logstore.config import LONG_MAX, LogConfig
+from logstore.errors import InvalidTopicError, LogClosedError
+from logstore.lock import DirectoryLock
+from logstore.log import (
+    CLEAN_SHUTDOWN_FILE,
+    LoadState,
+    Log,
+    LogHooks,
+    parse_partition_dir,
+    validate_topic,
+)
+
+CLEAN_SHUTDOWN_CONTENT = b'{"broker_epoch":"-1","version":"0"}'
+DELETE_DIR_SUFFIX = "-delete"
+FUTURE_DIR_SUFFIX = "-future"
+STRAY_DIR_SUFFIX = "-stray"
+# How often the delayed-delete task looks for `.deleted` segments and `-delete` directories
+# whose `file.delete.delay.ms` has passed (Kafka schedules one task per file instead).
+DELETE_CHECK_INTERVAL_MS = 1000
+# The background thread re-reads the clock at least this often, so a clock that is moved by
+# hand (ManualClock) is noticed.
+THREAD_POLL_MS = 100
+
+
+@dataclass
+class ScheduledTask:
+    """A named task run every `period_ms` from `next_run_ms` on."""
+
+    name: str
+    function: Callable[[int], Any]
+    period_ms: int
+    next_run_ms: int
+
+
+class Scheduler:
+    """Periodic tasks on an injected clock; `run_pending` runs what is due (no sleeping)."""
+
+    def __init__(self, clock: Clock):
+        self._clock = clock
+        self._tasks: dict[str, ScheduledTask] = {}
+        self._lock = threading.RLock()
+
+    def schedule(self, name: str, function: Callable[[int], Any], period_ms: int,
+                 initial_delay_ms: int = 0) -> None:
+        """Run `function(now_ms)` every `period_ms` after `initial_delay_ms`; replaces a task of the same name."""
+        if period_ms <= 0:
+            raise ValueError(f"task {name!r} needs a positive period, got {period_ms}")
+        with self._lock:
+            self._tasks[name] = ScheduledTask(name, function, period_ms,
+                                              self._clock.time_ms() + initial_delay_ms)
+
+    def cancel(self, name: str) -> None:
+        """Remove a task (no-op when absent)."""
+        with self._lock:
+            self._tasks.pop(name, None)
+
+    @property
+    def tasks(self) -> list[str]:
+        """Names of the scheduled tasks."""
+        return sorted(self._tasks)
+
+    def next_due_ms(self) -> int | None:
+        """Clock time of the next due task, or None without tasks."""
+        with self._lock:
+            return min((t.next_run_ms for t in self._tasks.values()), default=None)
+
+    def run_pending(self, now_ms: int | None = None) -> list[str]:
+        """Run every task due at `now_ms` (default: the clock) once; returns their names."""
+        now = self._clock.time_ms() if now_ms is None else now_ms
+        with self._lock:
+            due = sorted((t for t in self._tasks.values() if t.next_run_ms <= now),
+                         key=lambda t: (t.next_run_ms, t.name))
+            for task in due:
+                task.next_run_ms = now + task.period_ms if task.period_ms < LONG_MAX - now else LONG_MAX
+        for task in due:
+            task.function(now)
+        return [t.name for t in due]
+
+    tick = run_pending
+
+
+class LogManager:
+    """All partition logs (`<topic>-<partition>` directories) of one data directory."""
+
+    def __init__(self, data_dir: str | os.PathLike[str], default_config: LogConfig | Mapping[str, Any] | None = None,
+                 *, clock: Clock | None = None, hooks_factory: Callable[[], list[LogHooks]] | None = None):
+        """Open the data directory: lock it, finish deletions, load every log (recovering them
+        unless the last shutdown was clean) and register the background tasks.
+
+        Raises LogLockedError if another owner holds the directory.
+        """
+        self._dir = Path(data_dir)
+        self._dir.mkdir(parents=True, exist_ok=True)
+        self._default_config = LogConfig.coerce(default_config)
+        self._clock = clock or SystemClock()
+        self._hooks_factory = hooks_factory
+        self._lock = threading.RLock()
+        self._logs: dict[tuple[str, int], Log] = {}
+        self._pending_dir_deletes: list[tuple[int, Path]] = []
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._dir_lock = DirectoryLock(self._dir).acquire()
+        try:
+            self._load_logs()
+        except BaseException:
+            for log in self._logs.values():
+                log.close()
+            self._dir_lock.release()
+            raise
+        self.scheduler = Scheduler(self._clock)
+        self._schedule_default_tasks()
+
+    # ------------------------------------------------------------------ loading
+
+    def _load_logs(self) -> None:
+        marker = self._dir / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        recovery_points = read_offsets_checkpoint(self._dir / RECOVERY_POINT_CHECKPOINT)
+        start_offsets = read_offsets_checkpoint(self._dir / LOG_START_OFFSET_CHECKPOINT)
+        high_watermarks = read_offsets_checkpoint(self._dir / REPLICATION_OFFSET_CHECKPOINT)
+        now = self._clock.time_ms()
+        for entry in sorted(os.scandir(self._dir), key=lambda e: e.name):
+            if not entry.is_dir():
+                continue
+            if entry.name.endswith(DELETE_DIR_SUFFIX):
+                self._pending_dir_deletes.append((now, Path(entry.path)))
+                continue
+            if entry.name.endswith((FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX)):
+                continue
+            try:
+                key = parse_partition_dir(entry.name)
+            except InvalidTopicError:
+                continue  # not a partition directory (Kafka keeps other things here too)
+            state = LoadState(
+                recovery_point=recovery_points.get(key, 0),
+                log_start_offset=start_offsets.get(key, 0),
+                high_watermark=high_watermarks.get(key),
+                clean_shutdown=clean,
+            )
+            self._logs[key] = self._open_log(Path(entry.path), self._default_config, state)
+        if clean:
+            # The marker only vouches for the shutdown before this start.
+            marker.unlink()
+            fsync_dir(self._dir)
+
+    def _open_log(self, path: Path, config: LogConfig, state: LoadState) -> Log:
+        hooks = self._hooks_factory() if self._hooks_factory is not None else ()
+        log = Log.open(path, config, clock=self._clock, hooks=hooks, load_state=state)
+        log._on_start_offset_change = self._log_start_offset_changed
+        return log
+
+    def _schedule_default_tasks(self) -> None:
+        config = self._default_config
+        schedule = self.scheduler.schedule
+        schedule("kafka-log-retention", self._run_retention, config.log_retention_check_interval_ms,
+                 config.log_retention_check_interval_ms)
+        schedule("kafka-log-flusher", self._run_flush, config.log_flush_scheduler_interval_ms,
+                 config.log_flush_scheduler_interval_ms)
+        if config.log_flush_offset_checkpoint_interval_ms > 0:
+            schedule("kafka-recovery-point-checkpoint", lambda _now: self.checkpoint_recovery_points(),
+                     config.log_flush_offset_checkpoint_interval_ms, config.log_flush_offset_checkpoint_interval_ms)
+        if config.log_flush_start_offset_checkpoint_interval_ms > 0:
+            schedule("kafka-log-start-offset-checkpoint", lambda _now: self.checkpoint_log_start_offsets(),
+                     config.log_flush_start_offset_checkpoint_interval_ms,
+                     config.log_flush_start_offset_checkpoint_interval_ms)
+        schedule("kafka-delete-logs", self.delete_expired_files, DELETE_CHECK_INTERVAL_MS)
+
+    # ------------------------------------------------------------------ background tasks
+
+    def _run_retention(self, now_ms: int) -> None:
+        for log in self.logs():
+            if log.config.delete and not log.closed:
+                log.delete_old_segments(now_ms)
+
+    def _run_flush(self, now_ms: int) -> None:
+        for log in self.logs():
+            log.flush_if_due(now_ms)
+
+    def delete_expired_files(self, now_ms: int | None = None) -> int:
+        """Remove `.deleted` segments and `-delete` directories whose delay has passed."""
+        now = self._clock.time_ms() if now_ms is None else now_ms
+        removed = sum(log.delete_expired_files(now) for log in self.logs())
+        with self._lock:
+            due = [p for t, p in self._pending_dir_deletes if t <= now]
+            self._pending_dir_deletes = [(t, p) for t, p in self._pending_dir_deletes if t > now]
+        for path in due:
+            shutil.rmtree(path, ignore_errors=False)
+            removed += 1
+        if due:
+            fsync_dir(self._dir)
+        return removed
+
+    def run_pending(self, now_ms: int | None = None) -> list[str]:
+        """Run every background task due now (what the thread of `start()` does); returns their names."""
+        return self.scheduler.run_pending(now_ms)
+
+    tick = run_pending
+
+    def start(self) -> None:
+        """Run the background tasks on a daemon thread until `close()`."""
+        with self._lock:
+            if self._thread is not None:
+                return
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._loop, name="logstore-log-manager", daemon=True)
+            self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self.scheduler.run_pending()
+            due = self.scheduler.next_due_ms()
+            wait_ms = THREAD_POLL_MS if due is None else min(max(due - self._clock.time_ms(), 0), THREAD_POLL_MS)
+            self._stop.wait(wait_ms / 1000)
+
+    # ------------------------------------------------------------------ logs
+
+    @property
+    def data_dir(self) -> Path:
+        """The data directory."""
+        return self._dir
+
+    @property
+    def clock(self) -> Clock:
+        """The injected clock."""
+        return self._clock
+
+    @property
+    def default_config(self) -> LogConfig:
+        """Config for logs created without their own."""
+        return self._default_config
+
+    def _require_open(self) -> None:
+        if self._closed:
+            raise LogClosedError(f"log manager of {self._dir} is closed")
+
+    def get_or_create(self, topic: str, partition: int,
+                      config: LogConfig | Mapping[str, Any] | None = None) -> Log:
+        """The log of `topic`-`partition`, created if missing. `config` holds overrides of
+        the default config (Kafka key names); given for an existing log, it replaces its config."""
+        validate_topic(topic)
+        if isinstance(partition, bool) or not isinstance(partition, int) or partition < 0:
+            raise InvalidTopicError(f"partition must be a non-negative int, got {partition!r}")
+        with self._lock:
+            self._require_open()
+            merged = self._merge_config(config)
+            log = self._logs.get((topic, partition))
+            if log is not None:
+                if config is not None:
+                    log.config = merged
+                return log
+            path = self._dir / f"{topic}-{partition}"
+            log = self._open_log(path, merged, LoadState())
+            self._logs[(topic, partition)] = log
+            fsync_dir(self._dir)
+            return log
+
+    def _merge_config(self, config: LogConfig | Mapping[str, Any] | None) -> LogConfig:
+        if config is None:
+            return self._default_config
+        if isinstance(config, LogConfig):
+            return config
+        return self._default_config.with_overrides(config)
+
+    def get(self, topic: str, partition: int) -> Log | None:
+        """The log of `topic`-`partition`, or None."""
+        return self._logs.get((topic, partition))
+
+    def logs(self) -> list[Log]:
+        """Every open log, ordered by topic and partition."""
+        with self._lock:
+            return [self._logs[k] for k in sorted(self._logs)]
+
+    def delete(self, topic: str, partition: int) -> Path:
+        """Close the log and rename its directory to `<topic>-<partition>.<id>-delete`; the
+        directory is removed `file.delete.delay.ms` later. Returns the renamed path."""
+        with self._lock:
+            self._require_open()
+            log = self._logs.pop((topic, partition), None)
+            if log is None:
+                raise KeyError(f"no log for {topic}-{partition} in {self._dir}")
+            delay = log.config.file_delete_delay_ms
+            log.close()
+            target = self._dir / f"{topic}-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+            os.replace(log.dir, target)
+            fsync_dir(self._dir)
+            self._pending_dir_deletes.append((self._clock.time_ms() + delay, target))
+            self._write_checkpoints()
+            return target
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def _offsets(self, attribute: str) -> dict[tuple[str, int], int]:
+        return {(log.topic, log.partition): getattr(log, attribute) for log in self.logs()}
+
+    def checkpoint_recovery_points(self) -> None:
+        """Write `recovery-point-offset-checkpoint` (and the high watermarks) atomically."""
+        write_offsets_checkpoint(self._dir / RECOVERY_POINT_CHECKPOINT, self._offsets("recovery_point"))
+        write_offsets_checkpoint(self._dir / REPLICATION_OFFSET_CHECKPOINT, self._offsets("high_watermark"))
+
+    def checkpoint_log_start_offsets(self) -> None:
+        """Write `log-start-offset-checkpoint` atomically."""
+        write_offsets_checkpoint(self._dir / LOG_START_OFFSET_CHECKPOINT, self._offsets("log_start_offset"))
+
+    def _log_start_offset_changed(self, _log: Log) -> None:
+        self.checkpoint_log_start_offsets()
+
+    def _write_checkpoints(self) -> None:
+        self.checkpoint_recovery_points()
+        self.checkpoint_log_start_offsets()
+
+    # ------------------------------------------------------------------ shutdown
+
+    def close(self) -> None:
+        """Stop the background thread, flush and close every log, write the checkpoints, then
+        the `.kafka_cleanshutdown` marker, and release the directory. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._stop.set()
+            thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join()
+        with self._lock:
+            logs = self.logs()
+            for log in logs:
+                log.close()
+            self._write_checkpoints()
+            # Kafka's CleanShutdownFileHandler JSON (HashMap order); no broker epoch here.
+            atomic_write(self._dir / CLEAN_SHUTDOWN_FILE, CLEAN_SHUTDOWN_CONTENT)
+            self._closed = True
+            self._dir_lock.release()
+
+    def __enter__(self) -> LogManager:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"LogManager({str(self._dir)!r}, logs={len(self._logs)})"

@@ -1,0 +1,501 @@
+"""Log: append paths, reads, rolls, flushes, truncation, log start offset, deletion, swaps, recovery."""
+
+import os
+
+import pyarrow as pa
+import pytest
+
+from logstore import Log, LogConfig, Record
+from logstore.clock import ManualClock
+from logstore.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    LogClosedError,
+    LogLockedError,
+    OffsetOutOfRangeError,
+    ReadOnlyLogError,
+    RecordTooLargeError,
+)
+from logstore.records import RecordBatch, build_batch, build_control_batch, iter_batches
+from logstore.segment import LogSegment
+
+NOW = 1_700_000_000_000
+
+
+@pytest.fixture
+def clock():
+    return ManualClock(NOW)
+
+
+def open_log(tmp_path, clock, **config):
+    return Log.open(tmp_path / "t-0", config, clock=clock)
+
+
+def batch(n=3, *, ts=NOW, key=b"k", value=b"v" * 10, base_offset=0, **kw):
+    records = [Record(base_offset + i, ts + i, key, value) for i in range(n)]
+    return build_batch(records, base_offset=base_offset, **kw)
+
+
+def offsets(log):
+    return [r.offset for r in log.records()]
+
+
+# ------------------------------------------------------------------ append (leader)
+
+
+def test_append_assigns_dense_offsets_and_leader_epoch(tmp_path, clock):
+    with open_log(tmp_path, clock) as log:
+        a = log.append(batch(3), leader_epoch=5)
+        b = log.append(batch(2, compression="gzip"), leader_epoch=5)
+        assert (a.first_offset, a.last_offset, a.record_count) == (0, 2, 3)
+        assert (b.first_offset, b.last_offset) == (3, 4)
+        assert a.max_timestamp == NOW + 2 and a.offset_of_max_timestamp == 2 and a.log_append_time == -1
+        assert log.log_end_offset == 5 == log.high_watermark
+        batches = list(log.read(0).batches())
+        assert [(x.base_offset, x.partition_leader_epoch) for x in batches] == [(0, 5), (3, 5)]
+        assert all(x.is_valid() for x in batches)
+        assert offsets(log) == [0, 1, 2, 3, 4]
+
+
+def test_append_modifies_a_bytearray_in_place(tmp_path, clock):
+    with open_log(tmp_path, clock) as log:
+        log.append(batch(1))
+        buf = bytearray(batch(2))
+        log.append(buf, leader_epoch=3)
+        assert RecordBatch(buf).base_offset == 1 and RecordBatch(buf).partition_leader_epoch == 3
+
+
+def test_append_records_tuples_and_arrow_tables(tmp_path, clock):
+    with open_log(tmp_path, clock) as log:
+        log.append([Record(0, NOW - 5, b"a", b"1", (("h", b"x"),))])
+        log.append([(b"b", b"2"), (None, b"3")])
+        log.append(pa.table({"key": [b"c", b"d"], "value": [b"4", None], "timestamp": [NOW - 1, NOW - 2]}))
+        got = [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in log.records()]
+        assert got == [
+            (0, NOW - 5, b"a", b"1", (("h", b"x"),)),
+            (1, NOW, b"b", b"2", ()),
+            (2, NOW, None, b"3", ()),
+            (3, NOW - 1, b"c", b"4", ()),
+            (4, NOW - 2, b"d", None, ()),
+        ]
+
+
+def test_log_append_time_stamps_max_timestamp_and_new_crc(tmp_path, clock):
+    with open_log(tmp_path, clock, **{"message.timestamp.type": "LogAppendTime"}) as log:
+        info = log.append(batch(3, ts=5))
+        assert info.log_append_time == NOW == info.max_timestamp
+        (stored,) = log.read(0).batches()
+        assert stored.timestamp_type == "LogAppendTime" and stored.max_timestamp == NOW
+        assert stored.is_valid()
+        assert [r.timestamp for r in log.records()] == [NOW] * 3
+
+
+def test_wrong_header_max_timestamp_is_rewritten_with_a_valid_crc(tmp_path, clock):
+    with open_log(tmp_path, clock) as log:
+        log.append(build_batch([Record(0, NOW, b"k", b"v")], max_timestamp=NOW - 100))
+        (stored,) = log.read(0).batches()
+        assert stored.max_timestamp == NOW and stored.is_valid()
+
+
+def test_batch_over_max_message_bytes_is_rejected(tmp_path, clock):
+    with open_log(tmp_path, clock, **{"max.message.bytes": 100}) as log:
+        with pytest.raises(RecordTooLargeError, match="exceeds the maximum configured value of 100"):
+            log.append(batch(5))
+        assert log.log_end_offset == 0
+
+
+def test_timestamps_outside_the_before_and_after_bounds_are_rejected(tmp_path, clock):
+    cfg = {"message.timestamp.before.max.ms": 1000, "message.timestamp.after.max.ms": 10}
+    with open_log(tmp_path, clock, **cfg) as log:
+        with pytest.raises(InvalidRecordError, match="before.max.ms"):
+            log.append(batch(1, ts=NOW - 1001))
+        with pytest.raises(InvalidRecordError, match="after.max.ms"):
+            log.append(batch(1, ts=NOW + 11))
+        log.append(batch(1, ts=NOW - 1000))
+        log.append(batch(1, ts=NOW + 10))
+        assert log.log_end_offset == 2
+
+
+def test_default_after_max_is_one_hour(tmp_path, clock):
+    with open_log(tmp_path, clock) as log:
+        log.append(batch(1, ts=NOW + 3_600_000))
+        with pytest.raises(InvalidRecordError):
+            log.append(batch(1, ts=NOW + 3_600_001))
+
+
+def test_corrupt_batch_is_rejected(tmp_path, clock):
+    data = bytearray(batch(2))
+    data[-1] ^= 0xFF
+    with open_log(tmp_path, clock) as log:
+        with pytest.raises(CorruptRecordError, match="CRC"):
+            log.append(data)
+        with pytest.raises(CorruptRecordError, match="trailing"):
+            log.append(batch(1) + b"\x00\x01")
+
+
+def test_compressed_batch_whose_count_disagrees_with_its_records_is_rejected(tmp_path, clock):
+    # Header says 3 records (lastOffsetDelta 2), the compressed body holds 2.
+    data = build_batch([Record(0, NOW, b"k", b"v"), Record(2, NOW, b"k", b"v")], compression="gzip")
+    with open_log(tmp_path, clock) as log, pytest.raises((InvalidRecordError, CorruptRecordError)):
+        log.append(data)
+
+
+def test_client_control_batches_and_keyless_compacted_records_are_rejected(tmp_path, clock):
+    with open_log(tmp_path, clock, **{"cleanup.policy": "compact"}) as log:
+        with pytest.raises(InvalidRecordError, match="control"):
+            log.append(build_control_batch("commit", producer_id=1, producer_epoch=0, coordinator_epoch=0,
+                                           timestamp=NOW))
+        with pytest.raises(InvalidRecordError, match="without a key"):
+            log.append([(None, b"v")])
+        log.append(build_control_batch("commit", producer_id=1, producer_epoch=0, coordinator_epoch=0,
+                                       timestamp=NOW), origin="coordinator")
+        assert log.log_end_offset == 1
+
+
+def test_compression_type_recompresses_appended_batches(tmp_path, clock):
+    with open_log(tmp_path, clock, **{"compression.type": "zstd"}) as log:
+        log.append(batch(3))
+        log.append([(b"k", b"v")])
+        assert [b.compression for b in log.read(0).batches()] == ["zstd", "zstd"]
+        assert offsets(log) == [0, 1, 2, 3]
+
+
+# ------------------------------------------------------------------ follower
+
+
+def test_append_as_follower_keeps_offsets_and_rejects_going_back(tmp_path, clock):
+    with open_log(tmp_path, clock) as log:
+        log.high_watermark_follows_log_end = False
+        info = log.append_as_follower(batch(2, base_offset=10, partition_leader_epoch=7) + batch(1, base_offset=12))
+        assert (info.first_offset, info.last_offset, log.log_end_offset) == (10, 12, 13)
+        assert log.high_watermark == 0
+        assert [b.partition_leader_epoch for b in log.read(10).batches()] == [7, -1]
+        with pytest.raises(InvalidRecordError, match="below the log end offset"):
+            log.append_as_follower(batch(1, base_offset=12))
+        with pytest.raises(InvalidRecordError, match="out of order"):
+            log.append_as_follower(batch(1, base_offset=20) + batch(1, base_offset=15))
+        log.high_watermark = 100
+        assert log.high_watermark == 13
+
+
+# ------------------------------------------------------------------ read
+
+
+def test_read_range_errors_name_the_valid_range(tmp_path, clock):
+    with open_log(tmp_path, clock) as log:
+        log.append(batch(3))
+        assert log.read(3).records == b""
+        with pytest.raises(OffsetOutOfRangeError, match=r"\[0, 3\]"):
+            log.read(4)
+        with pytest.raises(OffsetOutOfRangeError):
+            log.read(-1)
+
+
+def test_read_max_bytes_min_one_batch_and_max_offset(tmp_path, clock):
+    with open_log(tmp_path, clock) as log:
+        for _ in range(4):
+            log.append(batch(2))
+        one = len(batch(2))
+        r = log.read(3, max_bytes=1)
+        assert r.first_offset == 2 and len(r.records) == one
+        assert log.read(3, max_bytes=1, min_one_batch=False).records == b""
+        assert len(log.read(0, max_bytes=2 * one).records) == 2 * one
+        r = log.read(0, max_offset=5)
+        assert [b.base_offset for b in r.batches()] == [0, 2]
+        assert (r.high_watermark, r.log_start_offset, r.log_end_offset) == (8, 0, 8)
+
+
+def test_read_spans_segments(tmp_path, clock):
+    with open_log(tmp_path, clock, **{"segment.bytes": 200}) as log:
+        for _ in range(6):
+            log.append(batch(1))
+        assert len(log.segments) > 1
+        assert offsets(log) == list(range(6))
+        assert [r.offset for r in log.records(4)] == [4, 5]
+
+
+# ------------------------------------------------------------------ roll
+
+
+def test_roll_on_segment_bytes(tmp_path, clock):
+    size = len(batch(1))
+    with open_log(tmp_path, clock, **{"segment.bytes": 3 * size}) as log:
+        for _ in range(7):
+            log.append(batch(1))
+        assert [s.base_offset for s in log.segments] == [0, 3, 6]
+        assert all(s.size <= 3 * size for s in log.segments)
+
+
+def test_roll_on_segment_ms_from_first_batch_timestamp(tmp_path, clock):
+    with open_log(tmp_path, clock, **{"segment.ms": 1000}) as log:
+        log.append(batch(1, ts=NOW))
+        log.append(batch(1, ts=NOW + 1000))
+        assert len(log.segments) == 1
+        log.append(batch(1, ts=NOW + 1001))
+        assert [s.base_offset for s in log.segments] == [0, 2]
+
+
+def test_roll_on_full_index(tmp_path, clock):
+    cfg = {"segment.index.bytes": 24, "index.interval.bytes": 1}
+    with open_log(tmp_path, clock, **cfg) as log:
+        for _ in range(8):
+            log.append(batch(1))
+        assert len(log.segments) >= 2
+        assert all(s.offset_index.entry_count <= 3 for s in log.segments)
+        assert offsets(log) == list(range(8))
+
+
+def test_forced_roll_and_rolling_an_empty_segment_is_a_no_op(tmp_path, clock):
+    with open_log(tmp_path, clock) as log:
+        log.append(batch(2))
+        new = log.roll()
+        assert new.base_offset == 2 and log.roll() is new
+        assert log.recovery_point == 2
+
+
+# ------------------------------------------------------------------ flush
+
+
+def test_flush_messages_moves_the_recovery_point(tmp_path, clock):
+    with open_log(tmp_path, clock, **{"flush.messages": 4}) as log:
+        log.append(batch(3))
+        assert log.recovery_point == 0
+        log.append(batch(1))
+        assert log.recovery_point == 4
+
+
+def test_flush_ms_is_driven_by_the_clock(tmp_path, clock):
+    with open_log(tmp_path, clock, **{"flush.ms": 500}) as log:
+        log.append(batch(1))
+        assert not log.flush_if_due()
+        clock.advance(500)
+        assert log.flush_if_due() and log.recovery_point == 1
+        assert not log.flush_if_due()
+
+
+# ------------------------------------------------------------------ truncation and start offset
+
+
+def test_truncate_to_removes_whole_batches_and_later_segments(tmp_path, clock):
+    with open_log(tmp_path, clock, **{"segment.bytes": 200, "file.delete.delay.ms": 0}) as log:
+        for _ in range(6):
+            log.append(batch(2))
+        assert len(log.segments) > 2
+        assert log.truncate_to(5)
+        assert log.log_end_offset == 4 and offsets(log) == [0, 1, 2, 3]
+        assert log.high_watermark == 4 and log.recovery_point <= 4
+        assert not log.truncate_to(10)
+        log.append(batch(1))
+        assert offsets(log) == [0, 1, 2, 3, 4]
+    assert not [n for n in os.listdir(tmp_path / "t-0") if n.endswith(".deleted")]
+
+
+def test_truncate_fully_and_start_at(tmp_path, clock):
+    with open_log(tmp_path, clock) as log:
+        log.append(batch(3))
+        log.truncate_fully_and_start_at(100)
+        assert (log.log_start_offset, log.log_end_offset, log.high_watermark) == (100, 100, 100)
+        assert [s.base_offset for s in log.segments] == [100]
+        assert log.append(batch(1)).first_offset == 100
+    with Log.open(tmp_path / "t-0", clock=clock) as log:
+        assert (log.log_start_offset, log.log_end_offset) == (100, 101)
+
+
+def test_delete_records_before_is_bounded_by_the_high_watermark(tmp_path, clock):
+    with open_log(tmp_path, clock) as log:
+        log.append(batch(5))
+        log.high_watermark_follows_log_end = False
+        log.high_watermark = 3
+        with pytest.raises(OffsetOutOfRangeError, match="high watermark 3"):
+            log.delete_records_before(4)
+        assert log.delete_records_before(2) == 2
+        assert not log.maybe_increment_log_start_offset(1, "leader_offset_incremented")
+        assert [r.offset for r in log.records()] == [2, 3, 4]
+        with pytest.raises(OffsetOutOfRangeError):
+            log.read(1)
+    assert (tmp_path / "log-start-offset-checkpoint").read_text() == "0\n1\nt 0 2\n"
+    with Log.open(tmp_path / "t-0", clock=clock) as log:
+        assert log.log_start_offset == 2
+
+
+# ------------------------------------------------------------------ segment deletion and swap
+
+
+def test_delete_segments_renames_then_deletes_after_the_delay(tmp_path, clock):
+    with open_log(tmp_path, clock, **{"segment.bytes": 200, "file.delete.delay.ms": 1000}) as log:
+        for _ in range(6):
+            log.append(batch(1))
+        first = log.segments[0]
+        fetched = first.read(0, 10_000)
+        assert log.delete_segments([first], "retention") == 1
+        assert log.log_start_offset == log.segments[0].base_offset
+        names = os.listdir(log.dir)
+        assert f"{0:020d}.log.deleted" in names and f"{0:020d}.log" not in names
+        assert first.read(0, 10_000) == fetched  # a reader holding the segment finishes
+        assert log.delete_expired_files(NOW + 999) == 0
+        assert log.delete_expired_files(NOW + 1000) == 1
+        assert not [n for n in os.listdir(log.dir) if n.endswith(".deleted")]
+
+
+def test_delete_segments_including_the_active_one_rolls_first(tmp_path, clock):
+    with open_log(tmp_path, clock) as log:
+        log.append(batch(3))
+        log.delete_segments(log.segments)
+        assert [s.base_offset for s in log.segments] == [3]
+        assert (log.log_start_offset, log.log_end_offset) == (3, 3)
+
+
+def _cleaned_copy(log, old):
+    new = LogSegment.create(log.dir, old[0].base_offset, file_suffix=".cleaned")
+    for seg in old:
+        for b in seg.iter_batches():
+            new.append_batches(bytes(b.view))
+    new.flush()
+    new.on_become_inactive_segment()
+    return new
+
+
+def test_replace_segments_swaps_crash_safely(tmp_path, clock):
+    with open_log(tmp_path, clock, **{"segment.bytes": 200}) as log:
+        for _ in range(6):
+            log.append(batch(1))
+        old = log.segments[:2]
+        expected = offsets(log)
+        new = _cleaned_copy(log, old)
+        log.replace_segments([new], old)
+        assert log.segments[0] is new and offsets(log) == expected
+        assert not [n for n in os.listdir(log.dir) if n.endswith((".swap", ".cleaned"))]
+    with Log.open(tmp_path / "t-0", clock=clock) as log:
+        assert offsets(log) == expected
+
+
+def test_open_finishes_an_interrupted_swap(tmp_path, clock):
+    with open_log(tmp_path, clock, **{"segment.bytes": 200}) as log:
+        for _ in range(6):
+            log.append(batch(1))
+        old = log.segments[:2]
+        expected = offsets(log)
+        new = _cleaned_copy(log, old)
+        new.change_file_suffixes(".cleaned", ".swap")  # crash right after the .swap rename
+        new.close()
+    with Log.open(tmp_path / "t-0", clock=clock) as log:
+        assert offsets(log) == expected
+        assert log.segments[1].base_offset > old[1].base_offset
+    assert not [n for n in os.listdir(tmp_path / "t-0") if n.endswith((".swap", ".cleaned", ".deleted"))]
+
+
+def test_open_rolls_back_an_unfinished_clean(tmp_path, clock):
+    with open_log(tmp_path, clock, **{"segment.bytes": 200}) as log:
+        for _ in range(6):
+            log.append(batch(1))
+        expected = offsets(log)
+        new = _cleaned_copy(log, log.segments[:2])
+        new.close()
+    (tmp_path / "t-0" / "junk.txt").write_text("unknown files are ignored")
+    with Log.open(tmp_path / "t-0", clock=clock) as log:
+        assert offsets(log) == expected
+    names = os.listdir(tmp_path / "t-0")
+    assert "junk.txt" in names and not [n for n in names if n.endswith(".cleaned")]
+
+
+# ------------------------------------------------------------------ open, recovery, ownership
+
+
+def test_second_open_of_the_same_directory_is_refused(tmp_path, clock):
+    with open_log(tmp_path, clock), pytest.raises(LogLockedError):
+        Log.open(tmp_path / "t-0", clock=clock)
+    Log.open(tmp_path / "t-0", clock=clock).close()
+
+
+def test_reopen_keeps_offsets_and_recovery_point(tmp_path, clock):
+    with open_log(tmp_path, clock, **{"segment.bytes": 300}) as log:
+        for _ in range(5):
+            log.append(batch(2))
+        segs = len(log.segments)
+    assert (tmp_path / "recovery-point-offset-checkpoint").read_text() == "0\n1\nt 0 10\n"
+    with Log.open(tmp_path / "t-0", {"segment.bytes": 300}, clock=clock) as log:
+        assert (log.log_end_offset, log.recovery_point, len(log.segments)) == (10, 10, segs)
+        assert log.append(batch(1)).first_offset == 10
+
+
+def test_torn_tail_is_truncated_on_open(tmp_path, clock):
+    with open_log(tmp_path, clock) as log:
+        log.append(batch(2))
+        log.append(batch(2))
+        path = log.active_segment.log_path
+    os.truncate(path, os.path.getsize(path) - 5)
+    (tmp_path / "recovery-point-offset-checkpoint").unlink()
+    with Log.open(tmp_path / "t-0", clock=clock) as log:
+        assert offsets(log) == [0, 1] and log.recovered_bytes > 0
+        assert log.append(batch(1)).first_offset == 2
+
+
+def test_missing_and_corrupt_indexes_are_rebuilt(tmp_path, clock):
+    cfg = {"segment.bytes": 400, "index.interval.bytes": 50}
+    with open_log(tmp_path, clock, **cfg) as log:
+        for _ in range(8):
+            log.append(batch(2))
+        first = log.segments[0]
+        index_bytes = first.offset_index.path.read_bytes()
+        time_bytes = first.time_index.path.read_bytes()
+        assert index_bytes and time_bytes
+    directory = tmp_path / "t-0"
+    (directory / f"{0:020d}.index").unlink()
+    (directory / f"{0:020d}.timeindex").write_bytes(b"\x00" * 7)
+    with Log.open(directory, cfg, clock=clock) as log:
+        assert offsets(log) == list(range(16))
+    assert (directory / f"{0:020d}.index").read_bytes() == index_bytes
+    assert (directory / f"{0:020d}.timeindex").read_bytes() == time_bytes
+
+
+def test_read_only_refuses_writes_and_writes_nothing(tmp_path, clock):
+    with open_log(tmp_path, clock) as log:
+        log.append(batch(2))
+    before = {n: (tmp_path / "t-0" / n).read_bytes() for n in os.listdir(tmp_path / "t-0")}
+    with Log.open(tmp_path / "t-0", read_only=True, clock=clock) as log:
+        with pytest.raises(ReadOnlyLogError):
+            log.append(batch(1))
+        with pytest.raises(ReadOnlyLogError):
+            log.truncate_to(0)
+        assert offsets(log) == [0, 1]
+        with Log.open(tmp_path / "t-0", read_only=True, clock=clock) as again:
+            assert again.log_end_offset == 2
+    after = {n: (tmp_path / "t-0" / n).read_bytes() for n in os.listdir(tmp_path / "t-0")}
+    assert after == before
+
+
+def test_closed_log_refuses_work(tmp_path, clock):
+    log = open_log(tmp_path, clock)
+    log.close()
+    log.close()
+    with pytest.raises(LogClosedError):
+        log.append(batch(1))
+    with pytest.raises(LogClosedError):
+        log.read(0)
+
+
+def test_directory_name_must_be_topic_dash_partition(tmp_path, clock):
+    from logstore.errors import InvalidTopicError
+
+    with pytest.raises(InvalidTopicError):
+        Log.open(tmp_path / "no_partition", clock=clock)
+    with pytest.raises(InvalidTopicError):
+        Log.open(tmp_path / "bad topic-0", clock=clock)
+
+
+def test_config_accepts_logconfig_or_dict(tmp_path, clock):
+    with Log.open(tmp_path / "t-0", LogConfig(segment_bytes=1000), clock=clock) as log:
+        assert log.config.segment_bytes == 1000 and log.config["segment.bytes"] == 1000
+        assert (log.topic, log.partition, log.dir, log.clock) == ("t", 0, tmp_path / "t-0", clock)
+
+
+def test_iter_batches_of_the_log_files_agree_with_offsets(tmp_path, clock):
+    with open_log(tmp_path, clock, **{"segment.bytes": 300}) as log:
+        for i in range(10):
+            log.append(batch(1 + i % 3, compression=["none", "lz4", "snappy"][i % 3]))
+        seen = []
+        for segment in log.segments:
+            data = segment.read_bytes(0, segment.size)
+            seen += [b.base_offset for b in iter_batches(data)]
+        assert seen == [b.base_offset for s in log.segments for b in s.iter_batches()]
+        assert offsets(log) == list(range(log.log_end_offset))

@@ -1,0 +1,166 @@
+"""LogManager: partition directories, topic validation, checkpoints, clean shutdown, background tasks."""
+
+import os
+
+import pytest
+
+from logstore import LogManager, Record
+from logstore.checkpoint import read_offsets_checkpoint
+from logstore.clock import ManualClock
+from logstore.errors import InvalidTopicError, LogLockedError
+from logstore.manager import Scheduler
+from logstore.records import build_batch
+
+NOW = 1_700_000_000_000
+
+
+@pytest.fixture
+def clock():
+    return ManualClock(NOW)
+
+
+def batch(n=2):
+    return build_batch([Record(i, NOW, b"k", b"v" * 20) for i in range(n)])
+
+
+def test_get_or_create_makes_partition_directories(tmp_path, clock):
+    with LogManager(tmp_path, {"segment.bytes": 1000}, clock=clock) as manager:
+        log = manager.get_or_create("orders", 3)
+        assert log.dir == tmp_path / "orders-3" and log.config.segment_bytes == 1000
+        assert manager.get_or_create("orders", 3) is log
+        assert manager.get("orders", 4) is None
+        other = manager.get_or_create("audit.v1", 0, {"retention.ms": 5})
+        assert other.config.retention_ms == 5 and other.config.segment_bytes == 1000
+        assert [(x.topic, x.partition) for x in manager.logs()] == [("audit.v1", 0), ("orders", 3)]
+
+
+@pytest.mark.parametrize("topic", ["", ".", "..", "a/b", "../x", "a b", "x" * 250, "ü"])
+def test_topic_names_are_validated_as_kafka_does(tmp_path, clock, topic):
+    with LogManager(tmp_path, clock=clock) as manager, pytest.raises(InvalidTopicError):
+        manager.get_or_create(topic, 0)
+    assert sorted(os.listdir(tmp_path)) == [".kafka_cleanshutdown", ".lock", "log-start-offset-checkpoint",
+                                             "recovery-point-offset-checkpoint", "replication-offset-checkpoint"]
+
+
+def test_bad_partitions_are_rejected(tmp_path, clock):
+    with LogManager(tmp_path, clock=clock) as manager:
+        for partition in (-1, "0", True):
+            with pytest.raises(InvalidTopicError):
+                manager.get_or_create("t", partition)
+
+
+def test_a_second_manager_on_the_same_directory_is_refused(tmp_path, clock):
+    with LogManager(tmp_path, clock=clock), pytest.raises(LogLockedError):
+        LogManager(tmp_path, clock=clock)
+
+
+def test_clean_close_writes_checkpoints_and_marker_and_reopen_skips_recovery(tmp_path, clock):
+    with LogManager(tmp_path, clock=clock) as manager:
+        log = manager.get_or_create("t", 0)
+        log.append(batch(3))
+        log.append(batch(2))
+        log.delete_records_before(1)
+    assert read_offsets_checkpoint(tmp_path / "recovery-point-offset-checkpoint") == {("t", 0): 5}
+    assert read_offsets_checkpoint(tmp_path / "log-start-offset-checkpoint") == {("t", 0): 1}
+    assert read_offsets_checkpoint(tmp_path / "replication-offset-checkpoint") == {("t", 0): 5}
+    assert (tmp_path / ".kafka_cleanshutdown").read_text() == '{"broker_epoch":"-1","version":"0"}'
+    with LogManager(tmp_path, clock=clock) as manager:
+        assert not (tmp_path / ".kafka_cleanshutdown").exists()
+        log = manager.get("t", 0)
+        assert (log.log_start_offset, log.log_end_offset, log.recovery_point) == (1, 5, 5)
+        assert [r.offset for r in log.records()] == [1, 2, 3, 4]
+
+
+def test_unclean_shutdown_recovers_from_the_recovery_point(tmp_path, clock):
+    manager = LogManager(tmp_path, clock=clock)
+    log = manager.get_or_create("t", 0)
+    log.append(batch(2))
+    log.flush()
+    manager.checkpoint_recovery_points()
+    log.append(batch(2))
+    path = log.active_segment.log_path
+    # Simulate a crash: no close; the last append is torn on disk.
+    for lg in manager.logs():
+        lg._release()
+    manager._dir_lock.release()
+    os.truncate(path, os.path.getsize(path) - 3)
+    with LogManager(tmp_path, clock=clock) as again:
+        log = again.get("t", 0)
+        assert log.log_end_offset == 2 and log.recovered_bytes > 0
+
+
+def test_log_start_offset_changes_are_checkpointed_at_once(tmp_path, clock):
+    with LogManager(tmp_path, clock=clock) as manager:
+        log = manager.get_or_create("t", 0)
+        log.append(batch(4))
+        log.delete_records_before(3)
+        assert read_offsets_checkpoint(tmp_path / "log-start-offset-checkpoint") == {("t", 0): 3}
+
+
+def test_delete_renames_then_removes_the_directory_later(tmp_path, clock):
+    with LogManager(tmp_path, {"file.delete.delay.ms": 1000}, clock=clock) as manager:
+        manager.get_or_create("t", 0).append(batch())
+        renamed = manager.delete("t", 0)
+        assert renamed.name.startswith("t-0.") and renamed.name.endswith("-delete") and renamed.is_dir()
+        assert manager.get("t", 0) is None
+        assert read_offsets_checkpoint(tmp_path / "recovery-point-offset-checkpoint") == {}
+        assert manager.delete_expired_files(NOW + 999) == 0
+        assert manager.delete_expired_files(NOW + 1000) == 1
+        assert not renamed.exists()
+        with pytest.raises(KeyError):
+            manager.delete("t", 0)
+
+
+def test_leftover_delete_directories_are_removed_in_the_background(tmp_path, clock):
+    (tmp_path / "t-0.abc-delete").mkdir()
+    (tmp_path / "not a partition").mkdir()
+    with LogManager(tmp_path, clock=clock) as manager:
+        assert manager.logs() == []
+        assert "kafka-delete-logs" in manager.run_pending(NOW)
+        assert not (tmp_path / "t-0.abc-delete").exists()
+        assert (tmp_path / "not a partition").exists()
+
+
+def test_background_tasks_run_on_the_clock_without_sleeping(tmp_path, clock):
+    config = {"log.retention.check.interval.ms": 10_000, "retention.ms": 1000, "segment.bytes": 200,
+              "file.delete.delay.ms": 0, "log.flush.scheduler.interval.ms": 100, "flush.ms": 500}
+    with LogManager(tmp_path, config, clock=clock) as manager:
+        log = manager.get_or_create("t", 0)
+        for _ in range(4):
+            log.append(batch(1))
+        assert log.recovery_point < log.log_end_offset
+        clock.advance(500)
+        assert "kafka-log-flusher" in manager.tick()
+        assert log.recovery_point == log.log_end_offset
+        segments = len(log.segments)
+        assert segments > 1
+        clock.advance(10_000)
+        assert "kafka-log-retention" in manager.run_pending()
+        assert log.log_start_offset > 0 and len(log.segments) < segments
+
+
+def test_scheduler_runs_due_tasks_once_per_call():
+    clock = ManualClock(0)
+    scheduler = Scheduler(clock)
+    runs = []
+    scheduler.schedule("a", runs.append, 100, initial_delay_ms=50)
+    assert scheduler.run_pending(49) == []
+    assert scheduler.run_pending(50) == ["a"]
+    assert scheduler.run_pending(149) == []
+    assert scheduler.run_pending(1000) == ["a"]
+    assert runs == [50, 1000]
+    scheduler.cancel("a")
+    assert scheduler.tasks == [] and scheduler.next_due_ms() is None
+    with pytest.raises(ValueError):
+        scheduler.schedule("b", runs.append, 0)
+
+
+def test_start_and_close_stop_the_background_thread(tmp_path, clock):
+    manager = LogManager(tmp_path, clock=clock)
+    manager.start()
+    manager.start()
+    thread = manager._thread
+    assert thread.is_alive()
+    manager.close()
+    assert not thread.is_alive()
+    manager.close()
