@@ -1,4 +1,4 @@
-"""numba kernels for the segment reader: loops numpy cannot vectorise (key hashing, key gathering)."""
+"""numba kernels for the segment reader: loops numpy cannot vectorise (key hashing)."""
 
 from __future__ import annotations
 
@@ -102,13 +102,3 @@ def murmur3_x64_128(data, offsets, valid):
         out1[row] = h1
         out2[row] = h2
     return out1, out2
-
-
-@njit(cache=True)
-def gather_into(data, pos, length, out, out_offsets, first_row):
-    """Copy slices data[pos[i]:pos[i]+length[i]] (length -1 = null) to out at out_offsets[first_row + i]."""
-    for i in range(pos.shape[0]):
-        size = length[i]
-        if size > 0:
-            at = out_offsets[first_row + i]
-            out[at:at + size] = data[pos[i]:pos[i] + size]

@@ -202,3 +202,23 @@ def _read_checkpoint(fs: pafs.FileSystem, path: str) -> dict[tuple[str, int], in
         local = Path(tmp) / _basename(path)
         local.write_bytes(data)
         return read_offsets_checkpoint(local)
+
+
+def resolve_paths(
+    paths: PathArg | Sequence[PathArg], filesystem: pafs.FileSystem | None = None
+) -> tuple[pafs.FileSystem, list[str]]:
+    """One filesystem and the paths inside it, for local paths or URIs of a single filesystem.
+
+    Executors get the returned filesystem so they open exactly what the driver listed.
+    Raises LogstoreError when URIs name different filesystems.
+    """
+    if isinstance(paths, str | PathLike):
+        paths = [paths]
+    resolved = [resolve_filesystem(p, filesystem) for p in paths]
+    if not resolved:
+        raise LogstoreError("no paths given")
+    fs = resolved[0][0]
+    for other, _ in resolved[1:]:
+        if not other.equals(fs):
+            raise LogstoreError("all paths of one audit must be on the same filesystem")
+    return fs, [inner for _, inner in resolved]

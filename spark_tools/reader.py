@@ -2,7 +2,7 @@
 
 The walk is per batch (header parse, CRC check, one numba decode of the records); every column
 is then built with numpy over whole chunks, batch metadata by ``np.repeat`` over the batch
-headers, keys by one gather and one hash kernel call. No Python object per record.
+headers, key hashes by one kernel call per chunk. No Python object per record.
 """
 
 from __future__ import annotations
@@ -179,7 +179,7 @@ def _decode(batch: RecordBatch):
 
 
 def _assemble(pending: list) -> SegmentScan:
-    """Stack the per-batch decodes into flat columns (keys gathered and hashed once)."""
+    """Stack the per-batch decodes into flat columns (keys hashed once)."""
     headers = np.array([b.header for b, _ in pending], dtype=np.int64).reshape(-1, 13)
     cols = [c for _, c in pending]
     counts = np.array([len(c.offset) for c in cols], dtype=np.int64)
@@ -187,16 +187,12 @@ def _assemble(pending: list) -> SegmentScan:
     batch_index = np.repeat(np.arange(nb, dtype=np.int64), counts)
     offset = _concat([c.offset for c in cols], np.int64)
     timestamp = _concat([c.timestamp for c in cols], np.int64)
-    key_size = _concat([c.key_len for c in cols], np.int64)
-    value_size = _concat([c.value_len for c in cols], np.int64)
-    header_count = _concat([c.headers_count for c in cols], np.int64)
+    key_size = _concat([_sizes(c.key_offsets, c.key_null) for c in cols], np.int64)
+    value_size = _concat([_sizes(c.value_offsets, c.value_null) for c in cols], np.int64)
+    header_count = _concat([np.diff(c.headers_offsets) for c in cols], np.int64)
     key_offsets = np.zeros(len(offset) + 1, dtype=np.int64)
     np.cumsum(np.maximum(key_size, 0), out=key_offsets[1:])
-    key_data = np.empty(int(key_offsets[-1]), dtype=np.uint8)
-    row = 0
-    for c, n in zip(cols, counts.tolist(), strict=True):
-        _kernels.gather_into(c.data, c.key_pos, c.key_len, key_data, key_offsets, row)
-        row += n
+    key_data = _concat([c.key_data[: c.key_offsets[-1]] for c in cols], np.uint8)
     has_key = key_size >= 0
     key_hash1, key_hash2 = _kernels.murmur3_x64_128(key_data, key_offsets, has_key)
     attributes = headers[:, 5]
@@ -231,6 +227,11 @@ def _assemble(pending: list) -> SegmentScan:
         key_hash1=key_hash1,
         key_hash2=key_hash2,
     )
+
+
+def _sizes(offsets: np.ndarray, null: np.ndarray) -> np.ndarray:
+    """Lengths from Arrow offsets, -1 where null."""
+    return np.where(null, -1, np.diff(offsets))
 
 
 def _concat(arrays: list[np.ndarray], dtype) -> np.ndarray:
@@ -311,3 +312,76 @@ def read_segments(
     base = segment_base_offset(path)
     for scan in scan_segment(path, filesystem=filesystem, chunk_rows=chunk_rows):
         yield scan_to_arrow(scan, topic, partition, base)
+
+
+METADATA_SCHEMA = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("path", pa.string()),
+        ("base_offset", pa.int64()),
+        ("next_offset", pa.int64()),
+        ("size", pa.int64()),
+        ("largest_timestamp", pa.int64()),
+        ("first_batch_timestamp", pa.int64()),
+        ("record_count", pa.int64()),
+        ("batch_count", pa.int64()),
+        ("last_modified_ms", pa.int64()),
+    ]
+)
+"""Columns of ``read_segment_metadata``: one row per segment. ``largest_timestamp`` is the
+largest batch max timestamp, or the file's modification time when no batch has one (Kafka's
+``LogSegment.largestTimestamp``); ``first_batch_timestamp`` is -1 for an empty segment."""
+
+
+def read_segment_metadata(
+    path: str | PathLike[str],
+    topic: str | None = None,
+    partition: int | None = None,
+    *,
+    filesystem: pafs.FileSystem | None = None,
+    last_modified_ms: int | None = None,
+) -> dict:
+    """One METADATA_SCHEMA row (a dict) for a segment file, from a walk of its batch headers.
+
+    Raises CorruptRecordError for an unparseable header or a partial batch at the end.
+    """
+    if topic is None or partition is None:
+        found_topic, found_partition = topic_partition_of(path)
+        topic = found_topic if topic is None else topic
+        partition = found_partition if partition is None else partition
+    base = segment_base_offset(path)
+    if last_modified_ms is None:
+        fs, inner = resolve_filesystem(path, filesystem)
+        mtime_ns = fs.get_file_info(inner).mtime_ns
+        last_modified_ms = 0 if mtime_ns is None else mtime_ns // 1_000_000
+    view = _segment_view(path, filesystem)
+    batches = iter_batches(view)
+    next_offset, max_ts, first_ts, records, count = base, -1, -1, 0, 0
+    try:
+        for batch in batches:
+            header = batch.header
+            if count == 0:
+                first_ts = header.max_timestamp
+            max_ts = max(max_ts, header.max_timestamp)
+            records += header.record_count
+            next_offset = header.base_offset + header.last_offset_delta + 1
+            count += 1
+    except CorruptRecordError as exc:
+        raise _with_path(exc, path) from None
+    if batches.torn:
+        raise CorruptRecordError("partial batch at the end of the segment",
+                                 position=batches.valid_end, path=fspath(path))
+    return {
+        "topic": topic,
+        "partition": partition,
+        "path": fspath(path),
+        "base_offset": base,
+        "next_offset": next_offset,
+        "size": len(view),
+        "largest_timestamp": max_ts if max_ts >= 0 else last_modified_ms,
+        "first_batch_timestamp": first_ts,
+        "record_count": records,
+        "batch_count": count,
+        "last_modified_ms": last_modified_ms,
+    }

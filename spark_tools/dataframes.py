@@ -1,0 +1,125 @@
+"""Spark DataFrames over segment files: the driver lists files, executors read them.
+
+The driver only lists files and ships their paths, packed into about one task per core
+(largest files first, each to the least loaded task), so the bytes are read where the tasks
+run and nothing but results comes back through the driver.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from spark_tools.layout import PathArg, list_partitions, resolve_paths
+from spark_tools.reader import (
+    METADATA_SCHEMA,
+    RECORD_SCHEMA,
+    read_segment_metadata,
+    read_segments,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+_FILE_FIELDS = ("path", "topic", "partition", "mtime_ms")
+_TASK_SCHEMA = "files array<struct<path:string,topic:string,partition:int,mtime_ms:long>>"
+
+
+def spark_schema(schema: pa.Schema) -> str:
+    """A Spark DDL string for an Arrow schema of the reader's simple column types."""
+    names = {
+        pa.string(): "string", pa.binary(): "binary", pa.bool_(): "boolean", pa.int8(): "tinyint",
+        pa.int16(): "smallint", pa.int32(): "int", pa.int64(): "bigint", pa.float64(): "double",
+    }
+    return ", ".join(f"`{f.name}` {names[f.type]}" for f in schema)
+
+
+def balanced_groups(weights: Sequence[int], groups: int) -> list[list[int]]:
+    """Split item indexes into at most ``groups`` lists of similar total weight (largest first)."""
+    groups = max(1, min(groups, len(weights)))
+    heap = [(0, g) for g in range(groups)]
+    out: list[list[int]] = [[] for _ in range(groups)]
+    for i in sorted(range(len(weights)), key=lambda i: -weights[i]):
+        load, g = heapq.heappop(heap)
+        out[g].append(i)
+        heapq.heappush(heap, (load + weights[i], g))
+    return [sorted(g) for g in out if g]
+
+
+def default_tasks(spark: SparkSession) -> int:
+    """One task per core Spark offers (its default parallelism)."""
+    return max(1, spark.sparkContext.defaultParallelism)
+
+
+def distribute(spark: SparkSession, items: Sequence[Any], weights: Sequence[int],
+               schema: str, num_tasks: int | None = None) -> DataFrame:
+    """A one-column DataFrame ``files`` with one row per task, items packed by weight."""
+    groups = balanced_groups(weights, num_tasks or default_tasks(spark))
+    rows = [([items[i] for i in g],) for g in groups]
+    rdd = spark.sparkContext.parallelize(rows, max(1, len(rows)))
+    return spark.createDataFrame(rdd, schema)
+
+
+def _file_tasks(spark: SparkSession, paths: PathArg | Sequence[PathArg],
+                filesystem: pafs.FileSystem, num_tasks: int | None) -> DataFrame:
+    segments = [s for p in list_partitions(paths, filesystem) for s in p.segments]
+    items = [tuple(getattr(s, f) for f in _FILE_FIELDS) for s in segments]
+    return distribute(spark, items, [s.size for s in segments], _TASK_SCHEMA, num_tasks)
+
+
+def _per_file(
+    read: Callable[..., Iterator[pa.RecordBatch]],
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    def run(tasks: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for task in tasks:
+            for files in task.column("files").to_pylist():
+                for f in files:
+                    yield from read(f)
+
+    return run
+
+
+def segments_dataframe(
+    spark: SparkSession,
+    paths: PathArg | Sequence[PathArg],
+    *,
+    filesystem: pafs.FileSystem | None = None,
+    num_tasks: int | None = None,
+) -> DataFrame:
+    """One row per record (the columns of ``read_segments``) of every segment under ``paths``.
+
+    Paths are local or URIs (or paths inside ``filesystem``); executors read the files with
+    ``mapInArrow``. ``num_tasks`` defaults to Spark's default parallelism.
+    """
+
+    fs, inner = resolve_paths(paths, filesystem)
+
+    def read(f: dict) -> Iterator[pa.RecordBatch]:
+        return read_segments(f["path"], f["topic"], f["partition"], filesystem=fs)
+
+    tasks = _file_tasks(spark, inner, fs, num_tasks)
+    return tasks.mapInArrow(_per_file(read), spark_schema(RECORD_SCHEMA))
+
+
+def segment_metadata_dataframe(
+    spark: SparkSession,
+    paths: PathArg | Sequence[PathArg],
+    *,
+    filesystem: pafs.FileSystem | None = None,
+    num_tasks: int | None = None,
+) -> DataFrame:
+    """One row per segment (``read_segment_metadata``'s columns) under ``paths``, read on executors."""
+
+    fs, inner = resolve_paths(paths, filesystem)
+
+    def read(f: dict) -> Iterator[pa.RecordBatch]:
+        row = read_segment_metadata(f["path"], f["topic"], f["partition"], filesystem=fs,
+                                    last_modified_ms=f["mtime_ms"])
+        yield pa.RecordBatch.from_pylist([row], schema=METADATA_SCHEMA)
+
+    tasks = _file_tasks(spark, inner, fs, num_tasks)
+    return tasks.mapInArrow(_per_file(read), spark_schema(METADATA_SCHEMA))
