@@ -1,5 +1,12 @@
 """Retention policies (time, size, log start offset) as a pure plan, and the code that applies it."""
 
+from retention.apply import (
+    LEADER_OFFSET_INCREMENTED,
+    SEGMENT_DELETION,
+    apply_retention,
+    follow_leader_log_start_offset,
+    plan_for_log,
+)
 from retention.plan import (
     REASON_LOG_START_OFFSET,
     REASON_RETENTION_BYTES,
@@ -14,6 +21,11 @@ from retention.plan import (
 )
 
 __all__ = [
+    "LEADER_OFFSET_INCREMENTED",
+    "SEGMENT_DELETION",
+    "apply_retention",
+    "follow_leader_log_start_offset",
+    "plan_for_log",
     "REASONS",
     "REASON_LOG_START_OFFSET",
     "REASON_RETENTION_BYTES",
