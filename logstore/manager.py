@@ -137,6 +137,7 @@ class LogManager:
             self._dir_lock.release()
             raise
         self.scheduler = Scheduler(self._clock)
+        self.log_cleaner = self._make_log_cleaner()
         self._schedule_default_tasks()
 
     # ------------------------------------------------------------------ loading
@@ -193,6 +194,14 @@ class LogManager:
                      config.log_flush_start_offset_checkpoint_interval_ms,
                      config.log_flush_start_offset_checkpoint_interval_ms)
         schedule("kafka-delete-logs", self.delete_expired_files, DELETE_CHECK_INTERVAL_MS)
+        if self.log_cleaner.enabled:
+            schedule("kafka-log-cleaner", self.log_cleaner.run_until_idle, config.log_cleaner_backoff_ms,
+                     config.log_cleaner_backoff_ms)
+
+    def _make_log_cleaner(self) -> Any:
+        from compaction.log_cleaner import LogCleaner  # lazy: compaction depends on logstore
+
+        return LogCleaner(self.logs, self._default_config, clock=self._clock)
 
     # ------------------------------------------------------------------ background tasks
 
@@ -233,6 +242,10 @@ class LogManager:
             self._stop.clear()
             self._thread = threading.Thread(target=self._loop, name="logstore-log-manager", daemon=True)
             self._thread.start()
+            if self.log_cleaner.enabled:
+                # log.cleaner.threads threads clean instead of the scheduler task.
+                self.scheduler.cancel("kafka-log-cleaner")
+                self.log_cleaner.start()
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -349,6 +362,7 @@ class LogManager:
             thread, self._thread = self._thread, None
         if thread is not None:
             thread.join()
+        self.log_cleaner.stop(wait=True)  # call log_cleaner.stop(wait=False) first to abandon
         with self._lock:
             logs = self.logs()
             for log in logs:

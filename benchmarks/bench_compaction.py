@@ -1,0 +1,112 @@
+"""Cleaner throughput next to plain file copy of the same bytes, plus offset-map bytes per key.
+
+Four logs (100-byte and 10 KiB values; 10% and 90% of records superseded by a later record
+with the same key), ~32 MiB each in 8 MiB segments, all cleanable (the active segment is
+empty). Each round cleans a fresh copy of the log with one Cleaner (default 128 MiB offset
+map, allocated once as Kafka does); the baseline copies one file of the same size with
+shutil.copyfile. Run: .venv/bin/pytest benchmarks/bench_compaction.py --benchmark-only
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+from compaction import OffsetMap
+from compaction.cleaner import Cleaner
+from logstore import Log
+from logstore.clock import ManualClock
+from logstore.records import build_batch_columnar
+
+TOTAL_BYTES = 32 << 20
+CONFIG = {"cleanup.policy": "compact", "segment.bytes": 8 << 20, "file.delete.delay.ms": 0}
+CASES = [(100, 0.1), (100, 0.9), (10240, 0.1), (10240, 0.9)]
+NOW = 1_700_000_000_000
+
+
+def _keys(n: int, dup: float, rng: np.random.Generator) -> np.ndarray:
+    distinct = max(int(n * (1 - dup)), 1)
+    keys = np.concatenate([np.arange(distinct), rng.integers(0, distinct, n - distinct)])
+    rng.shuffle(keys)
+    return keys
+
+
+@pytest.fixture(scope="module")
+def templates(tmp_path_factory):
+    root = tmp_path_factory.mktemp("compaction-bench")
+    out = {}
+    for value_size, dup in CASES:
+        per_batch = max(16384 // (value_size + 30), 1)
+        n = TOTAL_BYTES // (value_size + 30)
+        rng = np.random.default_rng(value_size + int(dup * 100))
+        keys = _keys(n, dup, rng)
+        value = bytes(rng.integers(0, 256, value_size, dtype=np.uint8))
+        path = root / f"v{value_size}-d{int(dup * 100)}" / "bench-0"
+        log = Log.open(path, CONFIG, clock=ManualClock(NOW))
+        for i in range(0, n, per_batch):
+            ks = [b"key-%012d" % k for k in keys[i:i + per_batch]]
+            log.append(build_batch_columnar(ks, [value] * len(ks), timestamps=[NOW] * len(ks)))
+        log.roll()
+        size = sum(s.size for s in log.segments)
+        log.close()
+        blob = root / f"blob-{value_size}-{dup}"
+        with open(blob, "wb") as f:
+            f.write(np.random.default_rng(0).integers(0, 256, size, dtype=np.uint8).tobytes())
+        out[(value_size, dup)] = (path, n, size, blob)
+    return out
+
+
+def _group(benchmark, value_size, dup, size, n, role):
+    benchmark.group = f"compaction {value_size} B values, {int(dup * 100)}% duplicates"
+    benchmark.extra_info.update(items=size, unit="bytes", role=role, records=n)
+
+
+@pytest.mark.parametrize(("value_size", "dup"), CASES)
+def test_cleaner_throughput(benchmark, templates, tmp_path, value_size, dup):
+    src, n, size, _ = templates[(value_size, dup)]
+    cleaner = Cleaner(CONFIG)
+    state = {}
+
+    def setup():
+        if "log" in state:
+            state["log"].close()
+        dst = tmp_path / f"run{len(state)}" / "bench-0"
+        shutil.rmtree(dst.parent, ignore_errors=True)
+        shutil.copytree(src, dst)
+        state["log"] = Log.open(dst, CONFIG, clock=ManualClock(NOW + 1000))
+        return (state["log"],), {}
+
+    _group(benchmark, value_size, dup, size, n, "ours")
+    result = benchmark.pedantic(cleaner.clean, setup=setup, rounds=3, iterations=1)
+    benchmark.extra_info.update(records_removed=result.records_removed,
+                                records_per_s=n / benchmark.stats.stats.mean)
+    assert result.records_removed > 0
+    state["log"].close()
+
+
+@pytest.mark.parametrize(("value_size", "dup"), CASES)
+def test_plain_file_copy(benchmark, templates, tmp_path, value_size, dup):
+    _, n, size, blob = templates[(value_size, dup)]
+    _group(benchmark, value_size, dup, size, n, "baseline")
+    benchmark.pedantic(shutil.copyfile, args=(blob, tmp_path / "copy"), rounds=5, iterations=1)
+
+
+def test_offset_map_bytes_per_key(benchmark):
+    omap = OffsetMap()  # log.cleaner.dedupe.buffer.size default: 128 MiB, load factor 0.9
+    n = 1_000_000
+    rng = np.random.default_rng(1)
+    h1 = rng.integers(0, 2**63, n, dtype=np.uint64)
+    h2 = rng.integers(0, 2**63, n, dtype=np.uint64)
+    offsets = np.arange(n, dtype=np.int64)
+
+    def fill():
+        omap.clear()
+        return omap.put_hashes(h1, h2, offsets)
+
+    benchmark.group = "offset map put, 1M keys"
+    benchmark.extra_info.update(items=n, unit="records", role="ours", bytes_per_key=omap.bytes_per_key,
+                                max_keys=omap.max_keys)
+    assert benchmark(fill) == n
+    assert omap.bytes_per_key <= 24
