@@ -16,7 +16,6 @@ from retention.plan import (
     RetentionPlan,
     SegmentInfo,
     SegmentLike,
-    cleanup_deletes,
     plan_retention,
 )
 
@@ -34,6 +33,5 @@ __all__ = [
     "RetentionPlan",
     "SegmentInfo",
     "SegmentLike",
-    "cleanup_deletes",
     "plan_retention",
 ]

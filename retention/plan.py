@@ -111,11 +111,6 @@ class RetentionPlan:
         return bool(self.deletions)
 
 
-def cleanup_deletes(config: LogConfig | Mapping[str, Any] | None) -> bool:
-    """True when ``cleanup.policy`` contains ``delete`` (time and size rules apply)."""
-    return LogConfig.coerce(config).delete
-
-
 def plan_retention(
     segments: Iterable[SegmentLike],
     config: LogConfig | Mapping[str, Any] | None,

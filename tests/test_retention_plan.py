@@ -13,6 +13,7 @@ from retention import (
     REASON_LOG_START_OFFSET,
     REASON_RETENTION_BYTES,
     REASON_RETENTION_MS,
+    REASONS,
     RetentionPlan,
     SegmentInfo,
     plan_retention,
@@ -342,8 +343,7 @@ def test_plan_invariants(scenario):
     n = len(plan.deletions)
     # A prefix, oldest first, grouped in Kafka's rule order.
     assert plan.segments == table[:n]
-    order = [REASON_LOG_START_OFFSET, REASON_RETENTION_BYTES, REASON_RETENTION_MS]
-    ranks = [order.index(d.reason) for d in plan.deletions]
+    ranks = [REASONS.index(d.reason) for d in plan.deletions]
     assert ranks == sorted(ranks)
     if "delete" not in cfg["cleanup.policy"]:
         assert set(ranks) <= {0}

@@ -1,0 +1,146 @@
+"""`logstore retention`: show (or run) one retention pass on partition directories.
+
+The plan is the same pure function the engine runs (retention.plan_retention): Kafka's
+log-start-offset, retention.bytes and retention.ms rules, oldest segments first, never at or
+above the high watermark. With `--dry-run` the logs are opened read-only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from logstore.cli._common import ExitCode, UsageError, add_command, non_negative_int, write_json
+
+COLUMNS = ("base offset", "next offset", "size", "largest timestamp", "reason")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add `logstore retention`."""
+    parser = add_command(
+        subparsers, "retention",
+        help="show or apply time, size and log-start-offset retention",
+        description=(
+            "Plan one retention pass on each partition directory given (or on every partition of\n"
+            "a data directory) with Kafka's rules: segments wholly below the log start offset,\n"
+            "then the oldest segments while the rest stays >= retention.bytes, then segments whose\n"
+            "largest timestamp is older than retention.ms; nothing at or above the high watermark.\n"
+            "Without --dry-run the segments are renamed to .deleted (removed after\n"
+            "file.delete.delay.ms, or when the log is next opened). The topic's configs are\n"
+            "not stored in the directory: give them with --config (Kafka's defaults otherwise)."
+        ),
+        example="logstore retention --dry-run --now 1700000000000 --config retention.ms=86400000 orders-0",
+    )
+    parser.add_argument("paths", nargs="+", metavar="DIR", help="partition or data directories")
+    parser.add_argument("--now", type=non_negative_int, metavar="MS",
+                        help="the clock, in ms since the epoch (default: now)")
+    parser.add_argument("--dry-run", action="store_true", help="print the plan; change nothing")
+    parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                        help="a topic config (Kafka names, e.g. retention.bytes=1073741824); repeatable")
+    parser.add_argument("--json", action="store_true", help="one JSON object per partition")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Plan (and unless --dry-run, apply) retention on every partition found; print each plan."""
+    from logstore.clock import ManualClock, SystemClock
+    from logstore.config import LogConfig
+    from logstore.errors import InvalidConfigError
+    from logstore.log import Log
+    from retention import SegmentInfo, plan_for_log
+
+    try:
+        config = LogConfig.coerce(_parse_config(args.config))
+    except InvalidConfigError as exc:
+        raise UsageError(f"--config {exc}") from None
+    clock = ManualClock(args.now) if args.now is not None else SystemClock()
+    partitions = _partitions(args.paths)
+    if not partitions:
+        raise UsageError("no partition directories (<topic>-<partition>) found")
+    for path in partitions:
+        log = Log.open(path, config, clock=clock, read_only=args.dry_run)
+        try:
+            now = clock.time_ms()
+            before = {"logStartOffset": log.log_start_offset, "highWatermark": log.high_watermark,
+                      "logEndOffset": log.log_end_offset, "size": log.size}
+            preview = plan_for_log(log, now_ms=now)
+            # Read segment metadata before any file is renamed.
+            infos = {s.base_offset: SegmentInfo.of(s) for s in preview.segments}
+            plan = preview if args.dry_run else log.delete_old_segments(now_ms=now)
+        finally:
+            log.close()
+        rows = [(infos[s.base_offset], reason) for s, reason in plan.deletions]
+        summary = {"partition": path.name, "dryRun": args.dry_run, "now": now, **before,
+                   "newLogStartOffset": plan.new_log_start_offset, "bytesReclaimed": plan.bytes_reclaimed,
+                   "rollActiveFirst": plan.roll_active_first}
+        if args.json:
+            write_json(sys.stdout, {**summary, "deletions": [_row_json(info, reason) for info, reason in rows]})
+        else:
+            _print_table(summary, rows)
+    return ExitCode.OK
+
+
+def _parse_config(items: list[str]) -> dict[str, str]:
+    config = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--config expects KEY=VALUE, got {item!r}")
+        config[key.strip()] = value.strip()
+    return config
+
+
+def _partitions(paths: list[str]) -> list[Path]:
+    """Partition directories named by `paths`, or found one level below a data directory."""
+    from logstore.errors import InvalidTopicError
+    from logstore.log import parse_partition_dir
+
+    def is_partition(path: Path) -> bool:
+        try:
+            parse_partition_dir(path.name)
+        except InvalidTopicError:
+            return False
+        return True
+
+    found = []
+    for raw in paths:
+        path = Path(raw)
+        if not path.is_dir():
+            raise FileNotFoundError(2, "No such directory", str(path))
+        if is_partition(path):
+            found.append(path)
+        else:
+            found.extend(c for c in sorted(path.iterdir()) if c.is_dir() and is_partition(c))
+    return found
+
+
+def _row_json(info: Any, reason: str) -> dict[str, Any]:
+    return {"baseOffset": info.base_offset, "nextOffset": info.next_offset, "size": info.size,
+            "largestTimestamp": info.largest_timestamp, "reason": reason}
+
+
+def _timestamp(ms: int) -> str:
+    if ms < 0:
+        return str(ms)
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _print_table(summary: dict[str, Any], rows: list[tuple[Any, str]]) -> None:
+    verb = "would delete" if summary["dryRun"] else "deleted"
+    print(f"{summary['partition']}: {verb} {len(rows)} segment(s), {summary['bytesReclaimed']} of "
+          f"{summary['size']} bytes; log start offset {summary['logStartOffset']} -> "
+          f"{summary['newLogStartOffset']} (high watermark {summary['highWatermark']}, log end "
+          f"{summary['logEndOffset']}, now {summary['now']})"
+          + ("; rolls the active segment first" if summary["rollActiveFirst"] else ""))
+    if not rows:
+        return
+    cells = [[str(i.base_offset), str(i.next_offset), str(i.size), _timestamp(i.largest_timestamp), reason]
+             for i, reason in rows]
+    widths = [max(len(h), *(len(c[k]) for c in cells)) for k, h in enumerate(COLUMNS)]
+    print("  " + "  ".join(h.ljust(w) for h, w in zip(COLUMNS, widths, strict=True)).rstrip())
+    for c in cells:
+        print("  " + "  ".join(v.rjust(w) if k < 3 else v.ljust(w)
+                               for k, (v, w) in enumerate(zip(c, widths, strict=True))).rstrip())
