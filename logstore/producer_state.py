@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple, Protocol
@@ -192,6 +192,30 @@ def batch_info(batch: RecordBatch) -> BatchInfo:
             marker, timestamp = found
             info = info._replace(marker=marker, max_timestamp=timestamp)
     return info
+
+
+def committed_batches(
+    batches: Iterable[RecordBatch], aborted: Iterable[AbortedTxn]
+) -> Iterator[RecordBatch]:
+    """The data batches a READ_COMMITTED consumer keeps: drops control batches and every
+    transactional batch of a producer between an aborted transaction's first offset and its
+    ABORT marker (Kafka's consumer-side filter)."""
+    pending = sorted(aborted, key=lambda t: t.first_offset)
+    next_txn = 0
+    aborting: set[int] = set()
+    for batch in batches:
+        if batch.producer_id >= 0:
+            while next_txn < len(pending) and pending[next_txn].first_offset <= batch.last_offset:
+                aborting.add(pending[next_txn].producer_id)
+                next_txn += 1
+            if batch.is_control:
+                found = end_txn_marker(batch)
+                if found is not None and found[0].is_abort:
+                    aborting.discard(batch.producer_id)
+            elif batch.is_transactional and batch.producer_id in aborting:
+                continue
+        if not batch.is_control:
+            yield batch
 
 
 @dataclass(frozen=True, slots=True)

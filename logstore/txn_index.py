@@ -8,8 +8,9 @@ numpy structured view, so the fetch path (`collect_aborted_txns`) is vectorised.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import numpy as np
 
@@ -188,3 +189,29 @@ class TransactionIndex:
         except FileNotFoundError:
             return False
         return True
+
+
+class SegmentWithTxnIndex(Protocol):
+    """What collect_aborted_txns needs of a segment (LogSegment has it)."""
+
+    base_offset: int
+    txn_index: TransactionIndex
+
+
+def collect_aborted_txns(
+    segments: Sequence[SegmentWithTxnIndex], fetch_offset: int, upper_bound_offset: int
+) -> list[AbortedTxn]:
+    """Aborted transactions overlapping [fetch_offset, upper_bound_offset), searching the
+    segment holding `fetch_offset` and the later ones until an index says the search is complete."""
+    found: list[AbortedTxn] = []
+    start = 0
+    for i, segment in enumerate(segments):
+        if segment.base_offset <= fetch_offset:
+            start = i
+    # A transaction's ABORT marker (hence its entry) may lie segments after the fetch range.
+    for segment in segments[start:]:
+        result = segment.txn_index.collect_aborted_txns(fetch_offset, upper_bound_offset)
+        found.extend(result.aborted)
+        if result.is_complete:
+            break
+    return found
