@@ -206,8 +206,10 @@ class LogManager:
     # ------------------------------------------------------------------ background tasks
 
     def _run_retention(self, now_ms: int) -> None:
+        # Every log: without `delete` in cleanup.policy the pass still drops segments wholly
+        # below the log start offset, as Kafka's deleteOldSegments does.
         for log in self.logs():
-            if log.config.delete and not log.closed:
+            if not log.closed:
                 log.delete_old_segments(now_ms)
 
     def _run_flush(self, now_ms: int) -> None:
