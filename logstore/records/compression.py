@@ -78,8 +78,15 @@ LZ4_FRAME_HEADER = LZ4_MAGIC + LZ4_FLG_BD + bytes([lz4_descriptor_checksum(LZ4_F
 _STREAM_CODECS = {GZIP: "gzip", LZ4: "lz4", ZSTD: "zstd"}
 _snappy = pa.Codec("snappy")
 _lz4_raw = pa.Codec("lz4_raw")
-_gzip = pa.Codec("gzip")
+# Kafka's defaults: compression.gzip.level -1 (zlib's 6), compression.zstd.level 3.
+_gzip = pa.Codec("gzip", compression_level=6)
 _zstd = pa.Codec("zstd", compression_level=3)
+
+# zstd frame header (RFC 8878 3.1.1.1): magic, descriptor byte, optional window byte,
+# dictionary id (0/1/2/4 bytes), frame content size (0/1/2/4/8 bytes).
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+_ZSTD_DICT_ID_SIZES = (0, 1, 2, 4)
+_ZSTD_CONTENT_SIZE_SIZES = (0, 2, 4, 8)
 
 
 def compression_code(name: str) -> int:
@@ -136,6 +143,13 @@ def decompress(code: int, data, *, limit: int = DEFAULT_MAX_INFLATED_BYTES, posi
     try:
         if code == SNAPPY:
             return _snappy_decompress(memoryview(data).cast("B"), limit, position)
+        if code == ZSTD:
+            size = _zstd_content_size(data)
+            if size is not None and size <= limit:
+                try:
+                    return _zstd.decompress(data, decompressed_size=size, asbytes=True)
+                except (OSError, ValueError, pa.ArrowException):
+                    pass  # e.g. several frames: the bounded stream below reads them all
         name = _STREAM_CODECS.get(code)
         if name is None:
             raise CorruptRecordError(f"unknown compression codec {code}", position=position)
@@ -143,6 +157,23 @@ def decompress(code: int, data, *, limit: int = DEFAULT_MAX_INFLATED_BYTES, posi
     except (OSError, ValueError, pa.ArrowException) as exc:
         raise CorruptRecordError(f"cannot decompress {COMPRESSION_NAMES[code]} records: {exc}",
                                  position=position) from None
+
+
+def _zstd_content_size(data) -> int | None:
+    """The content size a single zstd frame declares in its header, or None when absent."""
+    header = bytes(memoryview(data)[:18])
+    if len(header) < 6 or header[:4] != ZSTD_MAGIC:
+        return None
+    descriptor = header[4]
+    single_segment = bool(descriptor & 0x20)
+    size_field = _ZSTD_CONTENT_SIZE_SIZES[descriptor >> 6] or (1 if single_segment else 0)
+    if not size_field:
+        return None
+    start = 5 + (0 if single_segment else 1) + _ZSTD_DICT_ID_SIZES[descriptor & 0x03]
+    if len(header) < start + size_field:
+        return None
+    size = int.from_bytes(header[start:start + size_field], "little")
+    return size + 256 if size_field == 2 else size
 
 
 def _read_bounded(stream, limit: int, position: int) -> bytes:
