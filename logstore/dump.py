@@ -336,6 +336,75 @@ def record_line(
     return "".join(parts)
 
 
+def record_lines(batch: Any, *, print_data: bool, skip_metadata: bool = False) -> list[str]:
+    """Every record line of one magic 2 batch, formatted from its decoded columns.
+
+    The bulk path of a deep dump: batch-constant parts are formatted once, and an ASCII
+    records section is decoded once and sliced. Same text as `record_line` per record.
+    """
+    if batch.magic < 2 or batch.is_control or skip_metadata:
+        return [record_line(batch, r, print_data=print_data, skip_metadata=skip_metadata)
+                for r in batch.records()]
+    cols = batch.columns()
+    n = cols.offset.size
+    offsets = cols.offset.tolist()
+    if batch.timestamp_type == "LogAppendTime":
+        timestamps = [batch.max_timestamp] * n
+    else:
+        timestamps = cols.timestamp.tolist()
+    key_len = _lengths(cols.key_offsets, cols.key_null)
+    value_len = _lengths(cols.value_offsets, cols.value_null)
+    if batch.base_sequence < 0:
+        sequences: list[int] = [NO_SEQUENCE] * n
+    else:
+        sequences = [record_sequence(batch, o) for o in offsets]
+    if cols.header_key_offsets.size <= 1:
+        header_keys = ["[]"] * n
+    else:
+        names = _strings(cols.header_key_data, cols.header_key_offsets, None)
+        bounds = cols.headers_offsets.tolist()
+        header_keys = [f"[{','.join(names[a:b])}]" for a, b in zip(bounds, bounds[1:], strict=False)]
+    kind = timestamp_type_name(batch)
+    lines = [
+        f"{RECORD_INDENT} offset: {o} {kind}: {t} keySize: {kl} valueSize: {vl} sequence: {s} headerKeys: {h}"
+        for o, t, kl, vl, s, h in zip(offsets, timestamps, key_len, value_len, sequences, header_keys,
+                                      strict=True)
+    ]
+    if not print_data:
+        return lines
+    keys = _strings(cols.key_data, cols.key_offsets, cols.key_null)
+    values = _strings(cols.value_data, cols.value_offsets, cols.value_null)
+    return [
+        line + ("" if k is None else f" key: {k}") + ("" if v is None else f" payload: {v}")
+        for line, k, v in zip(lines, keys, values, strict=True)
+    ]
+
+
+def _lengths(offsets: np.ndarray, null: np.ndarray) -> list[int]:
+    """Per-item byte lengths of an Arrow-style binary column, -1 where null."""
+    lengths = np.diff(offsets.astype(np.int64))
+    lengths[np.asarray(null, dtype=bool)] = -1
+    return lengths.tolist()
+
+
+def _strings(data: np.ndarray, offsets: np.ndarray, null: np.ndarray | None) -> list[str | None]:
+    """Java-decoded strings of an Arrow-style binary column (None where null).
+
+    An all-ASCII column is decoded once and sliced (byte offsets are character offsets).
+    """
+    raw = data.tobytes()
+    bounds = offsets.tolist()
+    if raw.isascii():
+        text = raw.decode("ascii")
+        items: list[str | None] = [text[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+    else:
+        items = [java_string(raw[a:b]) for a, b in zip(bounds, bounds[1:], strict=False)]
+    if null is not None:
+        for i in np.flatnonzero(np.asarray(null, dtype=bool)).tolist():
+            items[i] = None
+    return items
+
+
 def batch_json(
     batch: Any,
     position: int,

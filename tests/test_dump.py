@@ -148,3 +148,18 @@ def test_reports_list_pairs_newest_first_like_kafkas_scala_lists():
     assert dump.index_mismatch_report("/p", [(1, 2), (3, 4)]) == [
         "Mismatches in :/p", "  Index offset: 3, log offset: 4", "  Index offset: 1, log offset: 2"]
     assert dump.non_consecutive_report("/p", [(1, 3)]) == ["Non-consecutive offsets in /p", "  1 is followed by 3"]
+
+
+@pytest.mark.parametrize("options", [
+    {},
+    {"producer_id": 3, "producer_epoch": 0, "base_sequence": 2**31 - 2},
+    {"timestamp_type": "LogAppendTime", "max_timestamp": 77},
+    {"compression": "zstd"},
+])
+def test_bulk_record_lines_equal_the_per_record_lines(options):
+    records = [Record(0, 5, b"k", b"v", (("a", b"1"), ("b", None))), Record(1, 9, None, None),
+               Record(2, 3, "ключ".encode(), b"\xff\xfe"), Record(3, 4, b"", b"")]
+    batch = RecordBatch(build_batch(records, **options))
+    for print_data in (False, True):
+        assert dump.record_lines(batch, print_data=print_data) == [
+            dump.record_line(batch, r, print_data=print_data) for r in batch.records()]

@@ -269,26 +269,21 @@ def dump_log(path: str, opts: Options, out: Output, problems: Problems) -> None:
                     batch = RecordBatch(data, position)
                     valid = dump.kafka_is_valid(batch)
                     problems.found |= not valid
-                    records = legacy = None
-                    if opts.deep:
-                        records, legacy = decode_records(batch, path, position)
-                        for record in records:
-                            if last_offset != -1 and record.offset != last_offset + 1:
-                                problems.add(problems.non_consecutive, path, (last_offset, record.offset))
-                            last_offset = record.offset
                     if out.json:
+                        records = legacy = None
+                        if opts.deep:
+                            records, legacy = decode_records(batch, path, position)
+                            offsets = [r.offset for r in records]
                         obj = dump.batch_json(batch, position, records, print_data=opts.print_data,
                                               legacy=legacy)
-                        obj["file"] = path
-                        out.obj(obj)
+                        out.obj({"type": obj.pop("type"), "file": path, **obj})
                     else:
                         out.line(dump.batch_line(batch, position))
-                        if records is not None:
-                            out.lines(
-                                dump.record_line(batch, r, print_data=opts.print_data,
-                                                 skip_metadata=opts.skip_metadata,
-                                                 legacy=None if legacy is None else legacy[i])
-                                for i, r in enumerate(records))
+                        if opts.deep:
+                            offsets, lines = record_lines(batch, path, position, opts)
+                            out.lines(lines)
+                    if opts.deep:
+                        last_offset = check_consecutive(offsets, last_offset, path, problems)
                     valid_bytes = position + size
                     bar.update(size)
             except CorruptRecordError as exc:
@@ -302,6 +297,39 @@ def dump_log(path: str, opts: Options, out: Output, problems: Problems) -> None:
         out.line(dump.trailing_bytes_line(trailing, os.path.basename(path)))
         out.obj({"type": "problem", "problem": "invalid_trailing_bytes", "file": path,
                  "position": valid_bytes, "bytes": trailing})
+
+
+def record_lines(batch: Any, path: str, position: int, opts: Options) -> tuple[Any, list[str]]:
+    """(record offsets, record lines) of one batch for a text deep dump."""
+    from logstore import dump
+    from logstore.errors import CorruptRecordError
+
+    if batch.magic < 2:
+        records, legacy = decode_records(batch, path, position)
+        return [r.offset for r in records], [
+            dump.record_line(batch, r, print_data=opts.print_data, skip_metadata=opts.skip_metadata,
+                             legacy=legacy[i]) for i, r in enumerate(records)]
+    try:
+        lines = dump.record_lines(batch, print_data=opts.print_data, skip_metadata=opts.skip_metadata)
+        return batch.columns().offset, lines
+    except CorruptRecordError as exc:
+        raise CorruptRecordError(
+            f"cannot decode the records of the batch at position {position}: {exc}",
+            path=path, position=position) from exc
+
+
+def check_consecutive(offsets: Any, last_offset: int, path: str, problems: Problems) -> int:
+    """Record Kafka's non-consecutive offset pairs; return the last offset seen."""
+    import numpy as np
+
+    offsets = np.asarray(offsets, dtype=np.int64)
+    if offsets.size == 0:
+        return last_offset
+    if last_offset != -1 and int(offsets[0]) != last_offset + 1:
+        problems.add(problems.non_consecutive, path, (last_offset, int(offsets[0])))
+    for gap in np.flatnonzero(np.diff(offsets) != 1).tolist():
+        problems.add(problems.non_consecutive, path, (int(offsets[gap]), int(offsets[gap + 1])))
+    return int(offsets[-1])
 
 
 def decode_records(batch: Any, path: str, position: int) -> tuple[list[Any], list[Any] | None]:
