@@ -6,16 +6,25 @@ import shutil
 import struct
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
 import pytest
 
 from logstore.errors import CorruptRecordError, InvalidRecordError
 from logstore.records import (
     COMPRESSION_NAMES,
+    ControlRecord,
+    LegacyRecordBatch,
     Record,
     RecordBatch,
     build_batch,
+    build_batch_columnar,
+    build_control_batch,
+    build_legacy_entry,
+    crc32,
     crc32c,
     iter_batches,
+    parse_control_record,
     read_batch_header,
     set_base_offset_and_epoch,
     set_log_append_time,
@@ -216,3 +225,90 @@ def test_record_batch_rejects_entry_past_buffer_end():
     data = build_batch(sample_records())
     with pytest.raises(CorruptRecordError):
         RecordBatch(data[:-1])
+
+
+def test_legacy_messages_read_through_the_batch_interface():
+    records = [Record(10, 1_000, b"a", b"1"), Record(11, 3_000, None, b"2"), Record(12, 2_000, b"c", None)]
+    data = build_legacy_entry(records, magic=1, compression="gzip")
+    batch = RecordBatch(data)
+    assert isinstance(batch, LegacyRecordBatch) and batch.is_valid()
+    assert (batch.base_offset, batch.last_offset, batch.next_offset) == (10, 12, 13)
+    assert batch.record_count == 3 and batch.last_offset_delta == 2
+    assert batch.max_timestamp == 3_000 and batch.timestamp_type == "CreateTime"
+    assert (batch.partition_leader_epoch, batch.producer_id, batch.base_sequence) == (-1, -1, -1)
+    assert not batch.is_transactional and not batch.is_control and batch.delete_horizon_ms is None
+    assert batch.crc == crc32(data[16:]) and batch.compute_crc() == batch.crc
+    assert batch.records() == records
+    assert batch.to_arrow().column("key").to_pylist() == [b"a", None, b"c"]
+    header = read_batch_header(data, 0)
+    assert (header.magic, header.base_offset, header.next_offset) == (1, 12, 13)
+
+
+def test_legacy_log_append_time_wrapper_stamps_inner_records():
+    records = [Record(0, 5, b"a", b"1"), Record(1, 6, b"b", b"2")]
+    batch = RecordBatch(build_legacy_entry(records, magic=1, compression="snappy", log_append_time=99))
+    assert batch.timestamp_type == "LogAppendTime"
+    assert [r.timestamp for r in batch.records()] == [99, 99]
+
+
+def test_legacy_magic_0_has_no_timestamps():
+    batch = RecordBatch(build_legacy_entry([Record(4, 123, b"k", b"v")], magic=0))
+    assert batch.records() == [Record(4, -1, b"k", b"v")]
+    assert batch.max_timestamp == -1 and batch.size_in_bytes == 12 + 4 + 2 + 4 + 1 + 4 + 1
+    with pytest.raises(InvalidRecordError):
+        set_log_append_time(bytearray(bytes(batch)), 0, 5)
+
+
+def test_control_batches_build_and_parse():
+    data = build_control_batch("commit", producer_id=8, producer_epoch=2, coordinator_epoch=5,
+                               timestamp=1_000, base_offset=40, partition_leader_epoch=3)
+    batch = RecordBatch(data)
+    assert batch.is_control and batch.is_transactional and batch.is_valid()
+    assert (batch.producer_id, batch.producer_epoch, batch.partition_leader_epoch) == (8, 2, 3)
+    (record,) = batch.records()
+    assert record.key == b"\x00\x00\x00\x01" and record.value == b"\x00\x00\x00\x00\x00\x05"
+    assert parse_control_record(record) == ControlRecord("commit", 1, 0, 5)
+    abort = RecordBatch(build_control_batch("abort", producer_id=8, producer_epoch=2,
+                                            coordinator_epoch=0, timestamp=1)).records()[0]
+    assert parse_control_record(abort).kind == "abort"
+
+
+def test_control_record_parsing_rejects_malformed_markers():
+    assert parse_control_record(Record(0, 0, b"\x00\x00\x00\x07", None)).kind == "unknown"
+    for key, value in [(b"\x00", b""), (None, None), (b"\xff\xff\x00\x01", b"\x00" * 6),
+                       (b"\x00\x00\x00\x01", b"\x00\x00"), (b"\x00\x00\x00\x00", b"\x80\x00\x00\x00\x00\x00")]:
+        with pytest.raises(CorruptRecordError):
+            parse_control_record(Record(0, 0, key, value))
+    with pytest.raises(InvalidRecordError):
+        build_control_batch("rollback", producer_id=1, producer_epoch=0, coordinator_epoch=0, timestamp=0)
+
+
+def test_columnar_builder_rejects_bad_columns():
+    keys = pa.array([b"a", b"b"])
+    bad_calls = [
+        lambda: build_batch_columnar(keys, pa.array([b"x"])),
+        lambda: build_batch_columnar(pa.array([1, 2]), None),
+        lambda: build_batch_columnar(keys, None, timestamps=[1, 2, 3]),
+        lambda: build_batch_columnar(keys, None, timestamps=["a", "b"]),
+        lambda: build_batch_columnar(keys, None, offsets=[1, 1]),
+        lambda: build_batch_columnar(keys, None, offsets=[0, 2**31]),
+        lambda: build_batch_columnar(keys, None, headers=[[(None, b"v")], []]),
+        lambda: build_batch_columnar(keys, None, headers=[[("k", "text")], []]),
+        lambda: build_batch_columnar(keys, None, headers=[()]),
+        lambda: build_batch_columnar(keys, None, timestamp_type="Now"),
+        lambda: build_batch_columnar(keys, None, is_transactional=True),
+    ]
+    for call in bad_calls:
+        with pytest.raises(InvalidRecordError):
+            call()
+
+
+def test_batches_read_from_any_buffer_type():
+    data = build_batch(sample_records(), compression="gzip")
+    expected = sample_records()
+    for buffer in (data, bytearray(data), memoryview(data), np.frombuffer(data, np.uint8)):
+        assert RecordBatch(buffer).records() == expected
+        assert [r for b in iter_batches(buffer) for r in b] == expected
+    padded = b"\x00" * 7 + data
+    assert RecordBatch(padded, 7).records() == expected
+    assert RecordBatch(padded, 7).position == 7 and bytes(RecordBatch(padded, 7)) == data

@@ -124,6 +124,9 @@ def _header_blocks(headers, n: int):
                 raise InvalidRecordError(f"headers has {len(headers)} entries for {n} records")
             return None
         try:
+            if not all(isinstance(k, str) and (v is None or isinstance(v, bytes))
+                       for record_headers in headers if record_headers for k, v in record_headers):
+                raise InvalidRecordError("header keys must be str and header values bytes or None")
             headers = pa.array(headers, type=HEADERS_TYPE)
         except (pa.ArrowException, TypeError, ValueError) as exc:
             raise InvalidRecordError(
