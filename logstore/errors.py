@@ -116,3 +116,39 @@ class RecordTooLargeError(InvalidRecordError):
 class LogCleaningAbortedError(LogstoreError):
     """A log clean stopped part-way (aborted, or the log changed under it); the group being
     cleaned was not swapped in and the cleaner checkpoint did not move."""
+
+
+class NotLeaderOrFollowerError(LogstoreError):
+    """A produce or fetch sent to a replica that is not the partition's leader (or a replica
+    the leader does not know); the caller should refresh its view of the leader."""
+
+
+class FencedLeaderEpochError(LogstoreError):
+    """A request carrying an older leader epoch than the replica's: the sender is stale."""
+
+
+class UnknownLeaderEpochError(LogstoreError):
+    """A request carrying a newer leader epoch than the replica knows yet: retry later."""
+
+
+class NotEnoughReplicasError(LogstoreError):
+    """An acks=all append refused because the ISR is smaller than `min.insync.replicas`."""
+
+
+class NotEnoughReplicasAfterAppendError(LogstoreError):
+    """An acks=all append written, but the ISR shrank below `min.insync.replicas` before it
+    was committed (Kafka's NOT_ENOUGH_REPLICAS_AFTER_APPEND)."""
+
+
+class ReplicaNotAvailableError(LogstoreError):
+    """A replication request could not reach the replica (broker down, connection lost)."""
+
+
+class FetchOffsetOutOfRangeError(OffsetOutOfRangeError):
+    """A fetch offset outside the leader's [log start offset, log end offset]; carries both
+    so the follower can restart from the right place."""
+
+    def __init__(self, message: str, *, log_start_offset: int, log_end_offset: int):
+        self.log_start_offset = log_start_offset
+        self.log_end_offset = log_end_offset
+        super().__init__(message)
