@@ -4,12 +4,15 @@ Four logs (100-byte and 10 KiB values; 10% and 90% of records superseded by a la
 with the same key), ~32 MiB each in 8 MiB segments, all cleanable (the active segment is
 empty). Each round cleans a fresh copy of the log with one Cleaner (default 128 MiB offset
 map, allocated once as Kafka does); the baseline copies one file of the same size with
-shutil.copyfile. Run: .venv/bin/pytest benchmarks/bench_compaction.py --benchmark-only
+shutil.copyfile, and the same followed by fsync (the cleaner fsyncs what it writes before
+the swap, as Kafka does). Run: .venv/bin/pytest benchmarks/bench_compaction.py --benchmark-only
 """
 
 from __future__ import annotations
 
+import os
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -91,6 +94,23 @@ def test_plain_file_copy(benchmark, templates, tmp_path, value_size, dup):
     _, n, size, blob = templates[(value_size, dup)]
     _group(benchmark, value_size, dup, size, n, "baseline")
     benchmark.pedantic(shutil.copyfile, args=(blob, tmp_path / "copy"), rounds=5, iterations=1)
+
+
+def copy_and_fsync(src: Path, dst: Path) -> None:
+    """shutil.copyfile, then fsync the copy: the durability the cleaner gives its output."""
+    shutil.copyfile(src, dst)
+    fd = os.open(dst, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize(("value_size", "dup"), CASES)
+def test_file_copy_with_fsync(benchmark, templates, tmp_path, value_size, dup):
+    _, n, size, blob = templates[(value_size, dup)]
+    _group(benchmark, value_size, dup, size, n, "baseline")
+    benchmark.pedantic(copy_and_fsync, args=(blob, tmp_path / "copy"), rounds=5, iterations=1)
 
 
 def test_offset_map_bytes_per_key(benchmark):

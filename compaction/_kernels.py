@@ -124,7 +124,7 @@ def map_put(h1s, h2s, rels, size, max_size, k1, k2, offsets, base_offset, valid)
     for i in range(n):
         if not valid[i]:
             continue
-        if size >= max_size:
+        if size >= max_size or size >= slots - 1:  # a table never fills: probes must end
             return i, size, last_put
         rel = offsets[i] - base_offset
         if rel < 0 or rel >= np.int64(0xFFFFFFFF):
@@ -259,10 +259,11 @@ def _varint_size(value):
 
 
 @njit(cache=True)
-def rewrite_records(buf, rec_start, rec_end, new_ts_deltas, out):
+def rewrite_records(buf, rec_start, rec_end, new_ts_deltas, out, out_end):
     """Copy records into out with a new timestampDelta each (rest of the record unchanged).
 
-    Returns the bytes written; out must have room for len + 20 bytes per record.
+    out_end[i] receives the end of record i in out; returns the bytes written. out must have
+    room for the records' lengths + 20 bytes per record.
     """
     w = 0
     for i in range(rec_start.shape[0]):
@@ -278,6 +279,7 @@ def rewrite_records(buf, rec_start, rec_end, new_ts_deltas, out):
         w = _write_varint(out, w, new_ts_deltas[i])
         out[w:w + rest] = buf[after_ts:rec_end[i]]
         w += rest
+        out_end[i] = w
     return w
 
 

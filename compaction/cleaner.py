@@ -9,6 +9,7 @@ match) -> `Log.replace_segments` swaps it in crash-safely -> `cleaner-offset-che
 
 from __future__ import annotations
 
+import mmap
 import threading
 import time
 from collections.abc import Mapping
@@ -40,6 +41,9 @@ from logstore.txn_index import AbortedTxn as IndexAbortedTxn
 
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 CLEANED_SUFFIX = ".cleaned"
+# Source bytes of dirty segments whose decoded columns the map pass keeps for the cleaning
+# pass (saves decoding them twice); beyond this they are decoded again.
+DECODE_CACHE_BYTES = 512 << 20
 
 
 @dataclass
@@ -90,21 +94,34 @@ def last_stable_offset(log: Any) -> int:
 
 
 def read_segment(segment: LogSegment) -> np.ndarray:
-    """The segment's `.log` bytes as a uint8 array (a non-active segment never changes)."""
-    return np.fromfile(segment.log_path, dtype=np.uint8, count=segment.size)
+    """The segment's `.log` bytes as a read-only uint8 array over a private mapping (a
+    non-active segment never changes; the mapping outlives a rename or unlink)."""
+    size = segment.size
+    if size == 0:
+        return np.zeros(0, np.uint8)
+    with open(segment.log_path, "rb") as f:
+        return np.frombuffer(mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ), np.uint8)
 
 
-def active_producers(segments: list[LogSegment]) -> dict[int, ProducerLastRecord]:
-    """Each producer id's last data offset and epoch, from a header-only scan of `segments`."""
+def _headers(seg: LogSegment, decoded: Mapping[int, dec.DecodedBatches]) -> np.ndarray:
+    """The v2 batch headers of a segment (from its decoded columns when at hand)."""
+    d = decoded.get(seg.base_offset)
+    if d is not None:
+        return d.header[d.header["magic"] >= 2]
+    buf = read_segment(seg)
+    pos, _ = dec.walk(buf, 0, len(buf))
+    if not pos.size:
+        return np.zeros(0, dec.HEADER_DTYPE)
+    pos = pos[buf[pos + dec.MAGIC_OFFSET] >= 2]
+    return np.ascontiguousarray(buf[pos[:, None] + dec._HEADER_RANGE]).view(dec.HEADER_DTYPE).reshape(-1)
+
+
+def active_producers(segments: list[LogSegment],
+                     decoded: Mapping[int, dec.DecodedBatches] | None = None) -> dict[int, ProducerLastRecord]:
+    """Each producer id's last data offset and epoch, from the batch headers of `segments`."""
     out: dict[int, ProducerLastRecord] = {}
     for seg in segments:
-        buf = read_segment(seg)
-        pos, _ = dec.walk(buf, 0, len(buf))
-        if not pos.size:
-            continue
-        v2 = buf[pos + dec.MAGIC_OFFSET] >= 2
-        pos = pos[v2]
-        raw = np.ascontiguousarray(buf[pos[:, None] + dec._HEADER_RANGE]).view(dec.HEADER_DTYPE).reshape(-1)
+        raw = _headers(seg, decoded or {})
         pids = raw["producer_id"].astype(np.int64)
         for i in np.flatnonzero(pids >= 0):
             pid = int(pids[i])
@@ -224,14 +241,20 @@ class Cleaner:
 
         # 1. The offset map over the dirty segments.
         omap = self.offset_map
-        omap.clear(base_offset=start)
         dirty = [s for i, s in enumerate(segments) if s.base_offset < upper
                  and (i + 1 == len(segments) or segments[i + 1].base_offset > start)]
+        omap.clear(base_offset=start, expected_keys=sum(
+            int(_headers(s, {})["record_count"].sum()) for s in dirty))
         tracker = TxnTracker(aborted_txns(dirty))
         full = False
+        decoded: dict[int, dec.DecodedBatches] = {}  # reused by the cleaning pass, bounded
+        cached_bytes = 0
         for i, seg in enumerate(dirty):
             self._check_abort()
             d = dec.decode(read_segment(seg), segment_base=seg.base_offset, path=str(seg.log_path))
+            if cached_bytes + seg.size <= DECODE_CACHE_BYTES:
+                decoded[seg.base_offset] = d
+                cached_bytes += seg.size
             full = map_batches(omap, d.records, d.batches, start, tracker)
             if full:
                 break
@@ -247,13 +270,13 @@ class Cleaner:
         sizes = [(s.base_offset, s.size, s.offset_index.size_in_bytes, s.time_index.size_in_bytes)
                  for s in to_clean]
         groups = group_segments_by_size(sizes, cfg["segment.bytes"], cfg["segment.index.bytes"], upper)
-        producers = active_producers(segments)
+        producers = active_producers(segments, decoded)
         tracker = TxnTracker(aborted_txns(to_clean))
         removed = np.zeros(len(REASON_NAMES), np.int64)
         for group in groups:
             self._check_abort()
             self._clean_group(log, [to_clean[i] for i in group], now, upper, producers, tracker,
-                              legacy_horizon, result, removed, dry_run)
+                              legacy_horizon, result, removed, dry_run, decoded)
         result.removed_by_reason = {name: int(removed[i]) for i, name in enumerate(REASON_NAMES) if i}
         if not dry_run:
             self.write_checkpoint(log, end)
@@ -262,7 +285,8 @@ class Cleaner:
 
     def _clean_group(self, log: Any, group: list[LogSegment], now: int, upper: int,
                      producers: Mapping[int, ProducerLastRecord], tracker: TxnTracker,
-                     legacy_horizon: int, result: CleanResult, removed: np.ndarray, dry_run: bool) -> None:
+                     legacy_horizon: int, result: CleanResult, removed: np.ndarray, dry_run: bool,
+                     decoded: dict[int, dec.DecodedBatches]) -> None:
         cfg = log.config
         cleaned = None
         if not dry_run:
@@ -274,7 +298,10 @@ class Cleaner:
         try:
             for seg in group:
                 self._check_abort()
-                self._clean_segment(seg, cleaned, cfg, now, upper, producers, tracker,
+                d = decoded.pop(seg.base_offset, None)
+                if d is None:
+                    d = dec.decode(read_segment(seg), segment_base=seg.base_offset, path=str(seg.log_path))
+                self._clean_segment(d, cleaned, cfg, now, upper, producers, tracker,
                                     seg.last_modified_ms > legacy_horizon, result, removed)
             result.segments_cleaned += len(group)
             result.segments_written += 1
@@ -295,11 +322,10 @@ class Cleaner:
                     path.unlink()
             raise
 
-    def _clean_segment(self, seg: LogSegment, cleaned: LogSegment | None, cfg: Any, now: int,
+    def _clean_segment(self, d: dec.DecodedBatches, cleaned: LogSegment | None, cfg: Any, now: int,
                        upper: int, producers: Mapping[int, ProducerLastRecord], tracker: TxnTracker,
                        retain_legacy_deletes: bool, result: CleanResult, removed: np.ndarray) -> None:
-        buf = read_segment(seg)
-        d = dec.decode(buf, segment_base=seg.base_offset, path=str(seg.log_path))
+        buf = d.arena
         d.batches.legacy_retain_deletes[:] = retain_legacy_deletes
         plan = decide(d.records, d.batches, self.offset_map, now_ms=now,
                       delete_retention_ms=cfg["delete.retention.ms"], upper_bound_offset=upper,
@@ -315,8 +341,10 @@ class Cleaner:
         result.records_removed += len(d.records) - len(kept_rows)
         result.tombstones_removed += int((~plan.keep & d.records.is_tombstone).sum())
         removed += np.bincount(plan.reason, minlength=len(REASON_NAMES))
-        row_bounds = np.concatenate([[0], np.cumsum(d.batches.record_count)])
         action = plan.batch_action
+        rewrite = np.flatnonzero((action != COPY) & (action != DROP) & (action != EMPTY))
+        rebuilt = dict(zip(rewrite.tolist(), dec.rebuild_batches(
+            d, rewrite, plan.keep, plan.batch_delete_horizon[rewrite]), strict=True))
         for i, j in kafka_read_chunks(d.position, d.size, self.io_buffer_size):
             parts = []
             b = i
@@ -331,9 +359,7 @@ class Cleaner:
                 if action[b] == EMPTY:
                     parts.append(dec.empty_batch(d.header[b]))
                 elif action[b] != DROP:
-                    rows = np.arange(row_bounds[b], row_bounds[b + 1])
-                    rows = rows[plan.keep[rows]]
-                    parts.append(dec.rebuild_batch(d, b, rows, int(plan.batch_delete_horizon[b])))
+                    parts.append(rebuilt[b])
                 b += 1
             if not parts:
                 continue

@@ -209,38 +209,68 @@ def _finish_header(base_offset: int, leader_epoch: int, attributes: int, last_de
     return bytes(header) + body
 
 
-def rebuild_batch(d: DecodedBatches, b: int, rows: np.ndarray, delete_horizon: int) -> bytes:
-    """Batch `b` rebuilt from its kept records `rows`, as Kafka's buildRetainedRecordsInto does.
+def rebuild_batches(d: DecodedBatches, batch_ids: np.ndarray, keep: np.ndarray,
+                    delete_horizons: np.ndarray) -> list[bytes]:
+    """Batches `batch_ids` rebuilt from their kept records, as Kafka's buildRetainedRecordsInto does.
 
-    Same base offset, last offset delta, producer fields, leader epoch and codec; the base
-    timestamp is the delete horizon (attribute bit 6) when one is set, else the first kept
-    record's timestamp; record timestamp deltas are rewritten against it.
+    `keep` is the plan's per-record mask; `delete_horizons[k]` the horizon for batch_ids[k]
+    (NO_TIMESTAMP: none). Same base offset, last offset delta, producer fields, leader epoch
+    and codec; the base timestamp is the delete horizon (attribute bit 6) when one is set, else
+    the first kept record's timestamp; record timestamp deltas are rewritten against it.
     """
-    h = d.header[b]
-    if int(h["magic"]) < 2:
-        kept = set(d.records.offset[rows].tolist())
-        keep = [r for r in d.legacy_records[b] if r.offset in kept]
+    bounds = np.concatenate([[0], np.cumsum(d.batches.record_count)])
+    out: list[bytes] = []
+    v2 = [k for k, b in enumerate(batch_ids) if d.header["magic"][b] >= 2]
+    rows_per = []
+    for k in v2:
+        b = batch_ids[k]
+        rows = np.arange(bounds[b], bounds[b + 1])
+        rows_per.append(rows[keep[rows]])
+    if v2:
+        rows = np.concatenate(rows_per)
+        counts = np.array([len(r) for r in rows_per], np.int64)
+        first = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        horizons = delete_horizons[v2]
+        base_ts = np.where(horizons != NO_TIMESTAMP, horizons, d.timestamp[rows[first]])
+        deltas = d.timestamp[rows] - np.repeat(base_ts, counts)
+        starts, ends = d.rec_start[rows], d.rec_end[rows]
+        buf = np.empty(int((ends - starts).sum()) + 20 * len(rows), np.uint8)
+        rec_out_end = np.empty(len(rows), np.int64)
+        _kernels.rewrite_records(d.arena, starts, ends, deltas, buf, rec_out_end)
+        batch_end = rec_out_end[first + counts - 1]
+        batch_start = np.concatenate([[0], batch_end[:-1]])
+    built: dict[int, bytes] = {}
+    for j, k in enumerate(v2):
+        b = batch_ids[k]
+        h = d.header[b]
         attrs = int(h["attributes"])
-        return build_legacy_entry(keep, magic=int(h["magic"]), compression=COMPRESSION_NAMES[attrs & COMPRESSION_MASK],
-                                  log_append_time=int(h["max_timestamp"]) if attrs & TIMESTAMP_TYPE_BIT else None)
+        if horizons[j] != NO_TIMESTAMP:
+            attrs |= ATTR_DELETE_HORIZON
+        else:
+            attrs &= ~ATTR_DELETE_HORIZON
+        r = rows_per[j]
+        max_ts = int(h["max_timestamp"]) if attrs & TIMESTAMP_TYPE_BIT else int(d.timestamp[r].max())
+        body = buf[batch_start[j]:batch_end[j]].tobytes()
+        code = attrs & COMPRESSION_MASK
+        if code:
+            body = compress(code, body)
+        built[k] = _finish_header(int(h["base_offset"]), int(h["partition_leader_epoch"]), attrs,
+                                  int(h["last_offset_delta"]), int(base_ts[j]), max_ts, int(h["producer_id"]),
+                                  int(h["producer_epoch"]), int(h["base_sequence"]), len(r), body)
+    for k, b in enumerate(batch_ids):
+        if k in built:
+            out.append(built[k])
+            continue
+        rows = np.arange(bounds[b], bounds[b + 1])
+        out.append(_rebuild_legacy(d, int(b), rows[keep[rows]]))
+    return out
+
+
+def _rebuild_legacy(d: DecodedBatches, b: int, rows: np.ndarray) -> bytes:
+    """A magic 0/1 entry rebuilt with its kept messages (same magic, codec and timestamp type)."""
+    h = d.header[b]
+    kept = set(d.records.offset[rows].tolist())
+    keep = [r for r in d.legacy_records[b] if r.offset in kept]
     attrs = int(h["attributes"])
-    ts = d.timestamp[rows]
-    log_append = bool(attrs & TIMESTAMP_TYPE_BIT)
-    if delete_horizon != NO_TIMESTAMP:
-        base_ts = delete_horizon
-        attrs |= ATTR_DELETE_HORIZON
-    else:
-        base_ts = int(ts[0])
-        attrs &= ~ATTR_DELETE_HORIZON
-    max_ts = int(h["max_timestamp"]) if log_append else int(ts.max())
-    starts = d.rec_start[rows]
-    ends = d.rec_end[rows]
-    out = np.empty(int((ends - starts).sum()) + 20 * len(rows), np.uint8)
-    written = _kernels.rewrite_records(d.arena, starts, ends, ts - base_ts, out)
-    body = out[:written].tobytes()
-    code = attrs & COMPRESSION_MASK
-    if code:
-        body = compress(code, body)
-    return _finish_header(int(h["base_offset"]), int(h["partition_leader_epoch"]), attrs,
-                          int(h["last_offset_delta"]), base_ts, max_ts, int(h["producer_id"]),
-                          int(h["producer_epoch"]), int(h["base_sequence"]), len(rows), body)
+    return build_legacy_entry(keep, magic=int(h["magic"]), compression=COMPRESSION_NAMES[attrs & COMPRESSION_MASK],
+                              log_append_time=int(h["max_timestamp"]) if attrs & TIMESTAMP_TYPE_BIT else None)

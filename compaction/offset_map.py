@@ -15,6 +15,7 @@ from logstore.errors import InvalidConfigError
 
 BYTES_PER_SLOT = 8 + 8 + 4  # hash high/low words + relative offset
 MAX_RELATIVE_OFFSET = 0xFFFFFFFE  # 0xFFFFFFFF marks an empty slot
+MIN_WORKING_SLOTS = 1024
 
 
 def hash_key(key: bytes) -> tuple[int, int]:
@@ -42,9 +43,10 @@ class OffsetMap:
         self.slots = slots
         self.load_factor = load_factor
         self.max_keys = max_keys
-        self._h1 = np.zeros(slots, dtype=np.uint64)
-        self._h2 = np.zeros(slots, dtype=np.uint64)
-        self._rel = np.full(slots, _kernels.EMPTY_SLOT, dtype=np.uint32)
+        self._h1_all = np.zeros(slots, dtype=np.uint64)
+        self._h2_all = np.zeros(slots, dtype=np.uint64)
+        self._rel_all = np.full(slots, _kernels.EMPTY_SLOT, dtype=np.uint32)
+        self._h1, self._h2, self._rel = self._h1_all, self._h2_all, self._rel_all
         self.size = 0
         self.base_offset = 0
         self.latest_offset = -1
@@ -68,8 +70,19 @@ class OffsetMap:
         """Fraction of the slots in use (Kafka's buffer utilization metric)."""
         return self.size / self.slots
 
-    def clear(self, base_offset: int = 0) -> None:
-        """Empty the map; offsets put next must lie in [base_offset, base_offset + 2**32 - 2]."""
+    def clear(self, base_offset: int = 0, *, expected_keys: int | None = None) -> None:
+        """Empty the map; offsets put next must lie in [base_offset, base_offset + 2**32 - 2].
+
+        `expected_keys` (an upper bound on the distinct keys the next puts hold) lets the map
+        probe a smaller table, kept at most half full, for cache locality; the key limit
+        (`max_keys`) and what the map answers do not change.
+        """
+        used = self.slots
+        if expected_keys is not None:
+            used = min(self.slots, max(2 * int(expected_keys), MIN_WORKING_SLOTS))
+        self._h1 = self._h1_all[:used]
+        self._h2 = self._h2_all[:used]
+        self._rel = self._rel_all[:used]
         self._rel.fill(_kernels.EMPTY_SLOT)
         self.size = 0
         self.base_offset = int(base_offset)

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compaction.decode import decode, empty_batch, rebuild_batch
+from compaction.decode import decode, empty_batch, rebuild_batches
 from compaction.offset_map import hash_key
 from compaction.plan import CONTROL_ABORT, NO_TIMESTAMP
 from logstore.records import (
@@ -47,7 +47,8 @@ def test_decode_then_rebuild_matches_records_and_kafkas_builder(recs, codec, dat
             assert (int(d.records.key_hash1[i]), int(d.records.key_hash2[i])) == hash_key(r.key)
     keep = sorted(data.draw(st.sets(st.integers(0, len(records) - 1), min_size=1)))
     horizon = data.draw(st.sampled_from([NO_TIMESTAMP, 5 * 10**9]))
-    out = rebuild_batch(d, 0, np.array(keep, np.int64), horizon)
+    mask = np.isin(np.arange(len(records)), keep)
+    out = rebuild_batches(d, np.array([0]), mask, np.array([horizon], np.int64))[0]
     batch = RecordBatch(out)
     batch.validate()
     assert batch.base_offset == base and batch.last_offset == records[-1].offset
@@ -97,6 +98,7 @@ def test_decode_reads_control_type_and_legacy_entries_and_stops_at_a_torn_tail()
 def test_legacy_wrapper_rebuilds_with_the_kept_messages(codec):
     recs = [Record(10, 1, b"a", b"1"), Record(11, 2, b"b", b"2")] if codec == "gzip" else [Record(10, 1, b"a", b"1")]
     d = decode(_arr(build_legacy_entry(recs, magic=1, compression=codec)), segment_base=0)
-    out = rebuild_batch(d, 0, np.array([len(recs) - 1]), NO_TIMESTAMP)
+    mask = np.arange(len(recs)) == len(recs) - 1
+    out = rebuild_batches(d, np.array([0]), mask, np.array([NO_TIMESTAMP], np.int64))[0]
     got = [r for b in iter_batches(out) for r in b.records()]
     assert [(r.offset, r.key, r.value) for r in got] == [(recs[-1].offset, recs[-1].key, recs[-1].value)]

@@ -95,3 +95,12 @@ def test_map_matches_a_dict_with_kafkas_fill_rule(ops, max_keys):
     assert m.size == len(model)
     for k in range(31):
         assert m.get(str(k).encode()) == model.get(str(k).encode(), -1)
+
+
+def test_a_smaller_working_table_answers_the_same():
+    m = OffsetMap(memory=20 * 100_000)
+    m.clear(base_offset=0, expected_keys=10)
+    for i in range(50):  # more than expected is still answered right while below max_keys
+        assert m.put(b"k%d" % (i % 20), i)
+    assert m.size == 20 and m.max_keys == 90_000
+    assert [m.get(b"k%d" % i) for i in range(20)] == [i + 40 if i < 10 else i + 20 for i in range(20)]
