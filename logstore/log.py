@@ -843,6 +843,9 @@ class Log:
         fsync_dir(self._dir)
         self._recovery_point = offset
         self._last_flush_ms = self._clock.time_ms()
+        if self._standalone:
+            # A standalone log is its own LogManager: the new recovery point is durable at once.
+            self._write_parent_checkpoints(RECOVERY_POINT_CHECKPOINT)
 
     def flush_if_due(self, now_ms: int | None = None) -> bool:
         """Flush when `flush.ms` has passed since the last flush; True if it flushed."""
