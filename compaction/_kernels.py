@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-EMPTY_SLOT = np.uint32(0xFFFFFFFF)  # relative offset marking an unused offset-map slot
+EMPTY_SLOT = np.uint32(0)  # an unused offset-map slot; slots store relative offset + 1
 
 _C1 = np.uint64(0x87C37B91114253D5)
 _C2 = np.uint64(0x4CF5AD432745937F)
@@ -129,6 +129,7 @@ def map_put(h1s, h2s, rels, size, max_size, k1, k2, offsets, base_offset, valid)
         rel = offsets[i] - base_offset
         if rel < 0 or rel >= np.int64(0xFFFFFFFF):
             return i, size, last_put
+        stored = np.uint32(rel + 1)
         a = k1[i]
         b = k2[i]
         pos = np.int64(a % np.uint64(slots))
@@ -136,11 +137,11 @@ def map_put(h1s, h2s, rels, size, max_size, k1, k2, offsets, base_offset, valid)
             if rels[pos] == EMPTY_SLOT:
                 h1s[pos] = a
                 h2s[pos] = b
-                rels[pos] = np.uint32(rel)
+                rels[pos] = stored
                 size += 1
                 break
             if h1s[pos] == a and h2s[pos] == b:
-                rels[pos] = np.uint32(rel)
+                rels[pos] = stored
                 break
             pos += 1
             if pos == slots:
@@ -160,7 +161,7 @@ def map_get(h1s, h2s, rels, k1, k2, base_offset, out):
         out[i] = -1
         while rels[pos] != EMPTY_SLOT:
             if h1s[pos] == a and h2s[pos] == b:
-                out[i] = base_offset + np.int64(rels[pos])
+                out[i] = base_offset + np.int64(rels[pos]) - 1
                 break
             pos += 1
             if pos == slots:

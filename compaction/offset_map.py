@@ -1,7 +1,7 @@
 """OffsetMap: key hash -> latest offset, the cleaner's bounded dedupe buffer (Kafka's SkimpyOffsetMap).
 
 Each slot holds the key's 128-bit MurmurHash3 (two uint64) and the offset as a uint32 relative
-to the map's base offset: 20 bytes a slot, so at the default load factor of 0.9 a key costs
+to the map's base offset (plus one, so zeroed memory is an empty map): 20 bytes a slot, so at the default load factor of 0.9 a key costs
 22.2 bytes. Open addressing with linear probing, in numba kernels (compaction/_kernels.py).
 """
 
@@ -14,7 +14,7 @@ from compaction import _kernels
 from logstore.errors import InvalidConfigError
 
 BYTES_PER_SLOT = 8 + 8 + 4  # hash high/low words + relative offset
-MAX_RELATIVE_OFFSET = 0xFFFFFFFE  # 0xFFFFFFFF marks an empty slot
+MAX_RELATIVE_OFFSET = 0xFFFFFFFE  # slots store relative offset + 1; 0 marks an empty slot
 MIN_WORKING_SLOTS = 1024
 
 
@@ -45,7 +45,7 @@ class OffsetMap:
         self.max_keys = max_keys
         self._h1_all = np.zeros(slots, dtype=np.uint64)
         self._h2_all = np.zeros(slots, dtype=np.uint64)
-        self._rel_all = np.full(slots, _kernels.EMPTY_SLOT, dtype=np.uint32)
+        self._rel_all = np.zeros(slots, dtype=np.uint32)  # untouched pages until used
         self._h1, self._h2, self._rel = self._h1_all, self._h2_all, self._rel_all
         self.size = 0
         self.base_offset = 0
