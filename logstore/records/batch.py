@@ -104,6 +104,14 @@ def _slices(data: np.ndarray, offsets: np.ndarray, null: np.ndarray) -> list:
     return items
 
 
+def _byte_view(buffer) -> memoryview:
+    """A flat unsigned-byte memoryview over any buffer (bytes, bytearray, mmap, numpy)."""
+    view = memoryview(buffer)
+    if view.format != "B" or view.ndim != 1:
+        view = view.cast("B")
+    return view
+
+
 class RecordBatch:
     """Zero-copy view over the batch at ``buffer[position:]``: header fields as attributes.
 
@@ -115,7 +123,7 @@ class RecordBatch:
 
     def __new__(cls, buffer, position: int = 0):
         if cls is RecordBatch:
-            magic = read_batch_header(buffer, position).magic
+            magic = read_batch_header(_byte_view(buffer), position).magic
             if magic < 2:
                 from logstore.records.legacy import LegacyRecordBatch
 
@@ -123,17 +131,15 @@ class RecordBatch:
         return object.__new__(cls)
 
     def __init__(self, buffer, position: int = 0):
-        header = read_batch_header(buffer, position)
+        view = _byte_view(buffer)
+        header = read_batch_header(view, position)
         end = position + header.batch_length + LOG_OVERHEAD
-        if end > len(buffer):
+        if end > len(view):
             raise CorruptRecordError(
-                f"batch of {end - position} bytes runs past the end of a {len(buffer)}-byte buffer",
+                f"batch of {end - position} bytes runs past the end of a {len(view)}-byte buffer",
                 position=position)
         self.buffer = buffer
         self.position = position
-        view = memoryview(buffer)
-        if view.format != "B" or view.ndim != 1:
-            view = view.cast("B")
         self.view = view[position:end]
         self.header = header
         self._columns = None
@@ -398,7 +404,7 @@ class BatchIterator:
         self.buffer = buffer
         self.valid_end = position
         self.torn = False
-        self._view = memoryview(buffer).cast("B")
+        self._view = _byte_view(buffer)
         self._end = len(self._view)
 
     def __iter__(self) -> BatchIterator:
@@ -432,7 +438,7 @@ def iter_batches(buffer, position: int = 0) -> BatchIterator:
 def set_base_offset_and_epoch(buffer, position: int, base_offset: int, leader_epoch: int) -> None:
     """Overwrite a magic 2 batch's baseOffset and partitionLeaderEpoch in place (both outside
     the CRC). Raises InvalidRecordError for other magics or a read-only buffer."""
-    if buffer[position + MAGIC_OFFSET] != 2:
+    if not 0 <= position <= len(buffer) - V2_HEADER_SIZE or buffer[position + MAGIC_OFFSET] != 2:
         raise InvalidRecordError("only magic 2 batches carry a base offset and leader epoch")
     try:
         _INT64.pack_into(buffer, position, base_offset)
