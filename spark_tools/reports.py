@@ -1,0 +1,358 @@
+"""Compaction and retention reports: the engine's own decisions, run per partition on executors.
+
+Each partition is opened read-only as a ``logstore.Log`` on the executor (copied to local
+scratch first when it lives on a remote filesystem). The retention report is
+``retention.plan_for_log`` (``plan_retention`` over the Log's segments); the compaction report
+is a dry-run ``compaction.Cleaner.clean`` round (``selection.evaluate`` plus the plan
+functions the cleaner applies), with key statistics from the Arrow reader. A report therefore
+cannot disagree with what the engine would do to the same files at the same clock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from os import PathLike
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from logstore.config import LogConfig
+from logstore.errors import LogstoreError
+from spark_tools.dataframes import distribute
+from spark_tools.layout import PartitionFiles, PathArg, list_partitions, resolve_paths
+from spark_tools.reader import scan_segment
+from spark_tools.topic_configs import TopicConfigs
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+REPORT_FORMATS = ("json", "csv", "parquet")
+
+_DELETION = pa.struct([("base_offset", pa.int64()), ("next_offset", pa.int64()),
+                       ("size", pa.int64()), ("reason", pa.string())])
+
+RETENTION_SCHEMA = pa.schema([
+    ("topic", pa.string()),
+    ("partition", pa.int32()),
+    ("cleanup_policy", pa.string()),
+    ("retention_ms", pa.int64()),
+    ("retention_bytes", pa.int64()),
+    ("segments", pa.int32()),
+    ("log_bytes", pa.int64()),
+    ("log_start_offset", pa.int64()),
+    ("high_watermark", pa.int64()),
+    ("log_end_offset", pa.int64()),
+    ("segments_deleted", pa.int32()),
+    ("deleted_by_retention_ms", pa.int32()),
+    ("deleted_by_retention_bytes", pa.int32()),
+    ("deleted_by_log_start_offset", pa.int32()),
+    ("deletions", pa.list_(_DELETION)),
+    ("new_log_start_offset", pa.int64()),
+    ("bytes_reclaimed", pa.int64()),
+    ("roll_active_first", pa.bool_()),
+])
+"""One row per partition: what one retention pass would delete, by rule."""
+
+COMPACTION_SCHEMA = pa.schema([
+    ("topic", pa.string()),
+    ("partition", pa.int32()),
+    ("cleanup_policy", pa.string()),
+    ("segments", pa.int32()),
+    ("log_bytes", pa.int64()),
+    ("records", pa.int64()),
+    ("keyed_records", pa.int64()),
+    ("distinct_keys", pa.int64()),
+    ("duplicate_records", pa.int64()),
+    ("tombstones", pa.int64()),
+    ("tombstones_removable", pa.int64()),
+    ("records_removable", pa.int64()),
+    ("bytes_removable", pa.int64()),
+    ("first_dirty_offset", pa.int64()),
+    ("first_uncleanable_offset", pa.int64()),
+    ("next_cleaner_checkpoint", pa.int64()),
+    ("clean_bytes", pa.int64()),
+    ("cleanable_bytes", pa.int64()),
+    ("dirty_ratio", pa.float64()),
+    ("min_cleanable_dirty_ratio", pa.float64()),
+    ("would_clean_now", pa.bool_()),
+    ("reason", pa.string()),
+])
+"""One row per partition: keys, duplicates and tombstones, and what one cleaning round would
+remove (``bytes_removable`` = bytes read - bytes written by a dry-run round)."""
+
+_SPARK_TYPES = {
+    pa.string(): "string", pa.int32(): "int", pa.int64(): "bigint", pa.float64(): "double",
+    pa.bool_(): "boolean", pa.list_(_DELETION): (
+        "array<struct<base_offset:bigint,next_offset:bigint,size:bigint,reason:string>>"),
+}
+
+
+@dataclass(frozen=True)
+class AuditSettings:
+    """What every partition task needs: the configs, the clock and the filesystem."""
+
+    configs: TopicConfigs
+    now_ms: int
+    filesystem: pafs.FileSystem
+
+
+def _spark_ddl(schema: pa.Schema) -> str:
+    return ", ".join(f"`{f.name}` {_SPARK_TYPES[f.type]}" for f in schema)
+
+
+@contextlib.contextmanager
+def local_partition_dir(part: PartitionFiles, fs: pafs.FileSystem) -> Iterator[Path]:
+    """The partition directory as a local path: itself when local, else a scratch copy (with
+    the data directory's checkpoint files) removed on exit."""
+    if isinstance(fs, pafs.LocalFileSystem):
+        yield Path(part.directory)
+        return
+    with tempfile.TemporaryDirectory(prefix="logstore-audit-") as tmp:
+        data_dir = Path(tmp)
+        target = data_dir / part.directory.rsplit("/", 1)[-1]
+        pafs.copy_files(part.directory, str(target), source_filesystem=fs,
+                        destination_filesystem=pafs.LocalFileSystem())
+        parent = part.directory.rsplit("/", 1)[0]
+        for name in part.checkpoints_found:
+            pafs.copy_files(f"{parent}/{name}", str(data_dir / name), source_filesystem=fs,
+                            destination_filesystem=pafs.LocalFileSystem())
+        yield target
+
+
+def _open_log(directory: Path, config: LogConfig, now_ms: int):
+    from logstore.clock import ManualClock
+    from logstore.log import Log
+
+    return Log.open(directory, config, clock=ManualClock(now_ms), read_only=True)
+
+
+def _policy(config: LogConfig) -> str:
+    return ",".join(config.cleanup_policy)
+
+
+def retention_row(part: PartitionFiles, settings: AuditSettings) -> dict[str, Any]:
+    """The retention report row of one partition (``retention.plan_for_log`` on a read-only Log)."""
+    from retention.apply import plan_for_log
+    from retention.plan import REASON_LOG_START_OFFSET, REASON_RETENTION_BYTES, REASON_RETENTION_MS
+
+    config = settings.configs.for_topic(part.topic)
+    with local_partition_dir(part, settings.filesystem) as directory:
+        log = _open_log(directory, config, settings.now_ms)
+        try:
+            segments = log.segments
+            plan = plan_for_log(log, now_ms=settings.now_ms)
+            reasons = [d.reason for d in plan.deletions]
+            row = {
+                "topic": part.topic,
+                "partition": part.partition,
+                "cleanup_policy": _policy(config),
+                "retention_ms": config.retention_ms,
+                "retention_bytes": config.retention_bytes,
+                "segments": len(segments),
+                "log_bytes": sum(s.size for s in segments),
+                "log_start_offset": log.log_start_offset,
+                "high_watermark": log.high_watermark,
+                "log_end_offset": log.log_end_offset,
+                "segments_deleted": len(plan.deletions),
+                "deleted_by_retention_ms": reasons.count(REASON_RETENTION_MS),
+                "deleted_by_retention_bytes": reasons.count(REASON_RETENTION_BYTES),
+                "deleted_by_log_start_offset": reasons.count(REASON_LOG_START_OFFSET),
+                "deletions": [
+                    {"base_offset": d.segment.base_offset, "next_offset": d.segment.next_offset,
+                     "size": d.segment.size, "reason": d.reason}
+                    for d in plan.deletions
+                ],
+                "new_log_start_offset": plan.new_log_start_offset,
+                "bytes_reclaimed": plan.bytes_reclaimed,
+                "roll_active_first": plan.roll_active_first,
+            }
+        finally:
+            log.close()
+    return row
+
+
+def _key_stats(paths: Sequence[Path]) -> dict[str, int]:
+    """Records, keyed records, distinct keys (128-bit mmh3) and tombstones over the segments."""
+    records = keyed = tombstones = 0
+    hashes = []
+    for path in paths:
+        for scan in scan_segment(path):
+            has_key = scan.key_size >= 0
+            records += scan.num_records
+            keyed += int(has_key.sum())
+            tombstones += int((scan.value_size < 0).sum())
+            pairs = np.stack([scan.key_hash1[has_key], scan.key_hash2[has_key]], axis=1)
+            hashes.append(np.unique(np.ascontiguousarray(pairs).view("V16").ravel()))
+    distinct = len(np.unique(np.concatenate(hashes))) if hashes else 0
+    return {"records": records, "keyed_records": keyed, "distinct_keys": distinct,
+            "duplicate_records": keyed - distinct, "tombstones": tombstones}
+
+
+def compaction_row(part: PartitionFiles, settings: AuditSettings) -> dict[str, Any]:
+    """The compaction report row of one partition (a dry-run Cleaner round on a read-only Log)."""
+    from compaction.cleaner import Cleaner
+
+    config = settings.configs.for_topic(part.topic)
+    with local_partition_dir(part, settings.filesystem) as directory:
+        log = _open_log(directory, config, settings.now_ms)
+        try:
+            segments = log.segments
+            row: dict[str, Any] = {
+                "topic": part.topic,
+                "partition": part.partition,
+                "cleanup_policy": _policy(config),
+                "segments": len(segments),
+                "log_bytes": sum(s.size for s in segments),
+                **_key_stats([s.log_path for s in segments]),
+                "min_cleanable_dirty_ratio": config.min_cleanable_dirty_ratio,
+            }
+            if not config.compact:
+                row.update(tombstones_removable=0, records_removable=0, bytes_removable=0,
+                           first_dirty_offset=None, first_uncleanable_offset=None,
+                           next_cleaner_checkpoint=None, clean_bytes=None, cleanable_bytes=None,
+                           dirty_ratio=None, would_clean_now=False,
+                           reason="not compacted (cleanup.policy has no compact)")
+                return row
+            cleaner = Cleaner(config)
+            rng = cleaner.cleanable_range(log, settings.now_ms)
+            result = cleaner.clean(log, now_ms=settings.now_ms, dry_run=True)
+            row.update(
+                tombstones_removable=result.tombstones_removed,
+                records_removable=result.records_removed,
+                bytes_removable=result.bytes_read - result.bytes_written,
+                first_dirty_offset=rng.first_dirty_offset,
+                first_uncleanable_offset=rng.first_uncleanable_offset,
+                next_cleaner_checkpoint=result.end_offset,
+                clean_bytes=rng.clean_bytes,
+                cleanable_bytes=rng.cleanable_bytes,
+                dirty_ratio=rng.dirty_ratio,
+                would_clean_now=rng.due,
+                reason=_due_text(rng, config),
+            )
+        finally:
+            log.close()
+    return row
+
+
+def _due_text(rng: Any, config: LogConfig) -> str:
+    if rng.due_reason == "max.compaction.lag.ms":
+        return f"due: a dirty segment is {rng.compaction_delay_ms} ms past max.compaction.lag.ms"
+    if rng.due_reason is not None:
+        return (f"due: dirty ratio {rng.dirty_ratio:.4f} > min.cleanable.dirty.ratio "
+                f"{config.min_cleanable_dirty_ratio}")
+    if rng.cleanable_bytes == 0:
+        return "not due: nothing cleanable (active segment, high watermark or min.compaction.lag.ms)"
+    return (f"not due: dirty ratio {rng.dirty_ratio:.4f} <= min.cleanable.dirty.ratio "
+            f"{config.min_cleanable_dirty_ratio}")
+
+
+_ROW_BUILDERS: dict[str, tuple[Callable[[PartitionFiles, AuditSettings], dict], pa.Schema]] = {
+    "compaction": (compaction_row, COMPACTION_SCHEMA),
+    "retention": (retention_row, RETENTION_SCHEMA),
+}
+
+
+def _settings(paths, config_overrides, now_ms, filesystem) -> tuple[AuditSettings, list[str]]:
+    fs, inner = resolve_paths(paths, filesystem)
+    now = int(time.time() * 1000) if now_ms is None else int(now_ms)
+    return AuditSettings(TopicConfigs.load(config_overrides), now, fs), inner
+
+
+def local_report(
+    kind: str,
+    paths: PathArg | Sequence[PathArg],
+    config_overrides: TopicConfigs | Mapping[str, Any] | str | PathLike[str] | None = None,
+    now_ms: int | None = None,
+    *,
+    filesystem: pafs.FileSystem | None = None,
+) -> pa.Table:
+    """The ``kind`` report ('compaction' or 'retention') computed in this process, without Spark."""
+    build, schema = _ROW_BUILDERS[kind]
+    settings, inner = _settings(paths, config_overrides, now_ms, filesystem)
+    rows = [build(part, settings) for part in list_partitions(inner, settings.filesystem)]
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+def _spark_report(kind, spark, paths, config_overrides, now_ms, filesystem, num_tasks) -> DataFrame:
+    build, schema = _ROW_BUILDERS[kind]
+    settings, inner = _settings(paths, config_overrides, now_ms, filesystem)
+    parts = list_partitions(inner, settings.filesystem)
+    by_key = {(p.topic, p.partition): p for p in parts}
+
+    def run(tasks: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for task in tasks:
+            for keys in task.column("files").to_pylist():
+                rows = [build(by_key[(k["topic"], k["partition"])], settings) for k in keys]
+                yield pa.RecordBatch.from_pylist(rows, schema=schema)
+
+    items = [(p.topic, p.partition) for p in parts]
+    weights = [sum(s.size for s in p.segments) for p in parts]
+    tasks = distribute(spark, items, weights, "files array<struct<topic:string,partition:int>>",
+                       num_tasks)
+    return tasks.mapInArrow(run, _spark_ddl(schema))
+
+
+def compaction_report(
+    spark: SparkSession,
+    paths: PathArg | Sequence[PathArg],
+    config_overrides: TopicConfigs | Mapping[str, Any] | str | PathLike[str] | None = None,
+    now_ms: int | None = None,
+    *,
+    filesystem: pafs.FileSystem | None = None,
+    num_tasks: int | None = None,
+) -> DataFrame:
+    """Per partition: keys, duplicates, tombstones, and what one cleaning round would remove.
+
+    ``config_overrides``: a `.properties` path or a dict of Kafka names (``<topic>.<name>``
+    or nested dicts per topic); ``now_ms`` defaults to the wall clock. Lazy: runs on an action.
+    """
+    return _spark_report("compaction", spark, paths, config_overrides, now_ms, filesystem,
+                         num_tasks)
+
+
+def retention_report(
+    spark: SparkSession,
+    paths: PathArg | Sequence[PathArg],
+    config_overrides: TopicConfigs | Mapping[str, Any] | str | PathLike[str] | None = None,
+    now_ms: int | None = None,
+    *,
+    filesystem: pafs.FileSystem | None = None,
+    num_tasks: int | None = None,
+) -> DataFrame:
+    """Per partition: the segments one retention pass would delete (by rule), the new log start
+    offset and the bytes reclaimed. Arguments as for ``compaction_report``."""
+    return _spark_report("retention", spark, paths, config_overrides, now_ms, filesystem,
+                         num_tasks)
+
+
+def write_report(df: DataFrame, out_dir: str | PathLike[str], fmt: str = "json") -> str:
+    """Write ``df`` as one ``json``, ``csv`` (with header) or ``parquet`` file set under ``out_dir``.
+
+    CSV cannot hold nested columns, so those are written as JSON text. Overwrites ``out_dir``;
+    returns its path. Raises LogstoreError for an unknown format.
+    """
+    if fmt not in REPORT_FORMATS:
+        raise LogstoreError(f"unknown report format {fmt!r} (choose {', '.join(REPORT_FORMATS)})")
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    if fmt == "csv":
+        nested = (ArrayType, MapType, StructType)
+        df = df.select([F.to_json(F.col(f.name)).alias(f.name) if isinstance(f.dataType, nested)
+                        else F.col(f.name) for f in df.schema.fields])
+    writer = df.coalesce(1).write.mode("overwrite")
+    target = str(out_dir)
+    if fmt == "csv":
+        writer.option("header", True).csv(target)
+    elif fmt == "json":
+        writer.json(target)
+    else:
+        writer.parquet(target)
+    return target

@@ -1,0 +1,210 @@
+"""spark_tools reports: predictions equal what the engine's cleaner and retention then do."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from compaction.cleaner import Cleaner
+from logstore.clock import ManualClock
+from logstore.errors import LogstoreError
+from logstore.log import Log
+from logstore.records import Record
+from spark_tools import compaction_report, retention_report, write_report
+from spark_tools.reports import local_report
+from spark_tools.topic_configs import TopicConfigs
+
+T0 = 1_700_000_000_000
+CONFIGS = {
+    "orders": {"cleanup.policy": "compact", "segment.bytes": 1200,
+               "min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": 10_000},
+    "clicks": {"retention.ms": 30_000, "segment.bytes": 900},
+    "audit": {"retention.bytes": 2500, "segment.bytes": 700},
+    "mixed": {"cleanup.policy": "compact,delete", "retention.ms": 45_000, "segment.bytes": 1000},
+}
+PARTITIONS = 2
+NOW = T0 + 200_000
+SAMPLES = Path("/work/shared/kafka-samples/plain/logdir")
+
+
+def _append(log: Log, clock: ManualClock, topic: str, partition: int, start: int, count: int):
+    for i in range(start, start + count):
+        key = b"%s-%d" % (topic.encode(), (i * (partition + 3)) % 11)
+        value = None if i % 7 == 3 else b"value-%d-" % i + b"x" * (i % 40)
+        log.append([Record(-1, clock.time_ms(), key, value)])
+        clock.advance(1_000)
+
+
+def build_data_dir(root: Path) -> Path:
+    """Topics with compaction, time and size retention; one compacted topic cleaned once
+    already (so delete horizons are set), then appended to again."""
+    for topic, config in CONFIGS.items():
+        for partition in range(PARTITIONS):
+            clock = ManualClock(T0)
+            log = Log.open(root / f"{topic}-{partition}", config, clock=clock)
+            try:
+                _append(log, clock, topic, partition, 0, 60)
+                if topic == "orders":
+                    Cleaner(config).clean(log, now_ms=clock.time_ms())
+                    _append(log, clock, topic, partition, 60, 40)
+            finally:
+                log.close()
+    return root
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory) -> Path:
+    return build_data_dir(tmp_path_factory.mktemp("audit") / "data")
+
+
+def _copy(src: Path, tmp_path: Path) -> Path:
+    target = tmp_path / "copy"
+    shutil.copytree(src, target)
+    return target
+
+
+def _by_partition(rows) -> dict:
+    return {(r["topic"], r["partition"]): r for r in rows}
+
+
+def _engine_clean(directory: Path, now: int):
+    """Run the engine's cleaner on every compacted partition; results and log sizes."""
+    out = {}
+    for part in sorted(p for p in directory.iterdir() if p.is_dir()):
+        topic, partition = part.name.rsplit("-", 1)
+        config = TopicConfigs.load(CONFIGS).for_topic(topic)
+        if not config.compact:
+            continue
+        log = Log.open(part, config, clock=ManualClock(now))
+        try:
+            before = log.size
+            records_before = sum(1 for _ in log.records())
+            result = Cleaner(config).clean(log, now_ms=now)
+            out[(topic, int(partition))] = {
+                "result": result,
+                "bytes_removed": before - log.size,
+                "records_removed": records_before - sum(1 for _ in log.records()),
+            }
+        finally:
+            log.close()
+    return out
+
+
+def _engine_retention(directory: Path, now: int):
+    out = {}
+    for part in sorted(p for p in directory.iterdir() if p.is_dir()):
+        topic, partition = part.name.rsplit("-", 1)
+        config = TopicConfigs.load(CONFIGS).for_topic(topic)
+        log = Log.open(part, config, clock=ManualClock(now))
+        try:
+            before_bases = [s.base_offset for s in log.segments]
+            before_size = log.size
+            log.delete_old_segments(now_ms=now)
+            after_bases = {s.base_offset for s in log.segments}
+            out[(topic, int(partition))] = {
+                "deleted": [b for b in before_bases if b not in after_bases],
+                "log_start_offset": log.log_start_offset,
+                "bytes_reclaimed": before_size - log.size,
+            }
+        finally:
+            log.close()
+    return out
+
+
+def test_local_compaction_report_matches_the_engines_cleaner(data_dir, tmp_path):
+    directory = _copy(data_dir, tmp_path)
+    report = _by_partition(local_report("compaction", directory, CONFIGS, NOW).to_pylist())
+    engine = _engine_clean(directory, NOW)
+    assert set(engine) == {("orders", p) for p in range(PARTITIONS)} | {
+        ("mixed", p) for p in range(PARTITIONS)}
+    for key, done in engine.items():
+        row = report[key]
+        result = done["result"]
+        assert row["records_removable"] == result.records_removed == done["records_removed"] > 0
+        assert row["bytes_removable"] == done["bytes_removed"] > 0
+        assert row["tombstones_removable"] == result.tombstones_removed
+        assert row["next_cleaner_checkpoint"] == result.end_offset
+        assert row["dirty_ratio"] == pytest.approx(result.dirty_ratio)
+        assert row["would_clean_now"] == (result.due_reason is not None)
+    assert any(report[("orders", p)]["tombstones_removable"] > 0 for p in range(PARTITIONS))
+    for key, row in report.items():
+        if key not in engine:
+            assert row["records_removable"] == 0 and not row["would_clean_now"]
+
+
+def test_local_retention_report_matches_the_engines_retention(data_dir, tmp_path):
+    directory = _copy(data_dir, tmp_path)
+    report = _by_partition(local_report("retention", directory, CONFIGS, NOW).to_pylist())
+    engine = _engine_retention(directory, NOW)
+    assert set(report) == set(engine)
+    for key, done in engine.items():
+        row = report[key]
+        assert [d["base_offset"] for d in row["deletions"]] == done["deleted"]
+        assert row["segments_deleted"] == len(done["deleted"])
+        assert row["new_log_start_offset"] == done["log_start_offset"]
+        assert row["bytes_reclaimed"] == done["bytes_reclaimed"]
+    deleting = {k[0] for k, row in report.items() if row["segments_deleted"]}
+    assert {"clicks", "audit", "mixed"} <= deleting
+    assert report[("audit", 0)]["deleted_by_retention_bytes"] > 0
+    assert report[("clicks", 0)]["deleted_by_retention_ms"] > 0
+    assert report[("orders", 0)]["segments_deleted"] == 0
+
+
+def test_properties_file_configs_apply_per_topic(data_dir, tmp_path):
+    props = tmp_path / "audit.properties"
+    props.write_text("retention.ms=1000\norders.cleanup.policy=compact\n")
+    rows = _by_partition(local_report("retention", data_dir, props, NOW).to_pylist())
+    assert rows[("orders", 0)]["segments_deleted"] == 0  # compact only: no time rule
+    assert rows[("audit", 0)]["retention_ms"] == 1000
+    assert rows[("audit", 0)]["deleted_by_retention_ms"] > 0
+
+
+@pytest.mark.spark
+def test_spark_reports_equal_the_local_reports(spark, data_dir):
+    for kind, build in (("compaction", compaction_report), ("retention", retention_report)):
+        expected = sorted(local_report(kind, data_dir, CONFIGS, NOW).to_pylist(),
+                          key=lambda r: (r["topic"], r["partition"]))
+        got = sorted((r.asDict(recursive=True) for r in build(spark, data_dir, CONFIGS, NOW).collect()),
+                     key=lambda r: (r["topic"], r["partition"]))
+        assert got == expected
+
+
+@pytest.mark.spark
+def test_spark_reports_on_a_kafka_written_directory(spark, tmp_path):
+    directory = tmp_path / "logdir"
+    shutil.copytree(SAMPLES, directory)
+    compaction = compaction_report(spark, directory, None, NOW).collect()
+    assert [(r.topic, r.partition, r.records, r.segments) for r in compaction] == [
+        ("plain", 0, 720, 7)]
+    later = 1_800_000_000_000  # every sample timestamp is older than a day by then
+    retention = retention_report(spark, str(directory), {"retention.ms": 86_400_000}, later)
+    row = retention.collect()[0]
+    assert row.log_end_offset == 720
+    assert row.segments_deleted == row.deleted_by_retention_ms == 7
+    assert row.roll_active_first is True and row.new_log_start_offset == 720
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("fmt", ["json", "csv", "parquet"])
+def test_write_report_formats(spark, data_dir, tmp_path, fmt):
+    df = retention_report(spark, data_dir, CONFIGS, NOW)
+    out = Path(write_report(df, tmp_path / fmt, fmt))
+    files = [p for p in out.iterdir() if p.suffix in (".json", ".csv", ".parquet")]
+    assert len(files) == 1
+    if fmt == "parquet":
+        assert pq.read_table(files[0]).num_rows == len(CONFIGS) * PARTITIONS
+    elif fmt == "json":
+        rows = [json.loads(line) for line in files[0].read_text().splitlines()]
+        assert {r["topic"] for r in rows} == set(CONFIGS)
+    else:
+        lines = files[0].read_text().splitlines()
+        assert lines[0].startswith("topic,partition,") and len(lines) == 1 + len(CONFIGS) * PARTITIONS
+
+
+def test_write_report_rejects_unknown_format():
+    with pytest.raises(LogstoreError, match="unknown report format"):
+        write_report(None, "/nonexistent", "xml")
