@@ -22,7 +22,7 @@ from logstore.records import (
     iter_batches,
 )
 from logstore.records.compression import XERIAL_HEADER, XERIAL_MAGIC, compress
-from logstore.records.header import V2_HEADER
+from logstore.records.header import RECORDS_COUNT_OFFSET, V2_HEADER
 
 CODES = {name: code for code, name in enumerate(COMPRESSION_NAMES)}
 
@@ -131,7 +131,7 @@ def test_unknown_magic_is_corrupt():
 
 def test_huge_record_count_raises_without_allocation():
     data = bytearray(build_batch(small_records()))
-    struct.pack_into(">i", data, 57, 2**31 - 1)
+    struct.pack_into(">i", data, RECORDS_COUNT_OFFSET, 2**31 - 1)
     restamp_crc(data)
     batch = RecordBatch(data)
     tracemalloc.start()
@@ -147,14 +147,14 @@ def test_huge_record_count_raises_without_allocation():
 @pytest.mark.parametrize("compression", ["gzip", "lz4", "zstd", "snappy"])
 def test_huge_record_count_in_compressed_batch_raises(compression):
     data = bytearray(build_batch(small_records(), compression=compression))
-    struct.pack_into(">i", data, 57, 2**31 - 1)
+    struct.pack_into(">i", data, RECORDS_COUNT_OFFSET, 2**31 - 1)
     with pytest.raises(CorruptRecordError):
         RecordBatch(restamp_crc(data)).records()
 
 
 def test_record_count_too_small_leaves_trailing_bytes():
     data = bytearray(build_batch(small_records()))
-    struct.pack_into(">i", data, 57, 2)
+    struct.pack_into(">i", data, RECORDS_COUNT_OFFSET, 2)
     with pytest.raises(CorruptRecordError, match="left over"):
         RecordBatch(restamp_crc(data)).records()
 

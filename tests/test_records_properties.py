@@ -155,3 +155,30 @@ def test_iter_batches_reads_many_batches_in_order():
     batches = iter_batches(b"".join(buffers))
     assert [b.base_offset for b in batches] == list(range(15))
     assert batches.valid_end == sum(map(len, buffers))
+
+
+def _scalar_record_bytes(timestamp_delta: int, offset_delta: int, record: Record) -> bytes:
+    """One record encoded field by field with the scalar varint codec (FORMAT.md "Record")."""
+    def field(data: bytes | None) -> bytes:
+        return encode_varint(-1) if data is None else encode_varint(len(data)) + data
+
+    body = b"".join([
+        b"\x00", encode_varint(timestamp_delta), encode_varint(offset_delta), field(record.key),
+        field(record.value), encode_varint(len(record.headers)),
+        *(field(k.encode()) + field(v) for k, v in record.headers),
+    ])
+    return encode_varint(len(body)) + body
+
+
+@settings(max_examples=100, deadline=None)
+@given(record_lists(max_records=6))
+def test_kernel_encoding_matches_the_scalar_varint_codec(base_and_records):
+    base_offset, records = base_and_records
+    data = build_batch(records, base_offset=base_offset)
+    base_timestamp = records[0].timestamp
+    wrap = 1 << 64
+    expected = b"".join(
+        _scalar_record_bytes((r.timestamp - base_timestamp + 2**63) % wrap - 2**63,
+                             r.offset - base_offset, r)
+        for r in records)
+    assert data[61:] == expected

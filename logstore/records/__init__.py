@@ -22,6 +22,7 @@ from logstore.records.crc import crc32, crc32c
 from logstore.records.header import BatchHeader, read_batch_header
 from logstore.records.legacy import LegacyRecordBatch, build_legacy_entry
 from logstore.records.record import Record
+from logstore.records.varint import decode_varint, encode_varint, size_of_varint
 
 __all__ = [
     "COMPRESSION_NAMES",
@@ -42,9 +43,12 @@ __all__ = [
     "build_legacy_entry",
     "crc32",
     "crc32c",
+    "decode_varint",
+    "encode_varint",
     "iter_batches",
     "parse_control_record",
     "read_batch_header",
     "set_base_offset_and_epoch",
     "set_log_append_time",
+    "size_of_varint",
 ]

@@ -34,7 +34,6 @@ DELETE_HORIZON_BIT = 0x40
 # [magic 1: timestamp], key length + key, value length + value.
 LEGACY_V0_HEADER = struct.Struct(">qiIbb")
 LEGACY_V1_HEADER = struct.Struct(">qiIbbq")
-LEGACY_CRC_OFFSET = 12
 LEGACY_MAGIC_OFFSET = 16
 LEGACY_LENGTH = struct.Struct(">i")
 # Smallest message (after offset and size): crc, magic, attributes, [timestamp], key and
@@ -46,8 +45,6 @@ NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
 NO_PARTITION_LEADER_EPOCH = -1
-
-_ENTRY_PREFIX = struct.Struct(">qi")
 
 
 class BatchHeader(NamedTuple):
@@ -83,14 +80,6 @@ class BatchHeader(NamedTuple):
     def next_offset(self) -> int:
         """Offset after the last record."""
         return self.base_offset + self.last_offset_delta + 1
-
-
-def read_entry_size(buffer, position: int) -> int:
-    """Total size of the entry at ``position`` (from its length field); the caller checks it
-    lies inside the buffer. Raises CorruptRecordError when fewer than 12 bytes remain."""
-    if len(buffer) - position < LOG_OVERHEAD:
-        raise CorruptRecordError("truncated log entry header", position=position)
-    return _ENTRY_PREFIX.unpack_from(buffer, position)[1] + LOG_OVERHEAD
 
 
 def read_batch_header(buffer, position: int = 0) -> BatchHeader:

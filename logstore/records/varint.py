@@ -1,7 +1,7 @@
-"""Zigzag varints (Kafka's varint / varlong, protobuf sint32/sint64 style) for scalar use.
+"""Zigzag varints (Kafka's varint / varlong, protobuf sint32/sint64 style), one value at a time.
 
-Bulk record encoding and decoding use the numba kernels in ``_kernels``; these helpers
-serve headers of single records, control records and tests.
+The public scalar codec for tools that pick single records apart; bulk record encoding and
+decoding use the numba kernels in ``_kernels``, which property tests check against these.
 """
 
 from __future__ import annotations
