@@ -42,7 +42,11 @@ def apply_retention(log: Any, *, now_ms: int | None = None) -> RetentionPlan:
     if plan.roll_active_first:
         log.roll()
         rolled = plan_for_log(log, now_ms=now_ms)
-        plan = RetentionPlan(rolled.deletions, rolled.new_log_start_offset, rolled.bytes_reclaimed, True)
+        # Normally the same segments (the reasons may differ: Kafka rolls inside the rule that
+        # takes the last segment, so keep the first plan); if an append raced the roll, the
+        # re-made plan is the safe one.
+        if rolled.segments != plan.segments:
+            plan = RetentionPlan(rolled.deletions, rolled.new_log_start_offset, rolled.bytes_reclaimed, True)
     if not plan:
         return plan
     # Move the start first so no reader is handed an offset whose segment is going away.

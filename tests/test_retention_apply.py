@@ -13,6 +13,8 @@ import threading
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from logstore import Log
 from logstore.checkpoint import read_offsets_checkpoint
@@ -22,6 +24,7 @@ from retention import (
     REASON_LOG_START_OFFSET,
     REASON_RETENTION_BYTES,
     REASON_RETENTION_MS,
+    SegmentInfo,
     apply_retention,
     follow_leader_log_start_offset,
     plan_for_log,
@@ -362,3 +365,45 @@ def test_follower_follows_leader_start_offset_and_restarts_when_too_far_behind(t
     assert [r.offset for r in follower.records()] == list(range(leader.log_start_offset, 30))
     for log in (leader, follower):
         log.close()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    appends=st.lists(st.tuples(st.integers(1, 150), st.integers(0, 3000)), min_size=1, max_size=25),
+    retention_ms=st.sampled_from([-1, 0, 2000, 10_000]),
+    retention_bytes=st.sampled_from([-1, 0, 300, 1000, 3000]),
+    policy=st.sampled_from(["delete", "compact", "compact,delete"]),
+    hw_back=st.integers(0, 6),
+    lso_forward=st.integers(0, 30),
+    wait_ms=st.integers(0, 20_000),
+)
+def test_apply_on_a_real_log_matches_the_plan_of_its_metadata(
+    tmp_path_factory, appends, retention_ms, retention_bytes, policy, hw_back, lso_forward, wait_ms
+):
+    clock = ManualClock(T0)
+    config = {"retention.ms": retention_ms, "retention.bytes": retention_bytes, "cleanup.policy": policy}
+    log = open_log(tmp_path_factory.mktemp("p") / "t-0", clock, file_delete_delay_ms=1000)
+    log.high_watermark_follows_log_end = False
+    for value_size, step_ms in appends:
+        log.append([(b"k", b"x" * value_size)])
+        clock.advance(step_ms)
+    log.high_watermark = log.log_end_offset - hw_back
+    log.delete_records_before(min(lso_forward, log.high_watermark))
+    log.config = log.config.with_overrides(config)
+    clock.advance(wait_ms)
+    infos = [SegmentInfo.of(s) for s in log.segments]
+    expected = plan_retention(infos, config, now_ms=clock.time_ms(),
+                              log_start_offset=log.log_start_offset, high_watermark=log.high_watermark)
+    done = log.delete_old_segments()
+    assert [(d.segment.base_offset, d.reason) for d in done.deletions] == [
+        (d.segment.base_offset, d.reason) for d in expected.deletions]
+    assert (done.new_log_start_offset, done.bytes_reclaimed, done.roll_active_first) == (
+        expected.new_log_start_offset, expected.bytes_reclaimed, expected.roll_active_first)
+    assert log.log_start_offset == expected.new_log_start_offset
+    kept = [i.base_offset for i in infos[len(expected.deletions):]]
+    if expected.roll_active_first:
+        kept.append(infos[-1].next_offset)
+    assert [s.base_offset for s in log.segments] == kept
+    gone = {f"{d.segment.base_offset:020d}.log.deleted" for d in expected.deletions}
+    assert gone <= set(files(log.dir))
+    log.close()
