@@ -10,6 +10,7 @@ match) -> `Log.replace_segments` swaps it in crash-safely -> `cleaner-offset-che
 from __future__ import annotations
 
 import mmap
+import struct
 import threading
 import time
 from collections.abc import Mapping
@@ -36,10 +37,12 @@ from compaction.selection import CleanableRange, SegmentInfo, evaluate, group_se
 from logstore.checkpoint import read_offsets_checkpoint, write_offsets_checkpoint
 from logstore.config import LogConfig
 from logstore.errors import LogCleaningAbortedError
+from logstore.records.header import MAX_TIMESTAMP_OFFSET
 from logstore.segment import LogSegment
 from logstore.txn_index import AbortedTxn as IndexAbortedTxn
 
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
+_MAX_TIMESTAMP = struct.Struct(">q")
 CLEANED_SUFFIX = ".cleaned"
 # Source bytes of dirty segments whose decoded columns the map pass keeps for the cleaning
 # pass (saves decoding them twice); beyond this they are decoded again.
@@ -345,7 +348,14 @@ class Cleaner:
         rewrite = np.flatnonzero((action != COPY) & (action != DROP) & (action != EMPTY))
         rebuilt = dict(zip(rewrite.tolist(), dec.rebuild_batches(
             d, rewrite, plan.keep, plan.batch_delete_horizon[rewrite]), strict=True))
+        max_ts = d.header["max_timestamp"].astype(np.int64)
+        for b, raw in rebuilt.items():
+            max_ts[b] = _MAX_TIMESTAMP.unpack_from(raw, MAX_TIMESTAMP_OFFSET)[0]
+        out = (action != DROP).copy()
         for i, j in kafka_read_chunks(d.position, d.size, self.io_buffer_size):
+            kept = np.flatnonzero(out[i:j]) + i
+            if not kept.size:
+                continue
             parts = []
             b = i
             while b < j:
@@ -361,9 +371,10 @@ class Cleaner:
                 elif action[b] != DROP:
                     parts.append(rebuilt[b])
                 b += 1
-            if not parts:
-                continue
-            data = b"".join(parts)
+            data = parts[0] if len(parts) == 1 else b"".join(parts)
             result.bytes_written += len(data)
             if cleaned is not None:
-                cleaned.append_batches(data)
+                # The segment's time index takes the first batch with the largest timestamp.
+                top = kept[int(np.argmax(max_ts[kept]))]
+                cleaned.append(int(d.batches.last_offset[kept[-1]]), int(max_ts[top]),
+                               int(d.batches.last_offset[top]), data)
