@@ -1,0 +1,183 @@
+"""`logstore stats`: per-partition summary of segments, bytes, offsets, time, keys and codecs.
+
+Read-only: segment files are mapped and decoded; nothing is opened for writing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from logstore.cli._common import ExitCode, Progress, add_command, write_json
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add `logstore stats`."""
+    parser = add_command(
+        subparsers, "stats",
+        help="per-partition segments, bytes, offsets, time range, records, keys, codecs, producers",
+        description=(
+            "Summarise every partition of a data directory (or the given partition directories):\n"
+            "segments, bytes, offset range, time range, records, distinct keys (approximate, by\n"
+            "64-bit murmur3 hash), compression mix and producer ids. Read-only."
+        ),
+        example="logstore stats --json /var/lib/kafka/data | jq .records",
+    )
+    parser.add_argument("paths", nargs="+", metavar="DIR", help="data or partition directories")
+    parser.add_argument("--json", action="store_true", help="one JSON object per partition")
+    parser.set_defaults(run=run)
+
+
+@dataclass
+class PartitionStats:
+    """What `stats` reports for one partition directory."""
+
+    partition: str
+    segments: int = 0
+    bytes: int = 0
+    start_offset: int | None = None
+    end_offset: int | None = None
+    records: int = 0
+    batches: int = 0
+    first_timestamp: int | None = None
+    last_timestamp: int | None = None
+    key_hashes: set[int] = field(default_factory=set)
+    null_keys: int = 0
+    codecs: Counter = field(default_factory=Counter)
+    producer_ids: set[int] = field(default_factory=set)
+    transactional_batches: int = 0
+    control_batches: int = 0
+    invalid_bytes: int = 0
+
+    def as_json(self) -> dict[str, Any]:
+        """The JSON object of this partition."""
+        return {
+            "partition": self.partition, "segments": self.segments, "bytes": self.bytes,
+            "startOffset": self.start_offset, "endOffset": self.end_offset,
+            "records": self.records, "batches": self.batches,
+            "firstTimestamp": self.first_timestamp, "lastTimestamp": self.last_timestamp,
+            "keysApprox": len(self.key_hashes), "nullKeys": self.null_keys,
+            "compression": dict(sorted(self.codecs.items())),
+            "producerIds": sorted(self.producer_ids),
+            "transactionalBatches": self.transactional_batches,
+            "controlBatches": self.control_batches, "invalidBytes": self.invalid_bytes,
+        }
+
+
+def run(args: argparse.Namespace) -> int:
+    """Gather and print the stats of every partition under the given paths."""
+    from logstore.cli.verify import PARTITION_DIR, classify, size_of
+
+    partitions: list[Path] = []
+    for raw in args.paths:
+        kind, path = classify(Path(raw))
+        if kind == "data":
+            partitions += [path / n for n in sorted(os.listdir(path))
+                           if PARTITION_DIR.match(n) and (path / n).is_dir()]
+        elif kind == "partition":
+            partitions.append(path)
+        else:
+            raise NotADirectoryError(20, "Not a directory", str(path))
+    total = sum(size_of(p) for p in partitions)
+    results = []
+    with Progress(total=total, desc="stats", unit="B", unit_scale=True) as bar:
+        for path in partitions:
+            results.append(partition_stats(path, bar))
+    if args.json:
+        for stats in results:
+            write_json(sys.stdout, stats.as_json())
+    else:
+        print_table([s.as_json() for s in results])
+    return ExitCode.OK
+
+
+def partition_stats(path: Path, bar: Progress) -> PartitionStats:
+    """Walk every segment of one partition directory."""
+    import mmh3
+    import numpy as np
+
+    from logstore import dump
+    from logstore.cli.dump import MappedFile
+    from logstore.cli.verify import SEGMENT_FILE
+    from logstore.errors import CorruptRecordError
+    from logstore.records import RecordBatch
+
+    stats = PartitionStats(path.name)
+    bases = sorted(int(m.group(1)) for n in os.listdir(path)
+                   if (m := SEGMENT_FILE.match(n)) and m.group(2) == "log")
+    for base in bases:
+        log_path = path / f"{base:020d}.log"
+        stats.segments += 1
+        if stats.start_offset is None:
+            stats.start_offset = base
+        next_offset = base
+        with MappedFile(str(log_path)) as mapped:
+            data = mapped.data
+            stats.bytes += len(data)
+            valid_end = 0
+            try:
+                for position, size in dump.iter_batch_spans(data):
+                    batch = RecordBatch(data, position)
+                    stats.batches += 1
+                    stats.codecs[batch.compression] += 1
+                    if batch.producer_id >= 0:
+                        stats.producer_ids.add(batch.producer_id)
+                    stats.transactional_batches += bool(batch.is_transactional)
+                    stats.control_batches += bool(batch.is_control)
+                    next_offset = max(next_offset, batch.last_offset + 1)
+                    valid_end = position + size
+                    bar.update(size)
+                    if batch.is_control:
+                        continue
+                    records = batch.records()
+                    stats.records += len(records)
+                    if records:
+                        timestamps = np.fromiter((dump.record_timestamp(batch, r) for r in records),
+                                                 dtype=np.int64, count=len(records))
+                        low, high = int(timestamps.min()), int(timestamps.max())
+                        stats.first_timestamp = low if stats.first_timestamp is None else min(
+                            stats.first_timestamp, low)
+                        stats.last_timestamp = high if stats.last_timestamp is None else max(
+                            stats.last_timestamp, high)
+                    for record in records:
+                        if record.key is None:
+                            stats.null_keys += 1
+                        else:
+                            stats.key_hashes.add(mmh3.hash64(record.key, signed=False)[0])
+            except CorruptRecordError as exc:
+                raise CorruptRecordError(str(exc).removesuffix(f" (position {exc.position})"),
+                                         path=str(log_path), position=exc.position) from exc
+            stats.invalid_bytes += len(data) - valid_end
+            bar.update(len(data) - valid_end)
+        stats.end_offset = next_offset
+    return stats
+
+
+COLUMNS = (("partition", "PARTITION"), ("segments", "SEGMENTS"), ("bytes", "BYTES"),
+           ("startOffset", "START"), ("endOffset", "END"), ("records", "RECORDS"),
+           ("keysApprox", "KEYS~"), ("firstTimestamp", "FIRST_TS"), ("lastTimestamp", "LAST_TS"),
+           ("compression", "CODECS"), ("producerIds", "PRODUCERS"))
+
+
+def _cell(key: str, value: Any) -> str:
+    if value is None:
+        return "-"
+    if key == "compression":
+        return ",".join(f"{codec}:{n}" for codec, n in value.items()) or "-"
+    if key == "producerIds":
+        return str(len(value))
+    return str(value)
+
+
+def print_table(rows: list[dict[str, Any]]) -> None:
+    """Aligned columns, one row per partition."""
+    table = [[title for _, title in COLUMNS]] + [[_cell(k, row[k]) for k, _ in COLUMNS] for row in rows]
+    widths = [max(len(r[i]) for r in table) for i in range(len(COLUMNS))]
+    for r in table:
+        sys.stdout.write("  ".join(c.ljust(w) if i == 0 else c.rjust(w)
+                                   for i, (c, w) in enumerate(zip(r, widths, strict=True))).rstrip() + "\n")
