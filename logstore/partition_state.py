@@ -109,7 +109,12 @@ class PartitionState(LogHooks):
         self._pending = None
         epochs = self.leader_epoch_cache(log)
         for batch in batches:
-            if batch.magic >= 2 and batch.partition_leader_epoch >= 0:
+            if batch.magic < 2:
+                # A format regression: forget the epochs so the next leader election falls back
+                # to truncating by high watermark (as Kafka does).
+                if len(epochs):
+                    epochs.clear_and_flush()
+            elif batch.partition_leader_epoch >= 0:
                 epochs.assign(batch.partition_leader_epoch, batch.base_offset)
         self.producer_state.apply(analysis, log.active_segment.txn_index, log.log_end_offset)
 
