@@ -59,7 +59,7 @@ def records_from_table(table: pa.Table) -> list[Record]:
             for row in table.to_pylist()]
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(record_lists(), batch_options())
 def test_build_decode_round_trip_over_full_field_ranges(base_and_records, options):
     base_offset, records = base_and_records
