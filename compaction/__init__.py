@@ -1,5 +1,7 @@
 """The log cleaner: keyed offset map (mmh3), cleanable-range selection and crash-safe segment rewrite."""
 
+from compaction.cleaner import CLEANER_OFFSET_CHECKPOINT, Cleaner, CleanResult
+from compaction.log_cleaner import LogCleaner
 from compaction.offset_map import OffsetMap, hash_key
 from compaction.plan import (
     AbortedTxn,
@@ -23,10 +25,14 @@ from compaction.selection import (
 )
 
 __all__ = [
+    "CLEANER_OFFSET_CHECKPOINT",
     "AbortedTxn",
     "BatchColumns",
+    "CleanResult",
     "CleanableRange",
+    "Cleaner",
     "CompactionPlan",
+    "LogCleaner",
     "OffsetMap",
     "ProducerLastRecord",
     "RangePlan",

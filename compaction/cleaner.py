@@ -90,10 +90,23 @@ def _segment_infos(segments: list[LogSegment]) -> list[SegmentInfo]:
 
 
 def last_stable_offset(log: Any) -> int:
-    """The log's LSO: `log.last_stable_offset` where the transaction state provides one,
-    else the high watermark (no open transactions are known)."""
+    """The log's LSO: `log.last_stable_offset` (attribute or method) where the transaction
+    state provides one, else the high watermark (no open transactions are known)."""
     lso = getattr(log, "last_stable_offset", None)
+    if callable(lso):
+        lso = lso()
     return log.high_watermark if lso is None else int(lso)
+
+
+def producers_of(log: Any, segments: list[LogSegment],
+                 decoded: Mapping[int, dec.DecodedBatches]) -> dict[int, ProducerLastRecord]:
+    """Kafka's lastRecordsOfActiveProducers: from `log.producer_state` (a ProducerStateManager)
+    when the log carries one, else derived from the batch headers of `segments`."""
+    psm = getattr(log, "producer_state", None)
+    if psm is None:
+        return active_producers(segments, decoded)
+    return {pid: ProducerLastRecord(e.last_data_offset if e.last_data_offset >= 0 else None, e.producer_epoch)
+            for pid, e in psm.producers.items()}
 
 
 def read_segment(segment: LogSegment) -> np.ndarray:
@@ -273,7 +286,7 @@ class Cleaner:
         sizes = [(s.base_offset, s.size, s.offset_index.size_in_bytes, s.time_index.size_in_bytes)
                  for s in to_clean]
         groups = group_segments_by_size(sizes, cfg["segment.bytes"], cfg["segment.index.bytes"], upper)
-        producers = active_producers(segments, decoded)
+        producers = producers_of(log, segments, decoded)
         tracker = TxnTracker(aborted_txns(to_clean))
         removed = np.zeros(len(REASON_NAMES), np.int64)
         for group in groups:
