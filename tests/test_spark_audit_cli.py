@@ -1,0 +1,53 @@
+"""`logstore audit`: the Spark reports from the command line."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from logstore.cli import main
+from logstore.cli.audit import plot_reclaimable
+
+SAMPLES = Path("/work/shared/kafka-samples/plain/logdir")
+
+
+def test_plot_writes_a_png(tmp_path):
+    tables = {
+        "compaction": [{"topic": "a", "partition": 0, "bytes_removable": 10}],
+        "retention": [{"topic": "b", "partition": 1, "bytes_reclaimed": 20}],
+    }
+    path = tmp_path / "out" / "chart.png"
+    plot_reclaimable(tables, path)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_bad_override_is_a_usage_error(tmp_path, capsys):
+    assert main(["audit", str(tmp_path), "--set", "no-equals-sign"]) == 2
+    assert "KEY=VALUE" in capsys.readouterr().err
+
+
+@pytest.mark.spark
+def test_audit_kafka_directory_writes_reports_and_plot(spark, tmp_path, capsys):
+    data = tmp_path / "logdir"
+    shutil.copytree(SAMPLES, data)
+    out = tmp_path / "audit-out"
+    code = main(["audit", str(data), "--master", "local[2]", "--out", str(out),
+                 "--format", "json", "--plot", "--set", "retention.ms=86400000",
+                 "--now", "1800000000000"])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "compaction report (1 partitions)" in printed
+    assert "retention report (1 partitions)" in printed
+    rows = [json.loads(line) for f in (out / "retention").glob("*.json")
+            for line in f.read_text().splitlines()]
+    assert rows[0]["segments_deleted"] == 7 and rows[0]["new_log_start_offset"] == 720
+    assert (out / "reclaimable-bytes.png").exists()
+
+
+@pytest.mark.spark
+def test_audit_missing_path_is_an_error(spark, tmp_path, capsys):
+    assert main(["audit", str(tmp_path / "nope"), "--report", "retention"]) == 3
+    assert "no such file or directory" in capsys.readouterr().err
