@@ -70,3 +70,29 @@ def test_truncated_segment_is_a_torn_tail(partition: Path):  # noqa: F811
     assert result.returncode == 1
     assert "00000000000000000211.log: position" in result.stdout
     assert "invalid bytes at the end" in result.stdout
+
+
+def test_progress_bar_on_a_terminal_only(partition: Path):  # noqa: F811
+    import fcntl
+    import os
+    import pty
+    import select
+    import subprocess
+    import sys
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))  # a real terminal's size
+    try:
+        result = subprocess.run([sys.executable, "-m", "logstore", "verify", str(partition)],
+                                stdout=subprocess.PIPE, stderr=slave, check=False)
+        ready, _, _ = select.select([master], [], [], 5)
+        terminal = os.read(master, 1 << 16) if ready else b""
+    finally:
+        os.close(slave)
+        os.close(master)
+    assert result.returncode == 0
+    assert b"verify" in terminal and b"%" in terminal  # tqdm drew on the terminal
+    assert b"verify:" not in result.stdout  # and nothing of it reached the pipe
+    piped = run("verify", str(partition), cwd=partition)
+    assert piped.stderr == ""
