@@ -143,7 +143,7 @@ def plan_retention(
 def _check_ascending(table: Sequence[SegmentLike]) -> None:
     previous = None
     for position, segment in enumerate(table):
-        base = int(segment.base_offset)
+        base = segment.base_offset
         if previous is not None and base <= previous:
             raise InvalidSegmentTableError(
                 f"segment {position} has base offset {base}, not above the previous {previous}"
@@ -151,16 +151,16 @@ def _check_ascending(table: Sequence[SegmentLike]) -> None:
         previous = base
 
 
-def _expired(now_ms: int, retention_ms: int) -> Callable[[SegmentLike, int], bool]:
-    def predicate(segment: SegmentLike, _index: int) -> bool:
-        return now_ms - int(segment.largest_timestamp) > retention_ms
+def _expired(now_ms: int, retention_ms: int) -> Callable[[SegmentLike, int | None], bool]:
+    def predicate(segment: SegmentLike, _next_base: int | None) -> bool:
+        return now_ms - segment.largest_timestamp > retention_ms
 
     return predicate
 
 
 class _Pass:
-    """The live segment table during one pass: table[first:] plus, once rolled, an empty
-    active segment at the old log end offset (which no rule can delete)."""
+    """The live segment table during one pass: table[first:]. Once a rule rolls (it took
+    every segment), only the new empty active segment is left, and no rule deletes that."""
 
     def __init__(self, table: list[SegmentLike], *, log_start_offset: int, high_watermark: int):
         self.table = table
@@ -171,37 +171,41 @@ class _Pass:
         self.high_watermark = high_watermark
         self.deletions: list[Deletion] = []
 
-    def upper_bound(self, i: int) -> int:
-        """The next segment's base offset (the log end offset for the last one)."""
-        return int(self.table[i + 1].base_offset) if i + 1 < len(self.table) else self.log_end_offset
+    def log_start_offset_breached(self, segment: SegmentLike, next_base: int | None) -> bool:
+        return next_base is not None and next_base <= self.log_start_offset
 
-    def log_start_offset_breached(self, segment: SegmentLike, i: int) -> bool:
-        has_next = i + 1 < len(self.table) or self.rolled
-        return has_next and self.upper_bound(i) <= self.log_start_offset
+    def apply(self, reason: str, predicate: Callable[[SegmentLike, int | None], bool]) -> None:
+        """Delete the longest prefix of live segments that are below the HW and match.
 
-    def apply(self, reason: str, predicate: Callable[[SegmentLike, int], bool]) -> None:
-        """Delete the longest prefix of live segments that are below the HW and match."""
+        ``predicate(segment, next_base)`` gets the next segment's base offset, or None for
+        the active segment (Kafka's DeletionCondition).
+        """
+        table, last, hw = self.table, len(self.table) - 1, self.high_watermark
         end = self.first
-        while end < len(self.table):
-            segment = self.table[end]
-            is_last_and_empty = end == len(self.table) - 1 and not self.rolled and int(segment.size) == 0
-            if self.high_watermark < self.upper_bound(end) or is_last_and_empty:
-                break
-            if not predicate(segment, end):
+        while end <= last:
+            segment = table[end]
+            if end < last:
+                next_base: int | None = table[end + 1].base_offset
+                upper = next_base
+            elif segment.size == 0:
+                break  # an empty active segment never goes
+            else:
+                next_base, upper = None, self.log_end_offset
+            if hw < upper or not predicate(segment, next_base):
                 break
             end += 1
         self._delete(end, reason)
 
     def apply_size_rule(self, retention_bytes: int) -> None:
         """Kafka's size rule: delete oldest-first while what remains stays >= retention.bytes."""
-        log_size = sum(int(s.size) for s in self.table[self.first:])
+        log_size = sum(s.size for s in self.table[self.first:])
         if log_size < retention_bytes:
             return
         diff = log_size - retention_bytes
 
-        def predicate(segment: SegmentLike, _index: int) -> bool:
+        def predicate(segment: SegmentLike, _next_base: int | None) -> bool:
             nonlocal diff
-            size = int(segment.size)
+            size = segment.size
             if diff - size >= 0:
                 diff -= size
                 return True
@@ -211,14 +215,15 @@ class _Pass:
 
     def plan(self) -> RetentionPlan:
         """The deletions so far as a RetentionPlan."""
-        reclaimed = sum(int(d.segment.size) for d in self.deletions)
+        reclaimed = sum(d.segment.size for d in self.deletions)
         return RetentionPlan(tuple(self.deletions), self.log_start_offset, reclaimed, self.rolled)
 
     def _delete(self, end: int, reason: str) -> None:
         if end == self.first:
             return
-        if end == len(self.table) and not self.rolled:
-            self.rolled = True
+        if end == len(self.table):
+            self.rolled = True  # Kafka rolls a new active segment before deleting the last one
         self.deletions.extend(Deletion(s, reason) for s in self.table[self.first:end])
-        self.log_start_offset = max(self.log_start_offset, self.upper_bound(end - 1))
+        first_kept = self.table[end].base_offset if end < len(self.table) else self.log_end_offset
+        self.log_start_offset = max(self.log_start_offset, first_kept)
         self.first = end
