@@ -56,6 +56,14 @@ def _binary_column(column, n: int | None, name: str) -> tuple[np.ndarray, np.nda
         width = column.dtype.itemsize if column.dtype.kind == "S" else column.shape[1]
         data = np.ascontiguousarray(column).view(np.uint8).reshape(-1)
         return data, np.arange(rows + 1, dtype=np.int64) * width, np.zeros(rows, np.bool_)
+    if isinstance(column, list | tuple) and None not in column:
+        try:
+            data = np.frombuffer(b"".join(column), np.uint8)
+        except TypeError as exc:
+            raise InvalidRecordError(f"{name} must be bytes or None: {exc}") from None
+        offsets = np.zeros(len(column) + 1, np.int64)
+        np.cumsum(np.fromiter(map(len, column), np.int64, len(column)), out=offsets[1:])
+        return data, offsets, np.zeros(len(column), np.bool_)
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()
     if not isinstance(column, pa.Array):
