@@ -1,0 +1,517 @@
+"""Partition: one replica of a replicated partition -- a local Log in the leader or follower
+role -- with the leader's view of every remote replica (Kafka's Partition and Replica).
+
+The leader keeps, per remote replica, its log end offset (LEO), log start offset, last fetch
+time and last caught-up time. The high watermark (HW) is the minimum LEO over the ISR (and
+over replicas caught up within `replica.lag.time.max.ms`, which are about to join it); it
+moves on produce and on fetch, so a follower learns a new HW one fetch round later (seed 001).
+Followers fetch with `fetch()`; `logstore.replication.follower.Follower` drives that side.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from logstore.checkpoint import (
+    REPLICATION_OFFSET_CHECKPOINT,
+    read_offsets_checkpoint,
+    write_offsets_checkpoint,
+)
+from logstore.clock import Clock
+from logstore.config import LogConfig
+from logstore.epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochFileCache
+from logstore.errors import (
+    FencedLeaderEpochError,
+    FetchOffsetOutOfRangeError,
+    NotEnoughReplicasAfterAppendError,
+    NotEnoughReplicasError,
+    NotLeaderOrFollowerError,
+    UnknownLeaderEpochError,
+)
+from logstore.log import AppendInfo, Log
+
+LEADER = "leader"
+FOLLOWER = "follower"
+UNKNOWN_OFFSET = -1  # a remote replica's LEO before its first fetch (Kafka's UnknownOffset)
+ACKS_ALL = -1
+_ACKS = (ACKS_ALL, 0, 1)
+
+
+class EpochEndOffset(NamedTuple):
+    """OffsetsForLeaderEpoch's answer: the largest epoch <= the one asked and where it ends."""
+
+    leader_epoch: int
+    end_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResponse:
+    """The leader's answer to a follower fetch: raw batches and the leader's offsets, or (with
+    no records) the epoch and end offset where the follower's log diverges (KIP-320)."""
+
+    records: bytes
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+    diverging_epoch: EpochEndOffset | None = None
+
+
+@dataclass(slots=True)
+class ReplicaState:
+    """The leader's view of one remote replica."""
+
+    replica_id: int
+    log_end_offset: int = UNKNOWN_OFFSET
+    log_start_offset: int = UNKNOWN_OFFSET
+    last_fetch_time_ms: int = 0
+    last_caught_up_time_ms: int = 0
+    last_fetch_leader_log_end_offset: int = UNKNOWN_OFFSET
+
+    def is_caught_up(self, leader_end_offset: int, now_ms: int, max_lag_ms: int) -> bool:
+        """At the leader's LEO, or caught up to it within the last `max_lag_ms`."""
+        return self.log_end_offset == leader_end_offset or now_ms - self.last_caught_up_time_ms <= max_lag_ms
+
+
+class AppendHandle:
+    """A produce in flight: done at once for acks=0/1; for acks=all when the HW passes
+    `last_offset` (or failed when leadership is lost or the ISR is too small by then)."""
+
+    def __init__(self, info: AppendInfo, acks: int, leader_epoch: int):
+        self.info = info
+        self.acks = acks
+        self.leader_epoch = leader_epoch
+        self.error: Exception | None = None
+        self._done = threading.Event()
+
+    @property
+    def first_offset(self) -> int:
+        """Offset of the first record written."""
+        return self.info.first_offset
+
+    @property
+    def last_offset(self) -> int:
+        """Offset of the last record written."""
+        return self.info.last_offset
+
+    @property
+    def done(self) -> bool:
+        """True once the append is acknowledged or failed."""
+        return self._done.is_set()
+
+    @property
+    def is_committed(self) -> bool:
+        """True once acknowledged without error."""
+        return self._done.is_set() and self.error is None
+
+    def wait(self, timeout_s: float | None = None) -> bool:
+        """Block until done (or `timeout_s`); True if done."""
+        return self._done.wait(timeout_s)
+
+    def result(self, timeout_s: float | None = None) -> AppendInfo:
+        """The AppendInfo once acknowledged; raises the failure, or TimeoutError."""
+        if not self._done.wait(timeout_s):
+            raise TimeoutError(f"append of offsets {self.first_offset}..{self.last_offset} not acknowledged yet")
+        if self.error is not None:
+            raise self.error
+        return self.info
+
+    def _finish(self, error: Exception | None = None) -> None:
+        self.error = error
+        self._done.set()
+
+    def __repr__(self) -> str:
+        state = "pending" if not self.done else ("committed" if self.error is None else f"failed: {self.error!r}")
+        return f"AppendHandle({self.first_offset}..{self.last_offset}, acks={self.acks}, {state})"
+
+
+IsrChangeCallback = Callable[["Partition", int, frozenset[int]], bool]
+
+
+class Partition:
+    """One local replica. Thread-safe (one lock). Build with `Partition.open` (a Log with
+    Kafka's partition state) or directly around any Log-like object and its epoch cache."""
+
+    def __init__(
+        self,
+        log: Any,
+        replica_id: int,
+        *,
+        leader_epoch_cache: LeaderEpochFileCache,
+        clock: Clock | None = None,
+        on_isr_change: IsrChangeCallback | None = None,
+    ):
+        self.log = log
+        self.replica_id = replica_id
+        self.epochs = leader_epoch_cache
+        self.clock = clock or log.clock
+        self.on_isr_change = on_isr_change
+        log.high_watermark_follows_log_end = False
+        self.role: str | None = None
+        self.leader_id: int | None = None
+        self.leader_epoch = UNDEFINED_EPOCH
+        self.assigned: tuple[int, ...] = ()
+        self.isr: frozenset[int] = frozenset()
+        self.leader_epoch_start_offset = UNKNOWN_OFFSET
+        self._remotes: dict[int, ReplicaState] = {}
+        self._pending: list[AppendHandle] = []
+        self._lock = threading.RLock()
+
+    @classmethod
+    def open(
+        cls,
+        path: str | Path,
+        replica_id: int,
+        config: LogConfig | dict[str, Any] | None = None,
+        *,
+        clock: Clock | None = None,
+        on_isr_change: IsrChangeCallback | None = None,
+    ) -> Partition:
+        """Open the partition directory `path` as a replica: a Log with producer state and the
+        leader-epoch cache, and the HW from the data directory's replication-offset-checkpoint."""
+        from logstore.partition_state import PartitionState
+
+        state = PartitionState()
+        log = Log.open(path, config, clock=clock, hooks=[state])
+        partition = cls(log, replica_id, leader_epoch_cache=state.leader_epoch_cache(log),
+                        clock=clock, on_isr_change=on_isr_change)
+        checkpoint = read_offsets_checkpoint(log.dir.parent / REPLICATION_OFFSET_CHECKPOINT)
+        log.high_watermark = checkpoint.get((log.topic, log.partition), 0)
+        return partition
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def topic(self) -> str:
+        """The log's topic."""
+        return self.log.topic
+
+    @property
+    def partition(self) -> int:
+        """The log's partition number."""
+        return self.log.partition
+
+    @property
+    def high_watermark(self) -> int:
+        """This replica's HW (the partition HW when leader)."""
+        return self.log.high_watermark
+
+    @property
+    def log_end_offset(self) -> int:
+        """This replica's LEO."""
+        return self.log.log_end_offset
+
+    @property
+    def is_leader(self) -> bool:
+        """True in the leader role."""
+        return self.role == LEADER
+
+    def remote_replica(self, replica_id: int) -> ReplicaState:
+        """The leader's view of `replica_id` (a copy). NotLeaderOrFollowerError if unknown."""
+        with self._lock:
+            state = self._remotes.get(replica_id)
+            if state is None:
+                raise NotLeaderOrFollowerError(
+                    f"replica {self.replica_id} of {self.topic}-{self.partition} tracks no replica {replica_id}")
+            return replace(state)
+
+    @property
+    def _config(self) -> LogConfig:
+        return self.log.config
+
+    def checkpoint_high_watermark(self) -> None:
+        """Write this replica's HW into the data directory's replication-offset-checkpoint
+        (Kafka does this every `replica.high.watermark.checkpoint.interval.ms`)."""
+        path = Path(self.log.dir).parent / REPLICATION_OFFSET_CHECKPOINT
+        offsets = read_offsets_checkpoint(path)
+        offsets[(self.topic, self.partition)] = self.log.high_watermark
+        write_offsets_checkpoint(path, offsets)
+
+    # ------------------------------------------------------------------ role changes
+
+    def make_leader(self, leader_epoch: int, isr: Iterable[int], assigned: Iterable[int]) -> bool:
+        """Become leader in `leader_epoch` (a LeaderAndIsr from the controller). The epoch starts
+        at the current LEO in the epoch cache; every remote replica's state is reset. Returns
+        False (and changes nothing) for an epoch older than the one known."""
+        with self._lock:
+            if leader_epoch < self.leader_epoch:
+                return False
+            now = self.clock.time_ms()
+            self.isr = frozenset(isr) | {self.replica_id}
+            self.assigned = tuple(assigned)
+            if self.role == LEADER and leader_epoch == self.leader_epoch:
+                return True
+            self._fail_pending(NotLeaderOrFollowerError(
+                f"replica {self.replica_id} of {self.topic}-{self.partition} changed role"))
+            leo = self.log.log_end_offset
+            self.role, self.leader_id, self.leader_epoch = LEADER, self.replica_id, leader_epoch
+            self.epochs.assign(leader_epoch, leo)
+            self.leader_epoch_start_offset = leo
+            self._remotes = {
+                r: ReplicaState(r, last_caught_up_time_ms=now if r in self.isr else 0, last_fetch_time_ms=now,
+                                last_fetch_leader_log_end_offset=leo)
+                for r in self.assigned if r != self.replica_id
+            }
+            self._maybe_increment_high_watermark(now)
+            return True
+
+    def make_follower(self, leader_id: int, leader_epoch: int) -> bool:
+        """Follow `leader_id` in `leader_epoch`. The Follower truncates with the leader-epoch
+        protocol before fetching again. False (no change) for an older epoch."""
+        with self._lock:
+            if leader_epoch < self.leader_epoch:
+                return False
+            if self.role == FOLLOWER and leader_epoch == self.leader_epoch and leader_id == self.leader_id:
+                return True
+            self._fail_pending(NotLeaderOrFollowerError(
+                f"replica {self.replica_id} of {self.topic}-{self.partition} is now a follower of {leader_id}"))
+            self.role, self.leader_id, self.leader_epoch = FOLLOWER, leader_id, leader_epoch
+            self._remotes = {}
+            self.isr = frozenset()
+            self.leader_epoch_start_offset = UNKNOWN_OFFSET
+            return True
+
+    def update_isr(self, isr: Iterable[int]) -> None:
+        """The controller changed the ISR (e.g. removed a failed broker); the HW may move."""
+        with self._lock:
+            if self.role != LEADER:
+                return
+            self.isr = frozenset(isr) | {self.replica_id}
+            now = self.clock.time_ms()
+            self._maybe_increment_high_watermark(now)
+            self._complete_pending()
+
+    def _fail_pending(self, error: Exception) -> None:
+        pending, self._pending = self._pending, []
+        for handle in pending:
+            handle._finish(error)
+
+    # ------------------------------------------------------------------ leader: produce
+
+    def append(self, records: Any, acks: int = ACKS_ALL) -> AppendHandle:
+        """Append as leader with `acks` -1 (done when the HW passes the batch), 1 or 0 (done at
+        once). Raises NotLeaderOrFollowerError, and NotEnoughReplicasError for acks=all when
+        the ISR is smaller than `min.insync.replicas`."""
+        if acks not in _ACKS:
+            raise ValueError(f"acks must be -1, 0 or 1, not {acks!r}")
+        with self._lock:
+            self._require_leader()
+            min_isr = self._config.min_insync_replicas
+            if acks == ACKS_ALL and len(self.isr) < min_isr:
+                raise NotEnoughReplicasError(
+                    f"{self.topic}-{self.partition}: ISR {sorted(self.isr)} is smaller than "
+                    f"min.insync.replicas={min_isr}")
+            info = self.log.append(records, leader_epoch=self.leader_epoch)
+            handle = AppendHandle(info, acks, self.leader_epoch)
+            if acks == ACKS_ALL:
+                self._pending.append(handle)
+            else:
+                handle._finish()
+            self._maybe_increment_high_watermark(self.clock.time_ms())
+            self._complete_pending()
+            return handle
+
+    def _require_leader(self) -> None:
+        if self.role != LEADER:
+            raise NotLeaderOrFollowerError(
+                f"replica {self.replica_id} is not the leader of {self.topic}-{self.partition} "
+                f"(leader {self.leader_id}, epoch {self.leader_epoch})")
+
+    def _complete_pending(self) -> None:
+        hw = self.log.high_watermark
+        done = [h for h in self._pending if h.last_offset < hw]
+        if not done:
+            return
+        self._pending = [h for h in self._pending if h.last_offset >= hw]
+        min_isr = self._config.min_insync_replicas
+        for handle in done:
+            if len(self.isr) >= min_isr:
+                handle._finish()
+            else:
+                handle._finish(NotEnoughReplicasAfterAppendError(
+                    f"{self.topic}-{self.partition}: offsets {handle.first_offset}..{handle.last_offset} "
+                    f"committed with ISR {sorted(self.isr)} below min.insync.replicas={min_isr}"))
+
+    def _maybe_increment_high_watermark(self, now: int) -> bool:
+        """HW = min LEO over the ISR and the replicas caught up within the lag time; only up."""
+        leo = self.log.log_end_offset
+        lag = self._config.replica_lag_time_max_ms
+        new_hw = leo
+        for state in self._remotes.values():
+            joining = state.log_end_offset != UNKNOWN_OFFSET and state.is_caught_up(leo, now, lag)
+            if state.replica_id in self.isr or joining:
+                new_hw = min(new_hw, state.log_end_offset)
+        if new_hw > self.log.high_watermark:
+            self.log.high_watermark = new_hw
+            return True
+        return False
+
+    # ------------------------------------------------------------------ leader: fetch
+
+    def _check_epoch(self, current_leader_epoch: int) -> None:
+        if current_leader_epoch == UNDEFINED_EPOCH:
+            return
+        if current_leader_epoch < self.leader_epoch:
+            raise FencedLeaderEpochError(
+                f"{self.topic}-{self.partition}: request epoch {current_leader_epoch} is older than "
+                f"the leader's epoch {self.leader_epoch}")
+        if current_leader_epoch > self.leader_epoch:
+            raise UnknownLeaderEpochError(
+                f"{self.topic}-{self.partition}: request epoch {current_leader_epoch} is newer than "
+                f"the epoch {self.leader_epoch} known to replica {self.replica_id}")
+
+    def offsets_for_leader_epoch(self, current_leader_epoch: int, leader_epoch: int) -> EpochEndOffset:
+        """Kafka's OffsetsForLeaderEpoch on the leader: the largest epoch <= `leader_epoch` and
+        its end offset. Raises the fenced/unknown epoch errors, NotLeaderOrFollowerError."""
+        with self._lock:
+            self._require_leader()
+            self._check_epoch(current_leader_epoch)
+            return EpochEndOffset(*self.epochs.end_offset_for(leader_epoch, self.log.log_end_offset))
+
+    def fetch(
+        self,
+        replica_id: int,
+        fetch_offset: int,
+        max_bytes: int,
+        current_leader_epoch: int,
+        last_fetched_epoch: int = UNDEFINED_EPOCH,
+        *,
+        log_start_offset: int = UNKNOWN_OFFSET,
+    ) -> FetchResponse:
+        """A follower fetch: records from `fetch_offset` up to the LEO, the HW and the log start
+        offset after the follower's state was updated; or the diverging epoch when
+        `last_fetched_epoch` does not end at or after `fetch_offset` here (KIP-320).
+
+        Raises NotLeaderOrFollowerError, FencedLeaderEpochError, UnknownLeaderEpochError and
+        FetchOffsetOutOfRangeError (with the leader's log start and end offsets).
+        """
+        with self._lock:
+            self._require_leader()
+            self._check_epoch(current_leader_epoch)
+            state = self._remotes.get(replica_id)
+            if state is None:
+                raise NotLeaderOrFollowerError(
+                    f"replica {replica_id} is not assigned to {self.topic}-{self.partition} "
+                    f"(assigned: {list(self.assigned)})")
+            log = self.log
+            start, end = log.log_start_offset, log.log_end_offset
+            if last_fetched_epoch != UNDEFINED_EPOCH:
+                epoch, epoch_end = self.epochs.end_offset_for(last_fetched_epoch, end)
+                if epoch_end != UNDEFINED_EPOCH_OFFSET and (epoch < last_fetched_epoch or epoch_end < fetch_offset):
+                    return FetchResponse(b"", log.high_watermark, start, end, EpochEndOffset(epoch, epoch_end))
+            if fetch_offset < start or fetch_offset > end:
+                raise FetchOffsetOutOfRangeError(
+                    f"fetch offset {fetch_offset} from replica {replica_id} is out of range for "
+                    f"{self.topic}-{self.partition}: valid offsets are [{start}, {end}]",
+                    log_start_offset=start, log_end_offset=end)
+            result = log.read(fetch_offset, max_bytes)
+            now = self.clock.time_ms()
+            self._update_follower_state(state, fetch_offset, log_start_offset, end, now)
+            self._maybe_expand_isr(state)
+            if self._maybe_increment_high_watermark(now):
+                self._complete_pending()
+            return FetchResponse(result.records, log.high_watermark, log.log_start_offset, log.log_end_offset)
+
+    def _update_follower_state(self, state: ReplicaState, fetch_offset: int, log_start_offset: int,
+                               leader_end: int, now: int) -> None:
+        """Kafka's Replica.updateFetchState: the follower is caught up if it fetched at the
+        LEO, or at least at the LEO of its previous fetch (then: caught up at that time)."""
+        if fetch_offset >= leader_end:
+            state.last_caught_up_time_ms = max(state.last_caught_up_time_ms, now)
+        elif fetch_offset >= state.last_fetch_leader_log_end_offset:
+            state.last_caught_up_time_ms = max(state.last_caught_up_time_ms, state.last_fetch_time_ms)
+        state.log_end_offset = fetch_offset
+        state.log_start_offset = log_start_offset
+        state.last_fetch_leader_log_end_offset = leader_end
+        state.last_fetch_time_ms = now
+
+    def _maybe_expand_isr(self, state: ReplicaState) -> None:
+        """A follower joins the ISR once its LEO reaches the HW and the current epoch's start."""
+        if state.replica_id in self.isr:
+            return
+        if state.log_end_offset >= self.log.high_watermark and \
+                state.log_end_offset >= self.leader_epoch_start_offset:
+            self._alter_isr(self.isr | {state.replica_id})
+
+    def maybe_shrink_isr(self) -> frozenset[int]:
+        """Drop ISR followers that have not caught up for `replica.lag.time.max.ms`; returns
+        the replicas removed. The HW may move up afterwards."""
+        with self._lock:
+            if self.role != LEADER:
+                return frozenset()
+            now = self.clock.time_ms()
+            leo = self.log.log_end_offset
+            lag = self._config.replica_lag_time_max_ms
+            out = frozenset(r for r, s in self._remotes.items()
+                            if r in self.isr and not s.is_caught_up(leo, now, lag))
+            if out and self._alter_isr(self.isr - out):
+                self._maybe_increment_high_watermark(now)
+                self._complete_pending()
+                return out
+            return frozenset()
+
+    def _alter_isr(self, new_isr: frozenset[int]) -> bool:
+        """Ask the controller (if any) to accept `new_isr` (Kafka's AlterPartition)."""
+        if self.on_isr_change is not None and not self.on_isr_change(self, self.leader_epoch, new_isr):
+            return False
+        self.isr = new_isr
+        return True
+
+    # ------------------------------------------------------------------ follower side
+
+    def follower_state(self) -> tuple[int, int] | None:
+        """(leader id, leader epoch) when following, else None."""
+        with self._lock:
+            if self.role != FOLLOWER or self.leader_id is None:
+                return None
+            return self.leader_id, self.leader_epoch
+
+    def append_fetched(self, leader_epoch: int, response: FetchResponse) -> bool:
+        """Apply a fetch response as a follower of `leader_epoch`: append the batches, set
+        HW = min(LEO, leader HW), take the leader's log start offset (deleting segments wholly
+        below it). False (nothing applied) if the role or epoch changed meanwhile."""
+        with self._lock:
+            if self.role != FOLLOWER or self.leader_epoch != leader_epoch:
+                return False
+            log = self.log
+            if response.records:
+                log.append_as_follower(response.records)
+            log.high_watermark = min(log.log_end_offset, response.high_watermark)
+            if response.log_start_offset > log.log_start_offset:
+                self._follow_log_start_offset(response.log_start_offset)
+            return True
+
+    def _follow_log_start_offset(self, leader_log_start_offset: int) -> None:
+        from retention import follow_leader_log_start_offset  # retention imports logstore
+
+        follow_leader_log_start_offset(self.log, min(leader_log_start_offset, self.log.high_watermark))
+
+    def truncate_to(self, leader_epoch: int, offset: int) -> bool:
+        """Truncate the local log to `offset` as a follower of `leader_epoch` (False if the role
+        or epoch changed meanwhile, or nothing was above `offset`)."""
+        with self._lock:
+            if self.role != FOLLOWER or self.leader_epoch != leader_epoch:
+                return False
+            return bool(self.log.truncate_to(offset))
+
+    def truncate_fully_and_start_at(self, leader_epoch: int, offset: int) -> bool:
+        """Empty the local log and restart it at `offset` (a follower behind the leader's start)."""
+        with self._lock:
+            if self.role != FOLLOWER or self.leader_epoch != leader_epoch:
+                return False
+            self.log.truncate_fully_and_start_at(offset)
+            return True
+
+    def close(self) -> None:
+        """Fail pending appends and close the log."""
+        with self._lock:
+            self._fail_pending(NotLeaderOrFollowerError(f"replica {self.replica_id} closed"))
+            self.log.close()
+
+    def __repr__(self) -> str:
+        return (f"Partition({self.topic}-{self.partition}, replica={self.replica_id}, role={self.role}, "
+                f"epoch={self.leader_epoch}, leo={self.log_end_offset}, hw={self.high_watermark}, "
+                f"isr={sorted(self.isr)})")
