@@ -322,3 +322,38 @@ def test_cleaning_a_kafka_written_partition_keeps_the_latest_keyed_records(tmp_p
     codecs = {b.compression for s in log.segments for b in s.iter_batches()}
     assert codecs >= {"gzip", "snappy", "lz4", "zstd"}  # rewritten batches keep their codec
     log.close()
+
+
+class _StatefulLog:
+    """A Log seen together with its producer state and LSO, as the cleaner looks for them."""
+
+    def __init__(self, log, producers, lso):
+        self._log, self.last_stable_offset = log, lso
+        self.producer_state = type("PSM", (), {"producers": producers})()
+
+    def __getattr__(self, name):
+        return getattr(self._log, name)
+
+
+def test_producer_state_and_lso_come_from_the_log_when_it_carries_them(tmp_path):
+    from logstore.producer_state import BatchMetadata, ProducerStateEntry
+
+    clock = ManualClock(10**12)
+    log = Log.open(tmp_path / "t-0", COMPACT, clock=clock)
+    ts = clock.time_ms()
+    log.append(build_batch([Record(0, ts, b"k", b"1")], producer_id=4, producer_epoch=0, base_sequence=0))
+    log.append(build_batch([Record(0, ts, b"k", b"2")]))
+    log.roll()
+    log.append([(b"k", b"3")])
+    log.roll()
+    # An open transaction at offset 2 (the LSO) keeps the last segment out of this round.
+    result = Cleaner(log.config).clean(_StatefulLog(log, {}, 2))
+    assert result.first_uncleanable_offset == 2
+    batches = [b for s in log.segments for b in s.iter_batches()]
+    # Producer 4 has expired from the producer state: its emptied batch goes (the headers alone
+    # would have kept it as the producer's last batch).
+    assert [(b.base_offset, b.record_count) for b in batches] == [(1, 1), (2, 1)]
+    entry = ProducerStateEntry(4, 0)
+    entry.batch_metadata.append(BatchMetadata(0, 0, 0, ts))
+    assert Cleaner(log.config).clean(_StatefulLog(log, {4: entry}, 3)).end_offset == 3
+    log.close()
