@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 Headers = tuple[tuple[str, bytes | None], ...]
@@ -18,19 +19,25 @@ class Record:
     headers: Headers = ()
 
 
-def _init(self: Record, offset: int, timestamp: int, key: bytes | None = None,
-          value: bytes | None = None, headers: Headers = (),
-          _offset=Record.offset.__set__, _timestamp=Record.timestamp.__set__,
-          _key=Record.key.__set__, _value=Record.value.__set__,
-          _headers=Record.headers.__set__) -> None:
-    _offset(self, offset)
-    _timestamp(self, timestamp)
-    _key(self, key)
-    _value(self, value)
-    _headers(self, headers)
+def _slot_writing_init(cls: type[Record]) -> Callable[..., None]:
+    """An __init__ with the generated one's signature that writes the slots through their
+    descriptors: about 1.6x faster, and decoding builds one Record per record."""
+    set_offset = cls.offset.__set__
+    set_timestamp = cls.timestamp.__set__
+    set_key = cls.key.__set__
+    set_value = cls.value.__set__
+    set_headers = cls.headers.__set__
+
+    def __init__(self: Record, offset: int, timestamp: int, key: bytes | None = None,
+                 value: bytes | None = None, headers: Headers = ()) -> None:
+        set_offset(self, offset)
+        set_timestamp(self, timestamp)
+        set_key(self, key)
+        set_value(self, value)
+        set_headers(self, headers)
+
+    __init__.__qualname__ = f"{cls.__qualname__}.__init__"
+    return __init__
 
 
-# Same signature as the generated __init__, but it writes the slots through their
-# descriptors: about twice as fast, and decoding builds a Record per record.
-_init.__qualname__ = "Record.__init__"
-Record.__init__ = _init
+Record.__init__ = _slot_writing_init(Record)
