@@ -10,7 +10,8 @@ not swapped in, its `.cleaned` files are removed and the checkpoint does not mov
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from compaction.cleaner import Cleaner, CleanResult
@@ -28,7 +29,7 @@ class LogCleaner:
         self._logs = logs
         self.config = LogConfig.coerce(config)
         self._clock = clock or SystemClock()
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         self._in_progress: set[tuple[str, int]] = set()
         self._idle: list[Cleaner] = []
         self._running: dict[int, Cleaner] = {}
@@ -83,11 +84,28 @@ class LogCleaner:
             finally:
                 with self._lock:
                     self._in_progress.discard((log.topic, log.partition))
+                    self._lock.notify_all()
             with self._lock:
                 self.results = [*self.results[-99:], result]
             return result
         finally:
             self._checkin(cleaner)
+
+    @contextmanager
+    def exclusive(self, log: Any) -> Iterator[None]:
+        """Keep the cleaner off `log` (waiting for a clean of it to finish) while the block
+        runs; LogManager's retention uses it, as Kafka's cleaner manager does."""
+        key = (log.topic, log.partition)
+        with self._lock:
+            while key in self._in_progress:
+                self._lock.wait()
+            self._in_progress.add(key)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._in_progress.discard(key)
+                self._lock.notify_all()
 
     def run_until_idle(self, now_ms: int | None = None) -> list[CleanResult]:
         """Clean due logs, dirtiest first, until none is due; the results in order."""

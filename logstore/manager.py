@@ -210,7 +210,8 @@ class LogManager:
         # below the log start offset, as Kafka's deleteOldSegments does.
         for log in self.logs():
             if not log.closed:
-                log.delete_old_segments(now_ms)
+                with self.log_cleaner.exclusive(log):  # never beside a clean of the same log
+                    log.delete_old_segments(now_ms)
 
     def _run_flush(self, now_ms: int) -> None:
         for log in self.logs():

@@ -131,3 +131,14 @@ def test_stop_without_waiting_abandons_a_clean_safely(tmp_path):
     assert not any(p.name.endswith((".cleaned", ".swap")) for p in (tmp_path / "t-0").iterdir())
     assert not (tmp_path / "cleaner-offset-checkpoint").exists()
     mgr.close()
+
+
+def test_exclusive_keeps_the_cleaner_off_a_log(tmp_path):
+    clock = ManualClock(10**12)
+    with LogManager(tmp_path, BASE, clock=clock) as mgr:
+        log = mgr.get_or_create("t", 0, {"cleanup.policy": "compact"})
+        _fill(log, 100, 3)
+        log.roll()
+        with mgr.log_cleaner.exclusive(log):
+            assert mgr.log_cleaner.run_once() is None
+        assert mgr.log_cleaner.run_once().topic == "t"
