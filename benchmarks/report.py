@@ -25,7 +25,7 @@ def run_benchmarks(pytest_args: list[str]) -> dict:
         cmd = [
             sys.executable, "-m", "pytest", str(BENCH_DIR), "-p", "no:cacheprovider",
             "-o", "python_files=bench_*.py", "--benchmark-only",
-            f"--benchmark-json={out}", "--benchmark-columns=mean,stddev,rounds",
+            f"--benchmark-json={out}", "--benchmark-columns=median,iqr,rounds",
             "--benchmark-sort=name", "-q", *pytest_args,
         ]
         completed = subprocess.run(cmd, check=False)
@@ -41,7 +41,7 @@ def throughput(bench: dict) -> tuple[float, str] | None:
     if not items or unit not in UNIT_SCALE:
         return None
     scale, label = UNIT_SCALE[unit]
-    return items / bench["stats"]["mean"] / scale, label
+    return items / bench["stats"]["median"] / scale, label
 
 
 def format_table(report: dict) -> str:
@@ -50,7 +50,7 @@ def format_table(report: dict) -> str:
     for bench in report["benchmarks"]:
         groups[bench.get("group") or bench["name"]].append(bench)
     lines = [
-        "| group | benchmark | role | mean | throughput | ratio vs peers/baselines |",
+        "| group | benchmark | role | median | throughput | ratio vs peers/baselines |",
         "|---|---|---|---|---|---|",
     ]
     for group in sorted(groups):
@@ -64,11 +64,11 @@ def format_table(report: dict) -> str:
             if role == "ours":
                 for other in others:
                     ratios.append(
-                        f"{bench_short(other)}: {other['stats']['mean'] / bench['stats']['mean']:.2f}x"
+                        f"{bench_short(other)}: {other['stats']['median'] / bench['stats']['median']:.2f}x"
                     )
-            mean_ms = bench["stats"]["mean"] * 1e3
+            median_ms = bench["stats"]["median"] * 1e3
             lines.append(
-                f"| {group} | {bench_short(bench)} | {role} | {mean_ms:.3f} ms | {tp_text} | "
+                f"| {group} | {bench_short(bench)} | {role} | {median_ms:.3f} ms | {tp_text} | "
                 f"{', '.join(ratios) or '-'} |"
             )
     return "\n".join(lines)
