@@ -46,15 +46,18 @@ class Controller:
         else:
             partition.make_follower(self.leader, self.leader_epoch)
 
-    def fail(self, replica_id: int) -> None:
-        """The controller noticed replica `replica_id`'s broker die: a new leader if it led,
-        else it leaves the ISR (which never becomes empty, as in Kafka)."""
-        self.replicas.pop(replica_id, None)
-        if replica_id == self.leader:
+    def fail(self, *replica_ids: int) -> None:
+        """The controller noticed the brokers of `replica_ids` die (at once): a new leader if
+        the leader is among them, and they leave the ISR -- which never becomes empty: as in
+        Kafka, the last member stays so it can lead again when it returns."""
+        for replica_id in replica_ids:
+            self.replicas.pop(replica_id, None)
+        if self.leader in replica_ids:
             self._elect_offline()
-        elif replica_id in self.isr and len(self.isr) > 1:
-            self.isr = self.isr - {replica_id}
-            self._leader_partition_update_isr()
+        for replica_id in replica_ids:
+            if replica_id in self.isr and len(self.isr) > 1:
+                self.isr = self.isr - {replica_id}
+        self._leader_partition_update_isr()
 
     def _elect_offline(self) -> None:
         self._apply(offline_partition_leader(

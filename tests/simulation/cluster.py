@@ -1,0 +1,457 @@
+"""SimCluster: three replicas of one partition, a Controller, an in-process transport and a
+ManualClock, driven one deterministic action at a time, with the invariants checked after
+every action by `Invariants`.
+
+Fault model (Kafka's durability assumption made explicit):
+- `restart(r)`: the process dies and comes back (kill -9). The page cache survives, so no
+  log byte is lost; in-memory state is: the HW falls back to the last checkpointed value and
+  the follower state restarts. A follower's quick restart goes unnoticed by the controller
+  (it stays in the ISR); a leader's restart makes the controller elect again.
+- `fail(r)`: the machine dies (power loss). Unflushed bytes are lost -- unless `r` is the last
+  live ISR replica, the one fault Kafka does not survive (every copy of a committed record
+  gone at once), so then the failure keeps the data. The controller notices: `r` leaves the
+  ISR or, if it led, a new leader is elected.
+- `recover(r)`: a failed replica's broker starts again.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from logstore.clock import ManualClock
+from logstore.errors import NotEnoughReplicasError, NotLeaderOrFollowerError
+from logstore.records import build_batch_columnar, iter_batches, read_batch_header
+from logstore.replication.controller import Controller
+from logstore.replication.follower import Follower, Step
+from logstore.replication.partition import ACKS_ALL, AppendHandle, Partition
+from logstore.replication.transport import FetchRequest, InProcessTransport
+from tests.simulation.memory_log import MemoryLog
+
+TOPIC = "sim"
+START_MS = 1_000_000
+LAG_MS = 100
+BASE_CONFIG = {"replica.lag.time.max.ms": LAG_MS, "min.insync.replicas": 1, "file.delete.delay.ms": 0,
+               "segment.bytes": 1024}
+
+BatchId = tuple[int, int, int]  # (base offset, next offset, crc)
+
+
+def batch_ids(log: Any) -> list[BatchId]:
+    """Every readable batch of `log` from its log start offset, as (base, next, crc)."""
+    if isinstance(log, MemoryLog):
+        return log.batch_ids()
+    out: list[BatchId] = []
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        data = log.read(offset, 1 << 30).records
+        if not data:
+            break
+        for batch in iter_batches(data):
+            h = read_batch_header(batch.buffer, batch.position)
+            out.append((h.base_offset, h.next_offset, h.crc))
+            offset = h.next_offset
+    return out
+
+
+class Node:
+    """One replica's broker: its partition and fetcher while up, its storage across restarts."""
+
+    def __init__(self, replica_id: int):
+        self.replica_id = replica_id
+        self.partition: Partition | None = None
+        self.follower: Follower | None = None
+        self.memory_log: MemoryLog | None = None
+        self.hw_checkpoint = 0
+
+    @property
+    def up(self) -> bool:
+        return self.partition is not None
+
+
+class Invariants:
+    """The four properties checked after every action; violations are collected, not raised."""
+
+    def __init__(self, strict_history: bool = True):
+        self.strict_history = strict_history
+        self.acked: dict[int, BatchId] = {}  # base offset -> batch, acks=all and acknowledged
+        self.committed: dict[int, BatchId] = {}  # base offset -> batch once below a leader's HW
+        self.leader_hw: tuple[int, int] = (-1, -1)  # (leader epoch, HW) last seen
+        self.violations: list[str] = []
+
+    def _fail(self, message: str) -> None:
+        if message not in self.violations:
+            self.violations.append(message)
+
+    def check(self, cluster: SimCluster) -> None:
+        """Run every invariant over the current state."""
+        ids = {n.replica_id: batch_ids(n.partition.log) for n in cluster.nodes if n.partition is not None}
+        for node in cluster.nodes:
+            if node.partition is not None:
+                self._check_dense(node.partition, ids[node.replica_id])
+        leader = cluster.leader_partition()
+        if leader is None:
+            return
+        leader_ids = ids[leader.replica_id]
+        by_base = {b[0]: b for b in leader_ids}
+        hw = leader.high_watermark
+        epoch = leader.leader_epoch
+        last_epoch, last_hw = self.leader_hw
+        if epoch == last_epoch and hw < last_hw:
+            self._fail(f"leader HW decreased in epoch {epoch}: {last_hw} -> {hw}")
+        self.leader_hw = (epoch, hw)
+        for batch in leader_ids:
+            if batch[1] <= hw:
+                old = self.committed.setdefault(batch[0], batch)
+                if old != batch and self.strict_history:
+                    self._fail(f"committed batch at offset {batch[0]} replaced: {old} -> {batch}")
+        start = leader.log.log_start_offset
+        for base, batch in self.acked.items():
+            if batch[1] > start and by_base.get(base) != batch:
+                self._fail(f"acknowledged batch {batch} lost on leader {leader.replica_id}")
+        for node in cluster.nodes:
+            p = node.partition
+            if p is None or p is leader or node.follower is None or node.follower.needs_truncation:
+                continue
+            for batch in ids[node.replica_id]:
+                if batch[1] <= p.high_watermark and batch[0] >= start and by_base.get(batch[0]) != batch:
+                    self._fail(f"replica {node.replica_id} differs from leader {leader.replica_id} below its HW "
+                               f"{p.high_watermark}: {batch} vs {by_base.get(batch[0])}")
+
+    def _check_dense(self, partition: Partition, ids: list[BatchId]) -> None:
+        log = partition.log
+        start, end, hw = log.log_start_offset, log.log_end_offset, log.high_watermark
+        if not start <= hw <= end:
+            self._fail(f"replica {partition.replica_id}: start {start} <= hw {hw} <= end {end} broken")
+        expected = ids[0][0] if ids else start
+        if ids and not ids[0][0] <= start < ids[0][1]:
+            self._fail(f"replica {partition.replica_id}: first batch {ids[0]} does not hold the start {start}")
+        for base, nxt, _ in ids:
+            if base != expected:
+                self._fail(f"replica {partition.replica_id}: offsets not dense at {expected} (batch at {base})")
+            expected = nxt
+        if ids and expected != end:
+            self._fail(f"replica {partition.replica_id}: last batch ends at {expected}, log end is {end}")
+
+    def acknowledged(self, batch: BatchId) -> None:
+        """Remember an acks=all append the producer saw succeed."""
+        self.acked[batch[0]] = batch
+
+
+class SimCluster:
+    """Three replicas (ids 0, 1, 2; 0 preferred) under one Controller."""
+
+    def __init__(
+        self,
+        *,
+        backend: str = "memory",
+        root: Path | None = None,
+        truncate_to_hw: bool = False,
+        config: dict[str, Any] | None = None,
+        replicas: int = 3,
+        strict_history: bool = True,
+    ):
+        if backend == "disk" and root is None:
+            raise ValueError("the disk backend needs a root directory")
+        self.backend = backend
+        self.root = root
+        self.truncate_to_hw = truncate_to_hw
+        self.config = {**BASE_CONFIG, **(config or {})}
+        self.clock = ManualClock(START_MS)
+        self.transport = InProcessTransport()
+        self.controller = Controller(list(range(replicas)))
+        self.nodes = [Node(i) for i in range(replicas)]
+        self.invariants = Invariants(strict_history)
+        self.pending: list[tuple[AppendHandle, BatchId]] = []
+        self._produced = 0
+        for node in self.nodes:
+            self._start(node)
+
+    # ---------------------------------------------------------------- plumbing
+
+    def _dir(self, node: Node) -> Path:
+        assert self.root is not None
+        return self.root / f"broker-{node.replica_id}" / f"{TOPIC}-0"
+
+    def _start(self, node: Node) -> None:
+        """Open the node's storage, take its checkpointed HW, register it with the controller."""
+        if self.backend == "memory":
+            if node.memory_log is None:
+                node.memory_log = MemoryLog(TOPIC, 0, self.config, self.clock)
+            log = node.memory_log
+            partition = Partition(log, node.replica_id, leader_epoch_cache=log.epochs, clock=self.clock)
+        else:
+            partition = Partition.open(self._dir(node), node.replica_id, self.config, clock=self.clock)
+        partition.log.high_watermark = node.hw_checkpoint
+        node.partition = partition
+        node.follower = Follower(partition, self.transport, truncate_to_hw=self.truncate_to_hw)
+        self.transport.register(partition)
+        self.controller.startup(partition)
+
+    def _stop(self, node: Node, *, lose_unflushed: bool) -> None:
+        partition = node.partition
+        assert partition is not None
+        self.transport.unregister(node.replica_id, TOPIC, 0)
+        log = partition.log
+        if lose_unflushed and log.recovery_point < log.log_end_offset:
+            log.truncate_to(log.recovery_point)  # the bytes in the page cache are gone
+        partition.close()
+        node.partition = None
+        node.follower = None
+
+    def leader_partition(self) -> Partition | None:
+        """The leader's Partition, if the partition is online."""
+        leader = self.controller.leader
+        return None if leader is None else self.nodes[leader].partition
+
+    def _after(self) -> None:
+        """Collect acknowledgements, then check every invariant."""
+        waiting = []
+        for handle, batch in self.pending:
+            if not handle.done:
+                waiting.append((handle, batch))
+            elif handle.is_committed:
+                self.invariants.acknowledged(batch)
+        self.pending = waiting
+        self.invariants.check(self)
+
+    # ---------------------------------------------------------------- actions
+
+    def produce(self, acks: int = ACKS_ALL, value: bytes | None = None) -> AppendHandle | None:
+        """One single-record batch to the leader; None if there is no leader or it refused."""
+        leader = self.leader_partition()
+        if leader is None:
+            return None
+        self._produced += 1
+        payload = value if value is not None else b"v%d" % self._produced
+        batch = build_batch_columnar([b"k"], [payload], timestamps=[self.clock.time_ms()])
+        try:
+            handle = leader.append(batch, acks=acks)
+        except (NotEnoughReplicasError, NotLeaderOrFollowerError):
+            self._after()
+            return None
+        if acks == ACKS_ALL:
+            self.pending.append((handle, (handle.first_offset, handle.last_offset + 1, read_batch_header(batch).crc)))
+        self._after()
+        return handle
+
+    def fetch(self, replica_id: int) -> Step:
+        """One fetcher round of `replica_id`."""
+        node = self.nodes[replica_id]
+        step = node.follower.step() if node.follower is not None else Step.IDLE
+        self._after()
+        return step
+
+    def tick(self, ms: int) -> None:
+        """Advance the clock; the leader drops lagging followers from the ISR."""
+        self.clock.advance(ms)
+        leader = self.leader_partition()
+        if leader is not None:
+            leader.maybe_shrink_isr()
+        self._after()
+
+    def flush(self, replica_id: int) -> None:
+        """fsync the replica's log."""
+        node = self.nodes[replica_id]
+        if node.partition is not None:
+            node.partition.log.flush()
+        self._after()
+
+    def checkpoint_hw(self, replica_id: int) -> None:
+        """Write the replica's HW checkpoint (Kafka does this every few seconds)."""
+        node = self.nodes[replica_id]
+        if node.partition is not None:
+            node.hw_checkpoint = node.partition.high_watermark
+        self._after()
+
+    def restart(self, replica_id: int) -> None:
+        """Process crash and restart: no byte lost, HW back to its checkpoint."""
+        node = self.nodes[replica_id]
+        if node.partition is None:
+            return
+        self._stop(node, lose_unflushed=False)
+        self._start(node)
+        self._after()
+
+    def fail(self, replica_id: int) -> None:
+        """Machine failure: unflushed bytes lost unless it is the last live ISR replica (see
+        the module docstring); the controller is told."""
+        node = self.nodes[replica_id]
+        if node.partition is None:
+            return
+        others = (self.controller.isr & self.controller.live) - {replica_id}
+        self._stop(node, lose_unflushed=bool(others))
+        self.controller.fail(replica_id)
+        self._after()
+
+    def fail_together(self, lose_unflushed: dict[int, bool]) -> None:
+        """Several machines fail at the same moment (each losing its unflushed bytes or not);
+        the controller learns of all of them in one event."""
+        for replica_id, lose in lose_unflushed.items():
+            self._stop(self.nodes[replica_id], lose_unflushed=lose)
+        self.controller.fail(*lose_unflushed)
+        self._after()
+
+    def lose_fetch_response(self, replica_id: int) -> None:
+        """The follower's fetch reaches the leader (which moves its HW), but the follower dies
+        before it applies the response: the seed's window between two fetch rounds."""
+        node = self.nodes[replica_id]
+        assert node.partition is not None and node.follower is not None
+        state = node.partition.follower_state()
+        assert state is not None
+        log = node.partition.log
+        latest = node.partition.epochs.latest_epoch()
+        request = FetchRequest(TOPIC, 0, replica_id, log.log_end_offset, 1 << 20,
+                               -1 if self.truncate_to_hw else state[1],
+                               -1 if self.truncate_to_hw or latest is None else latest, log.log_start_offset)
+        self.transport.fetch(state[0], request)
+        self._after()
+
+    def recover(self, replica_id: int) -> None:
+        """Start a failed replica's broker again."""
+        node = self.nodes[replica_id]
+        if node.partition is None:
+            self._start(node)
+        self._after()
+
+    def elect_preferred(self) -> None:
+        """Preferred-replica election."""
+        self.controller.elect_preferred()
+        self._after()
+
+    def controlled_shutdown(self, replica_id: int) -> None:
+        """Move leadership away, then stop cleanly (everything flushed)."""
+        node = self.nodes[replica_id]
+        if node.partition is None or len(self.controller.live) < 2:
+            return
+        self.controller.controlled_shutdown(replica_id)
+        node.partition.log.flush()
+        self._stop(node, lose_unflushed=False)
+        self._after()
+
+    def delete_records(self, fraction: float) -> None:
+        """Move the leader's log start offset up (DeleteRecords / retention), at most to its HW."""
+        leader = self.leader_partition()
+        if leader is not None:
+            log = leader.log
+            target = log.log_start_offset + int((log.high_watermark - log.log_start_offset) * fraction)
+            log.maybe_increment_log_start_offset(target, "client_record_deletion")
+        self._after()
+
+    def heal(self, rounds: int = 40) -> None:
+        """Bring every broker back and fetch until all replicas match the leader."""
+        for node in self.nodes:
+            if node.partition is None:
+                self._start(node)
+        self._after()
+        for _ in range(rounds):
+            leader = self.leader_partition()
+            assert leader is not None, "no leader after every broker came back"
+            for node in self.nodes:
+                if node.partition is not leader:
+                    self.fetch(node.replica_id)
+            if all(n.partition.log_end_offset == leader.log_end_offset and
+                   n.partition.high_watermark == leader.high_watermark for n in self.nodes):
+                return
+
+    def close(self) -> None:
+        """Close every open partition (data flushed)."""
+        for node in self.nodes:
+            if node.partition is not None:
+                self._stop(node, lose_unflushed=False)
+
+
+Action = Callable[[SimCluster, random.Random], None]
+
+
+def _some_replica(cluster: SimCluster, rng: random.Random, up: bool) -> int | None:
+    choices = [n.replica_id for n in cluster.nodes if n.up == up]
+    return rng.choice(choices) if choices else None
+
+
+def _act_produce(c: SimCluster, rng: random.Random) -> None:
+    c.produce(acks=rng.choice((ACKS_ALL, ACKS_ALL, ACKS_ALL, 1, 0)))
+
+
+def _act_fetch(c: SimCluster, rng: random.Random) -> None:
+    r = _some_replica(c, rng, True)
+    if r is not None:
+        c.fetch(r)
+
+
+def _act_tick(c: SimCluster, rng: random.Random) -> None:
+    c.tick(rng.choice((1, 10, LAG_MS // 2, LAG_MS + 1)))
+
+
+def _act_flush(c: SimCluster, rng: random.Random) -> None:
+    r = _some_replica(c, rng, True)
+    if r is not None:
+        c.flush(r)
+
+
+def _act_checkpoint(c: SimCluster, rng: random.Random) -> None:
+    r = _some_replica(c, rng, True)
+    if r is not None:
+        c.checkpoint_hw(r)
+
+
+def _act_restart(c: SimCluster, rng: random.Random) -> None:
+    r = _some_replica(c, rng, True)
+    if r is not None:
+        c.restart(r)
+
+
+def _act_fail(c: SimCluster, rng: random.Random) -> None:
+    r = _some_replica(c, rng, True)
+    if r is not None:
+        c.fail(r)
+
+
+def _act_recover(c: SimCluster, rng: random.Random) -> None:
+    r = _some_replica(c, rng, False)
+    if r is not None:
+        c.recover(r)
+
+
+def _act_elect_preferred(c: SimCluster, rng: random.Random) -> None:
+    c.elect_preferred()
+
+
+def _act_controlled_shutdown(c: SimCluster, rng: random.Random) -> None:
+    r = _some_replica(c, rng, True)
+    if r is not None:
+        c.controlled_shutdown(r)
+
+
+def _act_delete_records(c: SimCluster, rng: random.Random) -> None:
+    c.delete_records(rng.random())
+
+
+ACTIONS: tuple[tuple[Action, int], ...] = (
+    (_act_produce, 30),
+    (_act_fetch, 40),
+    (_act_tick, 8),
+    (_act_flush, 5),
+    (_act_checkpoint, 5),
+    (_act_restart, 4),
+    (_act_fail, 4),
+    (_act_recover, 6),
+    (_act_elect_preferred, 1),
+    (_act_controlled_shutdown, 1),
+    (_act_delete_records, 1),
+)
+_FUNCS = [a for a, _ in ACTIONS]
+_WEIGHTS = [w for _, w in ACTIONS]
+
+
+def run_schedule(seed: int, steps: int, **cluster_args: Any) -> SimCluster:
+    """Build a cluster, run `steps` random actions drawn from `seed`, then heal it; the
+    cluster's `invariants.violations` say what broke (empty: nothing)."""
+    rng = random.Random(seed)
+    cluster = SimCluster(**cluster_args)
+    for action in rng.choices(_FUNCS, _WEIGHTS, k=steps):
+        action(cluster, rng)
+    cluster.heal()
+    return cluster

@@ -1,0 +1,167 @@
+"""MemoryLog: the slice of Log's contract that replication uses, kept in memory so the
+simulation can run tens of thousands of schedules. Same rules as Log for offsets, the high
+watermark, truncation, the log start offset and the epoch cache; a crash keeps only what was
+flushed (everything below the recovery point), like reopening a directory after losing the
+page cache. The disk runs of the simulation use the real Log."""
+
+from __future__ import annotations
+
+import bisect
+from typing import Any
+
+from logstore.clock import Clock
+from logstore.config import LogConfig
+from logstore.epoch import LeaderEpochFileCache
+from logstore.errors import InvalidRecordError, OffsetOutOfRangeError
+from logstore.log import AppendInfo, FetchResult
+from logstore.records import (
+    build_batch_columnar,
+    iter_batches,
+    read_batch_header,
+    set_base_offset_and_epoch,
+)
+
+
+class MemoryLog:
+    """Batches as bytes in a list; offsets dense; one epoch cache."""
+
+    def __init__(self, topic: str, partition: int, config: dict[str, Any], clock: Clock):
+        self.topic = topic
+        self.partition = partition
+        self.config = LogConfig.coerce(config)
+        self.clock = clock
+        self.epochs = LeaderEpochFileCache(None)
+        self.high_watermark_follows_log_end = True
+        self._batches: list[bytes] = []
+        self._bases: list[int] = []
+        self._ends: list[int] = []  # next offset after each batch
+        self.log_start_offset = 0
+        self.log_end_offset = 0
+        self.recovery_point = 0
+        self._hw = 0
+
+    @property
+    def high_watermark(self) -> int:
+        """Offset below which records are committed."""
+        return self._hw
+
+    @high_watermark.setter
+    def high_watermark(self, offset: int) -> None:
+        self._hw = min(max(int(offset), self.log_start_offset), self.log_end_offset)
+
+    def _add(self, data: bytes) -> None:
+        header = read_batch_header(data)
+        self._batches.append(data)
+        self._bases.append(header.base_offset)
+        self._ends.append(header.next_offset)
+        if header.partition_leader_epoch >= 0:
+            self.epochs.assign(header.partition_leader_epoch, header.base_offset)
+        self.log_end_offset = header.next_offset
+        if self.log_end_offset - self.recovery_point >= self.config.flush_messages:
+            self.flush()
+
+    def append(self, records: Any, *, leader_epoch: int = 0) -> AppendInfo:
+        """Leader append of raw batch bytes (one batch) or (key, value) tuples."""
+        if isinstance(records, bytes | bytearray):
+            buf = bytearray(records)
+        else:
+            items = list(records)
+            buf = bytearray(build_batch_columnar([k for k, _ in items], [v for _, v in items],
+                                                 timestamps=[self.clock.time_ms()] * len(items)))
+        first = self.log_end_offset
+        set_base_offset_and_epoch(buf, 0, first, leader_epoch)
+        data = bytes(buf)
+        header = read_batch_header(data)
+        self._add(data)
+        if self.high_watermark_follows_log_end:
+            self._hw = self.log_end_offset
+        return AppendInfo(first, header.last_offset, header.max_timestamp, -1, header.record_count, len(data),
+                          header.last_offset)
+
+    def append_as_follower(self, data: bytes) -> AppendInfo:
+        """Append fetched batches keeping their offsets and epochs."""
+        batches = [bytes(b.buffer[b.position:b.position + b.size_in_bytes]) for b in iter_batches(data)]
+        if not batches:
+            return AppendInfo(self.log_end_offset, self.log_end_offset - 1, -1, -1, 0, 0, -1)
+        first = read_batch_header(batches[0]).base_offset
+        if first < self.log_end_offset:
+            raise InvalidRecordError(f"follower append at {first} below the log end offset {self.log_end_offset}")
+        for batch in batches:
+            self._add(batch)
+        return AppendInfo(first, self.log_end_offset - 1, -1, -1, 0, len(data), -1)
+
+    def read(self, offset: int, max_bytes: int = 1_048_576, *, max_offset: int | None = None) -> FetchResult:
+        """Whole batches from the one holding `offset`, at least one, at most `max_bytes`."""
+        start, end = self.log_start_offset, self.log_end_offset
+        if offset < start or offset > end:
+            raise OffsetOutOfRangeError(f"offset {offset} is out of range [{start}, {end}]")
+        limit = end if max_offset is None else min(max_offset, end)
+        i = bisect.bisect_right(self._ends, offset)
+        out: list[bytes] = []
+        size = 0
+        while i < len(self._batches) and self._ends[i] <= limit:
+            data = self._batches[i]
+            if out and size + len(data) > max_bytes:
+                break
+            out.append(data)
+            size += len(data)
+            i += 1
+        first = self._bases[bisect.bisect_right(self._ends, offset)] if out else offset
+        return FetchResult(b"".join(out), first, self._hw, start, end)
+
+    def truncate_to(self, offset: int) -> bool:
+        """Drop whole batches at or above `offset`; False if nothing was there."""
+        if offset >= self.log_end_offset:
+            return False
+        if not self._bases or self._bases[0] > offset:
+            self.truncate_fully_and_start_at(offset)
+            return True
+        keep = bisect.bisect_left(self._bases, offset)
+        del self._batches[keep:], self._bases[keep:], self._ends[keep:]
+        self.log_end_offset = self._ends[-1] if self._ends else offset
+        self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self._hw = min(self._hw, self.log_end_offset)
+        self.epochs.truncate_from_end(self.log_end_offset)
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Empty log starting at `offset`."""
+        self._batches.clear()
+        self._bases.clear()
+        self._ends.clear()
+        self.log_start_offset = self.log_end_offset = self.recovery_point = self._hw = offset
+        self.epochs.clear_and_flush()
+
+    def maybe_increment_log_start_offset(self, offset: int, reason: str = "") -> bool:
+        """Move the log start offset up (bounded by the HW); drop batches wholly below it."""
+        if offset > self._hw:
+            raise OffsetOutOfRangeError(f"log start offset {offset} above the high watermark {self._hw}")
+        if offset <= self.log_start_offset:
+            return False
+        self.log_start_offset = offset
+        self.recovery_point = max(self.recovery_point, offset)
+        drop = bisect.bisect_right(self._ends, offset)
+        del self._batches[:drop], self._bases[:drop], self._ends[:drop]
+        self.epochs.truncate_from_start(offset)
+        return True
+
+    def delete_old_segments(self) -> None:
+        """Batches below the start are gone already (retention is immediate here)."""
+
+    def flush(self) -> None:
+        """Everything written so far survives a crash."""
+        self.recovery_point = self.log_end_offset
+
+    def crash(self) -> None:
+        """Lose everything not flushed (the page cache), as a power failure does."""
+        if self.recovery_point < self.log_end_offset:
+            self.truncate_to(self.recovery_point)
+
+    def batch_ids(self) -> list[tuple[int, int, int]]:
+        """(base offset, next offset, crc) of every batch, for the invariant checks."""
+        return [(b, e, read_batch_header(d).crc) for b, e, d in zip(self._bases, self._ends, self._batches,
+                                                                     strict=True)]
+
+    def close(self) -> None:
+        """Nothing to release."""
