@@ -179,20 +179,36 @@ def retention_row(part: PartitionFiles, settings: AuditSettings) -> dict[str, An
 
 
 def _key_stats(paths: Sequence[Path]) -> dict[str, int]:
-    """Records, keyed records, distinct keys (128-bit mmh3) and tombstones over the segments."""
-    records = keyed = tombstones = 0
-    hashes = []
+    """Records, keyed records, distinct keys (128-bit mmh3, as the cleaner's map) and tombstones."""
+    records = tombstones = 0
+    words1, words2 = [], []
     for path in paths:
         for scan in scan_segment(path):
             has_key = scan.key_size >= 0
             records += scan.num_records
-            keyed += int(has_key.sum())
             tombstones += int((scan.value_size < 0).sum())
-            pairs = np.stack([scan.key_hash1[has_key], scan.key_hash2[has_key]], axis=1)
-            hashes.append(np.unique(np.ascontiguousarray(pairs).view("V16").ravel()))
-    distinct = len(np.unique(np.concatenate(hashes))) if hashes else 0
-    return {"records": records, "keyed_records": keyed, "distinct_keys": distinct,
-            "duplicate_records": keyed - distinct, "tombstones": tombstones}
+            words1.append(scan.key_hash1[has_key])
+            words2.append(scan.key_hash2[has_key])
+    h1 = np.concatenate(words1) if words1 else np.empty(0, np.uint64)
+    h2 = np.concatenate(words2) if words2 else np.empty(0, np.uint64)
+    distinct = distinct_pairs(h1, h2)
+    return {"records": records, "keyed_records": len(h1), "distinct_keys": distinct,
+            "duplicate_records": len(h1) - distinct, "tombstones": tombstones}
+
+
+def distinct_pairs(h1: np.ndarray, h2: np.ndarray) -> int:
+    """Number of distinct (h1, h2) pairs: a sort by the first word, and a full lexicographic
+    sort only when some first words carry different second words."""
+    if len(h1) == 0:
+        return 0
+    order = np.argsort(h1)
+    s1, s2 = h1[order], h2[order]
+    starts = np.flatnonzero(np.concatenate([[True], s1[1:] != s1[:-1]]))
+    if (np.minimum.reduceat(s2, starts) == np.maximum.reduceat(s2, starts)).all():
+        return len(starts)
+    order = np.lexsort((h2, h1))
+    s1, s2 = h1[order], h2[order]
+    return 1 + int(((s1[1:] != s1[:-1]) | (s2[1:] != s2[:-1])).sum())
 
 
 def compaction_row(part: PartitionFiles, settings: AuditSettings) -> dict[str, Any]:
