@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from logstore import _kernels
 from logstore.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
@@ -60,6 +61,7 @@ from logstore.records.header import (
     MAX_TIMESTAMP_OFFSET,
     NO_TIMESTAMP,
     SIZE_OFFSET,
+    V2_HEADER_SIZE,
 )
 from logstore.segment import (
     CLEANED_SUFFIX,
@@ -205,6 +207,18 @@ class _Validated(NamedTuple):
 def _offset_from_file_name(name: str) -> int | None:
     digits = name.split(".", 1)[0]
     return int(digits) if len(digits) == 20 and digits.isdigit() else None
+
+
+def _index_files_look_sane(segment: LogSegment) -> bool:
+    """Both index files exist and hold whole entries (checked with stat, without mapping them)."""
+    for index in (segment.offset_index, segment.time_index):
+        try:
+            size = os.stat(index.path).st_size
+        except FileNotFoundError:
+            return False
+        if size % index.ENTRY_SIZE:
+            return False
+    return True
 
 
 def _set_max_timestamp(buf: bytearray | memoryview, position: int, end: int, timestamp: int) -> None:
@@ -420,11 +434,16 @@ class Log:
                     os.unlink(self._dir / name)  # an index without its log indexes nothing
             elif suffix == LOG_SUFFIX:
                 segment = self._open_segment(base)
-                try:
-                    segment.sanity_check()
-                except CorruptIndexError:
+                if not _index_files_look_sane(segment):
                     self._recover_segment(segment)
                 segments.append(segment)
+        if segments:
+            # Older segments' indexes stay unmapped until first use (fast open of thousands of
+            # segments); the active one is checked in full, as Kafka checks every segment.
+            try:
+                segments[-1].sanity_check()
+            except CorruptIndexError:
+                self._recover_segment(segments[-1])
         return segments
 
     def _recover_segment(self, segment: LogSegment) -> int:
@@ -673,18 +692,14 @@ class Log:
         max_timestamp, offset_of_max, count = NO_TIMESTAMP, -1, 0
         for batch in batches:
             self._validate_batch(batch, origin)
-            cols = batch.columns()
             n = batch.record_count
-            if cols.offset.size != n or (n and not np.array_equal(
-                    cols.offset - batch.base_offset, np.arange(n, dtype=np.int64))):
-                raise InvalidRecordError(
-                    f"batch at position {batch.position} has inner offsets that are not 0..{n - 1}")
-            if config.compact and n and cols.key_null.any():
+            low, high, null_key = self._scan_records(batch)
+            if config.compact and null_key:
                 raise InvalidRecordError(
                     f"compacted topic {self.topic} cannot accept a record without a key")
-            batch_max = int(cols.timestamp.max()) if n else NO_TIMESTAMP
-            if not log_append:
-                self._check_timestamps(cols.timestamp, now, batch.position)
+            batch_max = high
+            if not log_append and n:
+                self._check_timestamps(low, high, now, batch.position)
             set_base_offset_and_epoch(buf, batch.position, next_offset, leader_epoch)
             end = batch.position + batch.size_in_bytes
             if log_append:
@@ -729,21 +744,33 @@ class Log:
                 raise InvalidRecordError(
                     "invalid timestamp type in a client batch: producers must not set LogAppendTime")
 
-    def _check_timestamps(self, timestamps: np.ndarray, now: int, position: int) -> None:
+    def _scan_records(self, batch: RecordBatch) -> tuple[int, int, bool]:
+        """Walk a batch's records without copying them (Kafka's skipKeyValueIterator):
+        (min timestamp ignoring -1, max timestamp, any null key)."""
+        body = batch.records_bytes()
+        data = np.frombuffer(body, dtype=np.uint8)
+        status, error, low, high, null_key = _kernels.scan_records(
+            data, 0, data.size, batch.record_count, batch.base_timestamp)
+        if status in (_kernels.ERR_OFFSET_DELTA, _kernels.ERR_TRAILING):
+            raise InvalidRecordError(
+                f"batch at position {batch.position} holds records that disagree with its "
+                f"header count {batch.record_count}: {_kernels.STATUS_MESSAGES[status]}")
+        if status != _kernels.OK:
+            compressed = batch.attributes & COMPRESSION_MASK
+            raise CorruptRecordError(
+                f"{_kernels.STATUS_MESSAGES[status]} (record byte {error})",
+                position=batch.position if compressed else batch.position + V2_HEADER_SIZE + error)
+        return int(low), int(high), bool(null_key)
+
+    def _check_timestamps(self, low: int, high: int, now: int, position: int) -> None:
         before = self._config.message_timestamp_before_max_ms
         after = self._config.message_timestamp_after_max_ms
-        if not timestamps.size:
-            return
-        ts = timestamps[timestamps != NO_TIMESTAMP]
-        if not ts.size:
-            return
         # Python ints: no int64 overflow for the Long.MAX defaults.
-        low, high = int(ts.min()), int(ts.max())
-        if now - low > before:
+        if low != NO_TIMESTAMP and now - low > before:
             raise InvalidRecordError(
                 f"timestamp {low} of a record in the batch at position {position} is more than "
                 f"message.timestamp.before.max.ms={before} before the log's time {now}")
-        if high - now > after:
+        if high != NO_TIMESTAMP and high - now > after:
             raise InvalidRecordError(
                 f"timestamp {high} of a record in the batch at position {position} is more than "
                 f"message.timestamp.after.max.ms={after} after the log's time {now}")

@@ -1,0 +1,247 @@
+"""Log throughput and latency beside raw file I/O in the same run.
+
+- append of prebuilt 16 KiB and 1 MiB batches (leader path: CRC check, record walk, offset
+  assignment, index maintenance) next to plain `write()` of the same bytes to a file;
+- sequential fetch of the whole log next to plain `read()` of its segment files;
+- random-offset read latency with 10, 100 and 1,000 segments (same records in each log);
+- recovery scan (unclean open: every batch re-validated, indexes rebuilt) next to `read()`;
+- open time of a 1,000-segment log after a clean close, next to listing and stat'ing its files.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from logstore import Log
+from logstore.clock import ManualClock
+from logstore.records import build_batch_columnar
+
+NOW = 1_700_000_000_000
+VALUE_SIZE = 1000
+APPEND_TOTAL = 32 * 2**20
+READ_CHUNK = 2**20
+RANDOM_READS = 2000
+RANDOM_RECORDS = 100_000
+
+
+def make_batch(records: int) -> bytes:
+    rng = np.random.default_rng(records)
+    keys = rng.integers(0, 256, size=(records, 16), dtype=np.uint8)
+    values = rng.integers(0, 256, size=(records, VALUE_SIZE), dtype=np.uint8)
+    return build_batch_columnar(keys, values, timestamps=np.full(records, NOW, np.int64))
+
+
+BATCHES = {"16KiB": make_batch(16), "1MiB": make_batch(1000)}
+
+
+def tag(benchmark, group: str, role: str, items: int, unit: str = "bytes") -> None:
+    benchmark.group = group
+    benchmark.extra_info.update(items=items, unit=unit, role=role)
+
+
+def fresh_dir(root: Path) -> Path:
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    return root
+
+
+# ------------------------------------------------------------------ append
+
+
+@pytest.mark.parametrize("size", ["16KiB", "1MiB"])
+def test_append_batches(benchmark, tmp_path, size):
+    data = BATCHES[size]
+    count = APPEND_TOTAL // len(data)
+    tag(benchmark, f"append {size} batches", "ours", count * len(data))
+
+    opened: list[Log] = []
+
+    def setup():
+        for log in opened:
+            log.close()  # outside the timing: close flushes, plain write() does not
+        opened[:] = [Log.open(fresh_dir(tmp_path / "data") / "bench-0", clock=ManualClock(NOW))]
+        return (opened[0],), {}
+
+    def run(log):
+        for _ in range(count):
+            log.append(data)
+
+    benchmark.pedantic(run, setup=setup, rounds=5)
+    opened[0].close()
+
+
+@pytest.mark.parametrize("size", ["16KiB", "1MiB"])
+def test_plain_write(benchmark, tmp_path, size):
+    data = BATCHES[size]
+    count = APPEND_TOTAL // len(data)
+    tag(benchmark, f"append {size} batches", "baseline", count * len(data))
+
+    def setup():
+        fresh_dir(tmp_path / "data")
+        return (os.open(tmp_path / "data" / "plain.log", os.O_WRONLY | os.O_CREAT, 0o644),), {}
+
+    opened: list[int] = []
+
+    def run(fd):
+        for _ in range(count):
+            os.write(fd, data)
+        opened.append(fd)
+
+    benchmark.pedantic(run, setup=setup, rounds=5)
+    for fd in opened:
+        os.close(fd)
+
+
+# ------------------------------------------------------------------ shared logs
+
+
+def build_log(path: Path, records: int, segment_bytes: int, batch_records: int) -> None:
+    """A closed log of `records` records of VALUE_SIZE bytes in batches of `batch_records`."""
+    data = make_batch(batch_records)
+    with Log.open(path, {"segment.bytes": segment_bytes}, clock=ManualClock(NOW)) as log:
+        for _ in range(records // batch_records):
+            log.append(data)
+
+
+@pytest.fixture(scope="module")
+def big_log(tmp_path_factory) -> Path:
+    """64 MiB of 1 MiB batches in segments of two batches."""
+    path = tmp_path_factory.mktemp("big") / "big-0"
+    build_log(path, 64 * 1000, 2 * len(make_batch(1000)), 1000)
+    return path
+
+
+@pytest.fixture(scope="module")
+def segmented_logs(tmp_path_factory) -> dict[int, Path]:
+    """The same RANDOM_RECORDS records in logs of 10, 100 and 1,000 segments."""
+    logs = {}
+    for segments in (10, 100, 1000):
+        path = tmp_path_factory.mktemp(f"seg{segments}") / "seg-0"
+        per_segment = RANDOM_RECORDS // segments
+        batch_bytes = len(make_batch(10))
+        build_log(path, RANDOM_RECORDS, per_segment // 10 * batch_bytes, 10)
+        logs[segments] = path
+    return logs
+
+
+def log_files(path: Path) -> list[Path]:
+    return sorted(path.glob("*.log"))
+
+
+# ------------------------------------------------------------------ sequential fetch
+
+
+def test_sequential_fetch(benchmark, big_log):
+    log = Log.open(big_log, read_only=True)
+    tag(benchmark, "sequential fetch", "ours", sum(s.size for s in log.segments))
+
+    def run():
+        offset, end = 0, log.log_end_offset
+        while offset < end:
+            fetched = log.read(offset, READ_CHUNK)
+            batches = list(fetched.batches())
+            offset = batches[-1].next_offset
+
+    benchmark.pedantic(run, rounds=5, warmup_rounds=1)
+    log.close()
+
+
+def test_plain_read(benchmark, big_log):
+    files = log_files(big_log)
+    tag(benchmark, "sequential fetch", "baseline", sum(f.stat().st_size for f in files))
+
+    def run():
+        for f in files:
+            with open(f, "rb", buffering=0) as fh:
+                while fh.read(READ_CHUNK):
+                    pass
+
+    benchmark.pedantic(run, rounds=5, warmup_rounds=1)
+
+
+# ------------------------------------------------------------------ random reads
+
+
+@pytest.mark.parametrize("segments", [10, 100, 1000])
+def test_random_offset_read(benchmark, segmented_logs, segments):
+    log = Log.open(segmented_logs[segments], read_only=True)
+    assert abs(len(log.segments) - segments) <= 1
+    rng = random.Random(segments)
+    offsets = [rng.randrange(log.log_end_offset) for _ in range(RANDOM_READS)]
+    tag(benchmark, "random-offset read", "ours", RANDOM_READS, "reads")
+    benchmark.extra_info["segments"] = len(log.segments)
+
+    def run():
+        for offset in offsets:
+            log.read(offset, 1)
+
+    benchmark.pedantic(run, rounds=5, warmup_rounds=1)
+    log.close()
+
+
+# ------------------------------------------------------------------ recovery and open
+
+
+def test_recovery_scan(benchmark, big_log):
+    size = sum(f.stat().st_size for f in log_files(big_log))
+    tag(benchmark, "recovery scan", "ours", size)
+    checkpoint = big_log.parent / "recovery-point-offset-checkpoint"
+
+    opened: list[Log] = []
+
+    def setup():
+        for log in opened:
+            log.close()  # outside the timing (close flushes what recovery re-validated)
+        opened.clear()
+        checkpoint.unlink(missing_ok=True)
+        return (), {}
+
+    def run():
+        log = Log.open(big_log)
+        assert log.recovered_bytes == 0
+        opened.append(log)
+
+    benchmark.pedantic(run, setup=setup, rounds=3)
+    opened[0].close()
+
+
+def test_recovery_plain_read(benchmark, big_log):
+    files = log_files(big_log)
+    tag(benchmark, "recovery scan", "baseline", sum(f.stat().st_size for f in files))
+
+    def run():
+        for f in files:
+            with open(f, "rb", buffering=0) as fh:
+                while fh.read(READ_CHUNK):
+                    pass
+
+    benchmark.pedantic(run, rounds=3)
+
+
+def test_open_1000_segments(benchmark, segmented_logs):
+    path = segmented_logs[1000]
+    tag(benchmark, "open 1,000-segment log", "ours", 1, "opens")
+
+    def run():
+        Log.open(path).close()
+
+    benchmark.pedantic(run, rounds=5, warmup_rounds=1)
+
+
+def test_open_list_and_stat(benchmark, segmented_logs):
+    path = segmented_logs[1000]
+    tag(benchmark, "open 1,000-segment log", "baseline", 1, "opens")
+
+    def run():
+        for name in sorted(os.listdir(path)):
+            os.stat(path / name)
+
+    benchmark.pedantic(run, rounds=5, warmup_rounds=1)
+
+

@@ -1,0 +1,108 @@
+"""numba kernels of the Log's leader append path (records/_kernels.py holds the codec's own).
+
+`scan_records` is Kafka's "skip key/value" record walk: it checks the structure of every
+record of a v2 batch and gathers what validation needs (timestamp range, null keys, offset
+deltas) without copying keys, values or headers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+OK = 0
+ERR_VARINT = 1
+ERR_LENGTH = 2
+ERR_FIELD = 3
+ERR_OFFSET_DELTA = 4
+ERR_TRAILING = 5
+
+STATUS_MESSAGES = {
+    ERR_VARINT: "truncated or overlong varint",
+    ERR_LENGTH: "record length out of range",
+    ERR_FIELD: "record field length out of range or not filling the record",
+    ERR_OFFSET_DELTA: "record offset delta is not its index in the batch",
+    ERR_TRAILING: "record bytes left over after the batch's record count",
+}
+
+NO_TIMESTAMP = -1
+_LOW63 = 0x7FFFFFFFFFFFFFFF
+
+
+@njit(cache=True, inline="always")
+def _varint(buf, pos, end, max_bytes):
+    """Zigzag varint at pos (not past end): (value, next pos); next pos -1 when invalid."""
+    z = np.int64(0)
+    shift = 0
+    for _ in range(max_bytes):
+        if pos >= end:
+            return np.int64(0), -1
+        b = np.int64(buf[pos])
+        pos += 1
+        z |= (b & 0x7F) << shift
+        if b < 0x80:
+            return ((z >> 1) & _LOW63) ^ -(z & 1), pos
+        shift += 7
+    return np.int64(0), -1
+
+
+@njit(cache=True)
+def scan_records(buf, start, end, count, base_timestamp):
+    """Walk `count` records in buf[start:end].
+
+    Returns (status, error position, min timestamp (ignoring -1), max timestamp, any null key).
+    """
+    pos = start
+    min_ts = np.int64(0x7FFFFFFFFFFFFFFF)
+    max_ts = np.int64(NO_TIMESTAMP)
+    null_key = False
+    for i in range(count):
+        length, p = _varint(buf, pos, end, 5)
+        if p < 0:
+            return ERR_VARINT, pos, min_ts, max_ts, null_key
+        if length < 6 or length > end - p:
+            return ERR_LENGTH, pos, min_ts, max_ts, null_key
+        record_end = p + length
+        p += 1  # attributes
+        delta, p = _varint(buf, p, record_end, 10)
+        if p < 0:
+            return ERR_VARINT, pos, min_ts, max_ts, null_key
+        ts = base_timestamp + delta
+        if ts != NO_TIMESTAMP and ts < min_ts:
+            min_ts = ts
+        if ts > max_ts:
+            max_ts = ts
+        offset_delta, p = _varint(buf, p, record_end, 5)
+        if p < 0:
+            return ERR_VARINT, pos, min_ts, max_ts, null_key
+        if offset_delta != i:
+            return ERR_OFFSET_DELTA, pos, min_ts, max_ts, null_key
+        for field in range(2):  # key, then value
+            n, p = _varint(buf, p, record_end, 5)
+            if p < 0:
+                return ERR_VARINT, pos, min_ts, max_ts, null_key
+            if n < -1 or n > record_end - p:
+                return ERR_FIELD, pos, min_ts, max_ts, null_key
+            if n == -1 and field == 0:
+                null_key = True
+            if n > 0:
+                p += n
+        headers, p = _varint(buf, p, record_end, 5)
+        if p < 0 or headers < 0:
+            return ERR_FIELD, pos, min_ts, max_ts, null_key
+        for _ in range(headers):
+            n, p = _varint(buf, p, record_end, 5)
+            if p < 0 or n < 0 or n > record_end - p:
+                return ERR_FIELD, pos, min_ts, max_ts, null_key
+            p += n
+            n, p = _varint(buf, p, record_end, 5)
+            if p < 0 or n < -1 or n > record_end - p:
+                return ERR_FIELD, pos, min_ts, max_ts, null_key
+            if n > 0:
+                p += n
+        if p != record_end:
+            return ERR_FIELD, pos, min_ts, max_ts, null_key
+        pos = record_end
+    if pos != end:
+        return ERR_TRAILING, pos, min_ts, max_ts, null_key
+    return OK, pos, min_ts, max_ts, null_key
