@@ -499,3 +499,20 @@ def test_iter_batches_of_the_log_files_agree_with_offsets(tmp_path, clock):
             seen += [b.base_offset for b in iter_batches(data)]
         assert seen == [b.base_offset for s in log.segments for b in s.iter_batches()]
         assert offsets(log) == list(range(log.log_end_offset))
+
+
+def test_roll_when_offsets_would_overflow_the_relative_index(tmp_path, clock):
+    with open_log(tmp_path, clock) as log:
+        log.append_as_follower(batch(1, base_offset=0))
+        far = 2**31 + 5
+        log.append_as_follower(batch(1, base_offset=far))
+        assert [s.base_offset for s in log.segments] == [0, far]
+        assert [r.offset for r in log.records()] == [0, far]
+
+
+def test_segment_jitter_is_below_segment_ms(tmp_path, clock):
+    with open_log(tmp_path, clock, **{"segment.ms": 1000, "segment.jitter.ms": 5000}) as log:
+        for i in range(5):
+            log.append(batch(1, ts=NOW + i * 1001))
+        assert len(log.segments) == 5
+        assert all(0 <= s.roll_jitter_ms < 1000 for s in log.segments)
