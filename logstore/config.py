@@ -189,8 +189,6 @@ def _split_property(line: str) -> tuple[str, str]:
 class LogConfig(Mapping[str, Any]):
     """Typed, validated, immutable log config; read as `config.segment_bytes` or `config["segment.bytes"]`."""
 
-    __slots__ = ("_values", "_overrides")
-
     def __init__(self, values: Mapping[str, Any] | None = None, /, **kwargs: Any):
         """Build from Kafka key names (dict) and/or snake_case keyword arguments.
 
@@ -206,8 +204,11 @@ class LogConfig(Mapping[str, Any]):
                 raise InvalidConfigError(f"{attr}: unknown config key")
             given[_BY_ATTR[attr].name] = raw
         parsed = {name: _parse(_BY_NAME[name], raw) for name, raw in given.items()}
-        self._values = {k.name: parsed.get(k.name, k.default) for k in CONFIG_KEYS}
-        self._overrides = frozenset(parsed)
+        values = {k.name: parsed.get(k.name, k.default) for k in CONFIG_KEYS}
+        # Plain instance attributes: config reads sit on the append path.
+        self.__dict__.update({k.attr: values[k.name] for k in CONFIG_KEYS})
+        self.__dict__["_values"] = values
+        self.__dict__["_overrides"] = frozenset(parsed)
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> LogConfig:
@@ -263,11 +264,8 @@ class LogConfig(Mapping[str, Any]):
             lines.append(f"{name}={value}")
         return "\n".join(lines) + ("\n" if lines else "")
 
-    def __getattr__(self, attr: str) -> Any:
-        key = _BY_ATTR.get(attr)
-        if key is None:
-            raise AttributeError(attr)
-        return self._values[key.name]
+    def __setattr__(self, attr: str, value: Any) -> None:
+        raise AttributeError(f"LogConfig is immutable; use with_overrides(...) to change {attr}")
 
     def __getitem__(self, name: str) -> Any:
         if name not in self._values:

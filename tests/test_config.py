@@ -119,3 +119,9 @@ def test_properties_file_with_unknown_key_names_it(tmp_path):
 
 def test_parse_properties_separators():
     assert parse_properties("a=1\nb:2\nc 3\nd = 4\ne\n") == {"a": "1", "b": "2", "c": "3", "d": "4", "e": ""}
+
+
+def test_config_is_immutable():
+    c = LogConfig()
+    with pytest.raises(AttributeError, match="with_overrides"):
+        c.segment_bytes = 5
