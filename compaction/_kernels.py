@@ -260,14 +260,16 @@ def _varint_size(value):
 
 
 @njit(cache=True)
-def rewrite_records(buf, rec_start, rec_end, new_ts_deltas, out, out_end):
-    """Copy records into out with a new timestampDelta each (rest of the record unchanged).
+def rewrite_records(buf, rec_start, rec_end, new_ts_deltas, gaps, out, out_end):
+    """Copy records into out with a new timestampDelta each (rest of the record unchanged),
+    leaving gaps[i] bytes free before record i (room for a batch header).
 
     out_end[i] receives the end of record i in out; returns the bytes written. out must have
-    room for the records' lengths + 20 bytes per record.
+    room for the records' lengths + gaps + 20 bytes per record.
     """
     w = 0
     for i in range(rec_start.shape[0]):
+        w += gaps[i]
         p = np.int64(rec_start[i])
         _, q = _read_varint(buf, p)
         body = q  # attributes byte
@@ -278,7 +280,7 @@ def rewrite_records(buf, rec_start, rec_end, new_ts_deltas, out, out_end):
         out[w] = buf[body]
         w += 1
         w = _write_varint(out, w, new_ts_deltas[i])
-        out[w:w + rest] = buf[after_ts:rec_end[i]]
+        out[w:w + rest] = buf[after_ts:after_ts + rest]
         w += rest
         out_end[i] = w
     return w

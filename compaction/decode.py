@@ -31,6 +31,7 @@ from logstore.records.compression import (
 from logstore.records.header import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_MASK,
+    CRC_OFFSET,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     TIMESTAMP_TYPE_BIT,
@@ -210,59 +211,72 @@ def _finish_header(base_offset: int, leader_epoch: int, attributes: int, last_de
 
 
 def rebuild_batches(d: DecodedBatches, batch_ids: np.ndarray, keep: np.ndarray,
-                    delete_horizons: np.ndarray) -> list[bytes]:
+                    delete_horizons: np.ndarray) -> list[bytes | memoryview]:
     """Batches `batch_ids` rebuilt from their kept records, as Kafka's buildRetainedRecordsInto does.
 
-    `keep` is the plan's per-record mask; `delete_horizons[k]` the horizon for batch_ids[k]
-    (NO_TIMESTAMP: none). Same base offset, last offset delta, producer fields, leader epoch
-    and codec; the base timestamp is the delete horizon (attribute bit 6) when one is set, else
-    the first kept record's timestamp; record timestamp deltas are rewritten against it.
+    `keep` is the plan's per-record mask (each batch keeps at least one record);
+    `delete_horizons[k]` the horizon for batch_ids[k] (NO_TIMESTAMP: none). Same base offset,
+    last offset delta, producer fields, leader epoch and codec; the base timestamp is the delete
+    horizon (attribute bit 6) when one is set, else the first kept record's timestamp; record
+    timestamp deltas are rewritten against it. Uncompressed batches are built side by side in
+    one buffer (one numba pass) and returned as views of it.
     """
-    bounds = np.concatenate([[0], np.cumsum(d.batches.record_count)])
-    out: list[bytes] = []
-    v2 = [k for k, b in enumerate(batch_ids) if d.header["magic"][b] >= 2]
-    rows_per = []
-    for k in v2:
-        b = batch_ids[k]
-        rows = np.arange(bounds[b], bounds[b + 1])
-        rows_per.append(rows[keep[rows]])
-    if v2:
-        rows = np.concatenate(rows_per)
-        counts = np.array([len(r) for r in rows_per], np.int64)
+    batch_ids = np.asarray(batch_ids, np.int64)
+    out: list[bytes | memoryview | None] = [None] * len(batch_ids)
+    v2_pos = np.flatnonzero(d.header["magic"][batch_ids] >= 2)
+    if v2_pos.size:
+        ids = batch_ids[v2_pos]
+        member = np.zeros(len(d.position), np.bool_)
+        member[ids] = True
+        bi = d.records.batch_index
+        rows = np.flatnonzero(keep & member[bi])
+        counts = np.bincount(bi[rows], minlength=len(d.position))[ids]
         first = np.concatenate([[0], np.cumsum(counts)[:-1]])
-        horizons = delete_horizons[v2]
-        base_ts = np.where(horizons != NO_TIMESTAMP, horizons, d.timestamp[rows[first]])
-        deltas = d.timestamp[rows] - np.repeat(base_ts, counts)
+        horizons = np.asarray(delete_horizons, np.int64)[v2_pos]
+        ts = d.timestamp[rows]
+        base_ts = np.where(horizons != NO_TIMESTAMP, horizons, ts[first])
+        attrs = d.header["attributes"][ids].astype(np.int32)
+        attrs = np.where(horizons != NO_TIMESTAMP, attrs | ATTR_DELETE_HORIZON, attrs & ~ATTR_DELETE_HORIZON)
+        max_ts = np.where((attrs & TIMESTAMP_TYPE_BIT) != 0, d.header["max_timestamp"][ids],
+                          np.maximum.reduceat(ts, first))
+        gaps = np.zeros(len(rows), np.int64)
+        gaps[first] = V2_HEADER_SIZE
         starts, ends = d.rec_start[rows], d.rec_end[rows]
-        buf = np.empty(int((ends - starts).sum()) + 20 * len(rows), np.uint8)
-        rec_out_end = np.empty(len(rows), np.int64)
-        _kernels.rewrite_records(d.arena, starts, ends, deltas, buf, rec_out_end)
-        batch_end = rec_out_end[first + counts - 1]
+        buf = np.empty(int((ends - starts).sum()) + 20 * len(rows) + V2_HEADER_SIZE * len(ids), np.uint8)
+        rec_end = np.empty(len(rows), np.int64)
+        _kernels.rewrite_records(d.arena, starts, ends, ts - np.repeat(base_ts, counts), gaps, buf, rec_end)
+        batch_end = rec_end[first + counts - 1]
         batch_start = np.concatenate([[0], batch_end[:-1]])
-    built: dict[int, bytes] = {}
-    for j, k in enumerate(v2):
-        b = batch_ids[k]
-        h = d.header[b]
-        attrs = int(h["attributes"])
-        if horizons[j] != NO_TIMESTAMP:
-            attrs |= ATTR_DELETE_HORIZON
-        else:
-            attrs &= ~ATTR_DELETE_HORIZON
-        r = rows_per[j]
-        max_ts = int(h["max_timestamp"]) if attrs & TIMESTAMP_TYPE_BIT else int(d.timestamp[r].max())
-        body = buf[batch_start[j]:batch_end[j]].tobytes()
-        code = attrs & COMPRESSION_MASK
-        if code:
-            body = compress(code, body)
-        built[k] = _finish_header(int(h["base_offset"]), int(h["partition_leader_epoch"]), attrs,
-                                  int(h["last_offset_delta"]), int(base_ts[j]), max_ts, int(h["producer_id"]),
-                                  int(h["producer_epoch"]), int(h["base_sequence"]), len(r), body)
-    for k, b in enumerate(batch_ids):
-        if k in built:
-            out.append(built[k])
-            continue
-        rows = np.arange(bounds[b], bounds[b + 1])
-        out.append(_rebuild_legacy(d, int(b), rows[keep[rows]]))
+        hdr = d.header[ids].copy()
+        hdr["batch_length"] = batch_end - batch_start - LOG_OVERHEAD
+        hdr["attributes"] = attrs
+        hdr["base_timestamp"] = base_ts
+        hdr["max_timestamp"] = max_ts
+        hdr["record_count"] = counts
+        hdr["crc"] = 0
+        buf[batch_start[:, None] + _HEADER_RANGE] = hdr.view(np.uint8).reshape(-1, V2_HEADER_SIZE)
+        codes = attrs & COMPRESSION_MASK
+        view = memoryview(buf)
+        crcs = np.zeros(len(ids), np.uint32)
+        for j in range(len(ids)):
+            s, e = int(batch_start[j]), int(batch_end[j])
+            if codes[j]:
+                h = hdr[j]
+                body = compress(int(codes[j]), view[s + V2_HEADER_SIZE:e])
+                out[v2_pos[j]] = _finish_header(
+                    int(h["base_offset"]), int(h["partition_leader_epoch"]), int(attrs[j]),
+                    int(h["last_offset_delta"]), int(base_ts[j]), int(max_ts[j]), int(h["producer_id"]),
+                    int(h["producer_epoch"]), int(h["base_sequence"]), int(counts[j]), body)
+            else:
+                crcs[j] = crc32c(view[s + ATTRIBUTES_OFFSET:e])
+                out[v2_pos[j]] = view[s:e]
+        plain = codes == 0
+        buf[(batch_start[plain] + CRC_OFFSET)[:, None] + np.arange(4)] = \
+            crcs[plain].astype(">u4").view(np.uint8).reshape(-1, 4)
+    for k in np.flatnonzero([o is None for o in out]):
+        b = int(batch_ids[k])
+        rows = np.flatnonzero(keep & (d.records.batch_index == b))
+        out[k] = _rebuild_legacy(d, b, rows)
     return out
 
 

@@ -48,7 +48,7 @@ def test_decode_then_rebuild_matches_records_and_kafkas_builder(recs, codec, dat
     keep = sorted(data.draw(st.sets(st.integers(0, len(records) - 1), min_size=1)))
     horizon = data.draw(st.sampled_from([NO_TIMESTAMP, 5 * 10**9]))
     mask = np.isin(np.arange(len(records)), keep)
-    out = rebuild_batches(d, np.array([0]), mask, np.array([horizon], np.int64))[0]
+    out = bytes(rebuild_batches(d, np.array([0]), mask, np.array([horizon], np.int64))[0])
     batch = RecordBatch(out)
     batch.validate()
     assert batch.base_offset == base and batch.last_offset == records[-1].offset
@@ -99,6 +99,6 @@ def test_legacy_wrapper_rebuilds_with_the_kept_messages(codec):
     recs = [Record(10, 1, b"a", b"1"), Record(11, 2, b"b", b"2")] if codec == "gzip" else [Record(10, 1, b"a", b"1")]
     d = decode(_arr(build_legacy_entry(recs, magic=1, compression=codec)), segment_base=0)
     mask = np.arange(len(recs)) == len(recs) - 1
-    out = rebuild_batches(d, np.array([0]), mask, np.array([NO_TIMESTAMP], np.int64))[0]
+    out = bytes(rebuild_batches(d, np.array([0]), mask, np.array([NO_TIMESTAMP], np.int64))[0])
     got = [r for b in iter_batches(out) for r in b.records()]
     assert [(r.offset, r.key, r.value) for r in got] == [(recs[-1].offset, recs[-1].key, recs[-1].value)]
