@@ -279,7 +279,12 @@ class Partition:
         with self._lock:
             if self.role != LEADER:
                 return
-            self.isr = frozenset(isr) | {self.replica_id}
+            new_isr = frozenset(isr) | {self.replica_id}
+            for removed in self.isr - new_isr:
+                if removed in self._remotes:
+                    # Not eligible to hold the HW back as "about to join" until it catches up.
+                    self._remotes[removed].last_caught_up_time_ms = 0
+            self.isr = new_isr
             now = self.clock.time_ms()
             self._maybe_increment_high_watermark(now)
             self._complete_pending()
