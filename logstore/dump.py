@@ -365,18 +365,15 @@ def record_lines(batch: Any, *, print_data: bool, skip_metadata: bool = False) -
         bounds = cols.headers_offsets.tolist()
         header_keys = [f"[{','.join(names[a:b])}]" for a, b in zip(bounds, bounds[1:], strict=False)]
     kind = timestamp_type_name(batch)
-    lines = [
-        f"{RECORD_INDENT} offset: {o} {kind}: {t} keySize: {kl} valueSize: {vl} sequence: {s} headerKeys: {h}"
-        for o, t, kl, vl, s, h in zip(offsets, timestamps, key_len, value_len, sequences, header_keys,
-                                      strict=True)
-    ]
-    if not print_data:
-        return lines
-    keys = _strings(cols.key_data, cols.key_offsets, cols.key_null)
-    values = _strings(cols.value_data, cols.value_offsets, cols.value_null)
+    if print_data:
+        keys = _labeled(" key: ", cols.key_data, cols.key_offsets, cols.key_null)
+        values = _labeled(" payload: ", cols.value_data, cols.value_offsets, cols.value_null)
+    else:
+        keys = values = [""] * n
     return [
-        line + ("" if k is None else f" key: {k}") + ("" if v is None else f" payload: {v}")
-        for line, k, v in zip(lines, keys, values, strict=True)
+        f"{RECORD_INDENT} offset: {o} {kind}: {t} keySize: {kl} valueSize: {vl} sequence: {s} headerKeys: {h}{k}{v}"
+        for o, t, kl, vl, s, h, k, v in zip(offsets, timestamps, key_len, value_len, sequences,
+                                            header_keys, keys, values, strict=True)
     ]
 
 
@@ -388,7 +385,16 @@ def _lengths(offsets: np.ndarray, null: np.ndarray) -> list[int]:
 
 
 def _strings(data: np.ndarray, offsets: np.ndarray, null: np.ndarray | None) -> list[str | None]:
-    """Java-decoded strings of an Arrow-style binary column (None where null).
+    """Java-decoded strings of an Arrow-style binary column (None where null)."""
+    items: list[str | None] = list(_labeled("", data, offsets, None))
+    if null is not None:
+        for i in np.flatnonzero(np.asarray(null, dtype=bool)).tolist():
+            items[i] = None
+    return items
+
+
+def _labeled(label: str, data: np.ndarray, offsets: np.ndarray, null: np.ndarray | None) -> list[str]:
+    """`label` + the Java-decoded string of each item of an Arrow-style binary column ("" where null).
 
     An all-ASCII column is decoded once and sliced (byte offsets are character offsets).
     """
@@ -396,12 +402,12 @@ def _strings(data: np.ndarray, offsets: np.ndarray, null: np.ndarray | None) -> 
     bounds = offsets.tolist()
     if raw.isascii():
         text = raw.decode("ascii")
-        items: list[str | None] = [text[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+        items = [f"{label}{text[a:b]}" for a, b in zip(bounds, bounds[1:], strict=False)]
     else:
-        items = [java_string(raw[a:b]) for a, b in zip(bounds, bounds[1:], strict=False)]
+        items = [f"{label}{java_string(raw[a:b])}" for a, b in zip(bounds, bounds[1:], strict=False)]
     if null is not None:
         for i in np.flatnonzero(np.asarray(null, dtype=bool)).tolist():
-            items[i] = None
+            items[i] = ""
     return items
 
 

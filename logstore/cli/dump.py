@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import mmap
 import os
 import sys
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from logstore.cli._common import ExitCode, Progress, UsageError, add_command, int32, write_json
+from logstore.cli._common import ExitCode, Progress, UsageError, add_command, int32
 
 LOG, INDEX, TIMEINDEX, SNAPSHOT, TXNINDEX, EPOCHS, OFFSETS = (
     "log", "index", "timeindex", "snapshot", "txnindex", "epochs", "offsets")
@@ -27,7 +28,7 @@ OFFSET_CHECKPOINTS = ("recovery-point-offset-checkpoint", "log-start-offset-chec
                       "replication-offset-checkpoint", "cleaner-offset-checkpoint")
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024  # Kafka's --max-message-size default
 INT32_MAX = 2**31 - 1  # Kafka's --max-bytes default: "no limit"
-WRITE_CHUNK_LINES = 4096
+WRITE_CHUNK_BYTES = 1 << 20
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -149,39 +150,50 @@ class Options:
 
 
 class Output:
-    """Buffered text lines or JSON objects to stdout."""
+    """Text lines or JSON objects, gathered as UTF-8 bytes and written in large chunks."""
 
-    def __init__(self, out: TextIO, as_json: bool):
-        self.out = out
+    def __init__(self, stream: TextIO, as_json: bool):
+        self.stream = stream
         self.json = as_json
-        self._lines: list[str] = []
+        self._binary = getattr(stream, "buffer", None)
+        self._chunks: list[bytes | memoryview] = []
+        self._size = 0
+
+    def _add(self, data: bytes | memoryview) -> None:
+        self._chunks.append(data)
+        self._size += len(data)
+        if self._size >= WRITE_CHUNK_BYTES:
+            self.flush()
 
     def line(self, text: str) -> None:
-        """Queue one text line (ignored in JSON mode)."""
+        """One text line (ignored in JSON mode)."""
         if not self.json:
-            self._lines.append(text)
-            if len(self._lines) >= WRITE_CHUNK_LINES:
-                self.flush()
+            self._add(f"{text}\n".encode())
 
     def lines(self, texts: Iterable[str]) -> None:
-        """Queue text lines (ignored in JSON mode)."""
+        """Text lines (ignored in JSON mode)."""
         if not self.json:
-            self._lines.extend(texts)
-            if len(self._lines) >= WRITE_CHUNK_LINES:
-                self.flush()
+            block = "\n".join(texts)
+            if block:
+                self._add(f"{block}\n".encode())
 
     def obj(self, obj: dict[str, Any]) -> None:
-        """Write one JSON object (ignored in text mode)."""
+        """One JSON object on its own line (ignored in text mode)."""
         if self.json:
-            write_json(self.out, obj)
+            self._add(json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode() + b"\n")
 
     def flush(self) -> None:
-        """Write the queued lines."""
-        if self._lines:
-            self.out.write("\n".join(self._lines))
-            self.out.write("\n")
-            self._lines.clear()
-        self.out.flush()
+        """Write what is gathered."""
+        data = b"".join(self._chunks)
+        self._chunks.clear()
+        self._size = 0
+        if self._binary is None:
+            self.stream.write(data.decode())
+            self.stream.flush()
+        else:
+            self.stream.flush()
+            self._binary.write(data)
+            self._binary.flush()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -232,7 +244,7 @@ def report(problems: Problems, out: Output) -> None:
                 for first, second in pairs:
                     out.obj({"type": "problem", "problem": name, "file": path,
                              "expected": first, "found": second})
-        out.out.flush()
+        out.flush()
         return
     lines: list[str] = []
     for path, pairs in problems.index_mismatches.items():
@@ -280,8 +292,7 @@ def dump_log(path: str, opts: Options, out: Output, problems: Problems) -> None:
                     else:
                         out.line(dump.batch_line(batch, position))
                         if opts.deep:
-                            offsets, lines = record_lines(batch, path, position, opts)
-                            out.lines(lines)
+                            offsets = write_records(batch, path, position, opts, out)
                     if opts.deep:
                         last_offset = check_consecutive(offsets, last_offset, path, problems)
                     valid_bytes = position + size
@@ -299,19 +310,19 @@ def dump_log(path: str, opts: Options, out: Output, problems: Problems) -> None:
                  "position": valid_bytes, "bytes": trailing})
 
 
-def record_lines(batch: Any, path: str, position: int, opts: Options) -> tuple[Any, list[str]]:
-    """(record offsets, record lines) of one batch for a text deep dump."""
+def write_records(batch: Any, path: str, position: int, opts: Options, out: Output) -> Any:
+    """Write the record lines of one batch for a text deep dump; return the records' offsets."""
     from logstore import dump
     from logstore.errors import CorruptRecordError
 
     if batch.magic < 2:
         records, legacy = decode_records(batch, path, position)
-        return [r.offset for r in records], [
-            dump.record_line(batch, r, print_data=opts.print_data, skip_metadata=opts.skip_metadata,
-                             legacy=legacy[i]) for i, r in enumerate(records)]
+        out.lines(dump.record_line(batch, r, print_data=opts.print_data, skip_metadata=opts.skip_metadata,
+                                   legacy=legacy[i]) for i, r in enumerate(records))
+        return [r.offset for r in records]
     try:
-        lines = dump.record_lines(batch, print_data=opts.print_data, skip_metadata=opts.skip_metadata)
-        return batch.columns().offset, lines
+        out.lines(dump.record_lines(batch, print_data=opts.print_data, skip_metadata=opts.skip_metadata))
+        return batch.columns().offset
     except CorruptRecordError as exc:
         raise CorruptRecordError(
             f"cannot decode the records of the batch at position {position}: {exc}",
