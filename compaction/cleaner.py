@@ -36,7 +36,7 @@ from compaction.plan import (
 from compaction.selection import CleanableRange, SegmentInfo, evaluate, group_segments_by_size
 from logstore.checkpoint import read_offsets_checkpoint, write_offsets_checkpoint
 from logstore.config import LogConfig
-from logstore.errors import LogCleaningAbortedError
+from logstore.errors import CorruptRecordError, LogCleaningAbortedError
 from logstore.records.header import MAX_TIMESTAMP_OFFSET
 from logstore.segment import LogSegment
 from logstore.txn_index import AbortedTxn as IndexAbortedTxn
@@ -117,6 +117,17 @@ def read_segment(segment: LogSegment) -> np.ndarray:
         return np.zeros(0, np.uint8)
     with open(segment.log_path, "rb") as f:
         return np.frombuffer(mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ), np.uint8)
+
+
+def decode_segment(segment: LogSegment) -> dec.DecodedBatches:
+    """Decode a whole (non-active) segment; bytes after its last complete batch are corruption
+    (recovery would have truncated them), never silently left out of a cleaned copy."""
+    buf = read_segment(segment)
+    d = dec.decode(buf, segment_base=segment.base_offset, path=str(segment.log_path))
+    if d.valid_end != len(buf):
+        raise CorruptRecordError(f"{len(buf) - d.valid_end} bytes after the last complete batch",
+                                 position=d.valid_end, path=str(segment.log_path))
+    return d
 
 
 def _headers(seg: LogSegment, decoded: Mapping[int, dec.DecodedBatches]) -> np.ndarray:
@@ -267,7 +278,7 @@ class Cleaner:
         cached_bytes = 0
         for i, seg in enumerate(dirty):
             self._check_abort()
-            d = dec.decode(read_segment(seg), segment_base=seg.base_offset, path=str(seg.log_path))
+            d = decode_segment(seg)
             if cached_bytes + seg.size <= DECODE_CACHE_BYTES:
                 decoded[seg.base_offset] = d
                 cached_bytes += seg.size
@@ -316,7 +327,7 @@ class Cleaner:
                 self._check_abort()
                 d = decoded.pop(seg.base_offset, None)
                 if d is None:
-                    d = dec.decode(read_segment(seg), segment_base=seg.base_offset, path=str(seg.log_path))
+                    d = decode_segment(seg)
                 self._clean_segment(d, cleaned, cfg, now, upper, producers, tracker,
                                     seg.last_modified_ms > legacy_horizon, result, removed)
             result.segments_cleaned += len(group)

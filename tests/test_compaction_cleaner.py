@@ -357,3 +357,23 @@ def test_producer_state_and_lso_come_from_the_log_when_it_carries_them(tmp_path)
     entry.batch_metadata.append(BatchMetadata(0, 0, 0, ts))
     assert Cleaner(log.config).clean(_StatefulLog(log, {4: entry}, 3)).end_offset == 3
     log.close()
+
+
+def test_garbage_after_the_last_batch_of_a_segment_stops_the_clean(tmp_path):
+    from logstore.errors import CorruptRecordError
+
+    clock = ManualClock(10**12)
+    log = _open(tmp_path / "t-0", clock)
+    for i in range(30):
+        log.append([(b"k%d" % (i % 3), b"v")])
+    log.roll()
+    with open(log.segments[0].log_path, "ab") as f:
+        f.write(b"\x00" * 7)
+    log.close()
+    log = _open(tmp_path / "t-0", clock)  # a clean shutdown: no recovery of old segments
+    before = _read(log)
+    with pytest.raises(CorruptRecordError, match="after the last complete batch"):
+        Cleaner(log.config).clean(log)
+    assert _read(log) == before
+    assert not any(p.name.endswith(".cleaned") for p in (tmp_path / "t-0").iterdir())
+    log.close()
