@@ -204,6 +204,9 @@ def run(args: argparse.Namespace) -> int:
     if not paths:
         raise UsageError("no files to dump: give --files F1,F2,... or FILE arguments")
     kinds = [file_kind(p) for p in paths]
+    for path, kind in zip(paths, kinds, strict=True):
+        if kind not in (EPOCHS, OFFSETS):
+            base_offset_of(path)  # a misnamed file is a usage error before anything is printed
     opts = Options(
         deep=args.deep_iteration or args.print_data_log,
         print_data=args.print_data_log,
