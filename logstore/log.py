@@ -161,8 +161,16 @@ class LogHooks:
     def loaded(self, log: Log) -> None:
         """After open and recovery, before any append."""
 
+    def recovering_segment(self, log: Log, segment: LogSegment) -> None:
+        """A segment is about to be recovered (its batches follow through recovered_batch)."""
+
     def recovered_batch(self, log: Log, batch: RecordBatch) -> None:
         """Each valid batch re-read while recovering a segment, in offset order."""
+
+    def duplicate_of(self, log: Log, batches: list[RecordBatch], origin: str) -> Any:
+        """For a leader append: the earlier append this one retries (an object with
+        first_offset, last_offset and timestamp), or None. May raise to reject the append."""
+        return None
 
     def before_append(self, log: Log, batches: list[RecordBatch], origin: str) -> None:
         """Batches about to be appended (offsets assigned); raise to reject the append."""
@@ -253,6 +261,7 @@ class Log:
         self._standalone = True
         self._on_start_offset_change: Callable[[Log], None] | None = None
         self._recovered_bytes = 0
+        self._had_clean_shutdown = False
         self.high_watermark_follows_log_end = True
 
     # ------------------------------------------------------------------ opening
@@ -325,6 +334,7 @@ class Log:
 
     def _load(self, state: LoadState) -> None:
         """Kafka's LogLoader: temp files, swaps, segment files, then recovery."""
+        self._had_clean_shutdown = state.clean_shutdown
         if self._read_only:
             segments = self._load_segments_read_only()
         else:
@@ -448,6 +458,8 @@ class Log:
 
     def _recover_segment(self, segment: LogSegment) -> int:
         hooks = self._hooks
+        for hook in hooks:
+            hook.recovering_segment(self, segment)
 
         def on_batch(batch: RecordBatch) -> None:
             for hook in hooks:
@@ -558,6 +570,11 @@ class Log:
         return self._last_flush_ms
 
     @property
+    def had_clean_shutdown(self) -> bool:
+        """True when the last shutdown was clean (no recovery ran at open)."""
+        return self._had_clean_shutdown
+
+    @property
     def recovered_bytes(self) -> int:
         """Bytes dropped from invalid segment tails while opening."""
         return self._recovered_bytes
@@ -585,6 +602,13 @@ class Log:
             now = self._clock.time_ms()
             buf = self._to_batch_buffer(records, now)
             validated = self._validate_and_assign(buf, now, leader_epoch, origin)
+            for hook in self._hooks:
+                duplicate = hook.duplicate_of(self, validated.batches, origin)
+                if duplicate is not None:
+                    # A producer retry: answer with the first append's offsets, write nothing.
+                    return AppendInfo(duplicate.first_offset, duplicate.last_offset, validated.max_timestamp,
+                                      duplicate.timestamp, validated.record_count, 0,
+                                      validated.offset_of_max_timestamp)
             log_append_time = now if self._config.message_timestamp_type == TIMESTAMP_TYPE_LOG_APPEND else -1
             self._write(validated, origin)
             if self.high_watermark_follows_log_end:

@@ -124,3 +124,33 @@ def test_kafka_directory_opens_writable_and_appends_continue(kafka_dir):
     with Log.open(kafka_dir, CONFIG, clock=clock) as log:
         assert log.log_end_offset == 721
         assert [r.offset for r in log.records(719)] == [719, 720]
+
+
+def test_with_partition_state_hooks_every_kafka_file_but_partition_metadata_is_identical(tmp_path):
+    from logstore.partition_state import PartitionState
+
+    calls, data = _calls()
+    clock = ManualClock(max(b.max_timestamp for b in iter_batches(data)))
+    with Log.open(tmp_path / "plain-0", CONFIG, clock=clock, hooks=[PartitionState()]) as log:
+        for call in calls:
+            log.append(data[call["position"] : call["position"] + call["size"]], leader_epoch=call["leaderEpoch"])
+    kafka = SAMPLE / "logdir/plain-0"
+    ours = tmp_path / "plain-0"
+    names = sorted(set(os.listdir(kafka)) - {"partition.metadata"})
+    assert sorted(set(os.listdir(ours)) - {".lock"}) == names  # .lock: our single-owner lock file
+    for name in names:
+        assert (ours / name).read_bytes() == (kafka / name).read_bytes(), name
+
+
+def test_idempotent_retry_is_answered_with_the_first_offsets(tmp_path):
+    from logstore.partition_state import PartitionState
+    from logstore.records import Record, build_batch
+
+    clock = ManualClock(1700000000000)
+    data = build_batch([Record(0, 1700000000000, b"k", b"v")] * 1, producer_id=7, producer_epoch=0, base_sequence=0)
+    with Log.open(tmp_path / "t-0", clock=clock, hooks=[PartitionState()]) as log:
+        log.append([(b"a", b"b")])
+        first = log.append(data)
+        again = log.append(data)
+        assert (again.first_offset, again.last_offset, again.valid_bytes) == (first.first_offset, first.last_offset, 0)
+        assert log.log_end_offset == 2
