@@ -500,6 +500,11 @@ class Partition:
         with self._lock:
             if self.role != FOLLOWER or self.leader_epoch != leader_epoch:
                 return False
+            if offset >= self.log.log_end_offset:
+                # As Kafka's truncateTo: drop an epoch entry at the log end that this replica
+                # added when it led without appending anything; it would never match a leader.
+                self.epochs.truncate_from_end(self.log.log_end_offset)
+                return False
             return bool(self.log.truncate_to(offset))
 
     def truncate_fully_and_start_at(self, leader_epoch: int, offset: int) -> bool:
