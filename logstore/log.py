@@ -416,7 +416,8 @@ class Log:
             base = _offset_from_file_name(path.name)
             if base is None:
                 continue
-            segment = LogSegment.open(self._dir, base, file_suffix=SWAP_SUFFIX, **self._new_segment_args())
+            segment = LogSegment.open(self._dir, base, file_suffix=SWAP_SUFFIX, read_only=True,
+                                      **self._new_segment_args())
             low = min(low, base)
             high = max(high, segment.read_next_offset())
             segment.close_handlers()

@@ -516,3 +516,19 @@ def test_segment_jitter_is_below_segment_ms(tmp_path, clock):
             log.append(batch(1, ts=NOW + i * 1001))
         assert len(log.segments) == 5
         assert all(0 <= s.roll_jitter_ms < 1000 for s in log.segments)
+
+
+def test_open_finishes_a_swap_whose_indexes_were_not_written(tmp_path, clock):
+    with open_log(tmp_path, clock, **{"segment.bytes": 200}) as log:
+        for _ in range(6):
+            log.append(batch(1))
+        old = log.segments[:2]
+        expected = offsets(log)
+        new = _cleaned_copy(log, old)
+        new.close()
+        new.change_file_suffixes(".cleaned", ".swap")
+    for suffix in (".index.swap", ".timeindex.swap"):
+        (tmp_path / "t-0" / f"{0:020d}{suffix}").unlink()
+    with Log.open(tmp_path / "t-0", clock=clock) as log:
+        assert offsets(log) == expected
+        assert log.segments[0].offset_index.path.exists()
