@@ -212,6 +212,10 @@ def test_index_mismatches_are_reported_on_stderr(partition: Path):
     assert result.returncode == 1
     assert result.stdout == f"Dumping {index.name}\n"
     assert result.stderr.splitlines() == [f"Mismatches in :{index}", "  Index offset: 30, log offset: 0"]
+    as_json = run("dump", "--json", "--files", index.name, cwd=partition)
+    assert as_json.returncode == 1 and as_json.stderr == ""
+    assert json.loads(as_json.stdout.splitlines()[-1]) == {
+        "type": "problem", "problem": "index_mismatch", "file": str(index), "expected": 30, "found": 0}
 
 
 def test_time_index_mismatch_and_sanity_check(partition: Path):

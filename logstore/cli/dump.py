@@ -234,15 +234,13 @@ def report(problems: Problems, out: Output) -> None:
     """Kafka's end-of-run reports on stderr (or as JSON objects on stdout)."""
     from logstore import dump
 
-    sections: list[tuple[str, dict[str, list[tuple[int, int]]], Any]] = [
-        ("index_mismatch", problems.index_mismatches, dump.index_mismatch_report),
-        ("time_index_mismatch", problems.time_mismatches, None),
-        ("time_index_out_of_order", problems.time_out_of_order, None),
-        ("time_index_offset_not_found", problems.time_not_found, None),
-        ("non_consecutive_offsets", problems.non_consecutive, dump.non_consecutive_report),
-    ]
     if out.json:
-        for name, table, _ in sections:
+        sections = (("index_mismatch", problems.index_mismatches),
+                    ("time_index_mismatch", problems.time_mismatches),
+                    ("time_index_out_of_order", problems.time_out_of_order),
+                    ("time_index_offset_not_found", problems.time_not_found),
+                    ("non_consecutive_offsets", problems.non_consecutive))
+        for name, table in sections:
             for path, pairs in table.items():
                 for first, second in pairs:
                     out.obj({"type": "problem", "problem": name, "file": path,
