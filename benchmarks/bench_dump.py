@@ -1,9 +1,8 @@
 """`logstore dump --deep-iteration --print-data-log` of one large segment, beside `cat` of it.
 
-The segment size comes from LOGSTORE_BENCH_DUMP_MIB (default 256): the issue asks for a
-1 GiB segment, which takes minutes per round at the measured rate, so `make bench` uses a
-quarter of that and the throughput (MiB/s) is what is compared. Set
-LOGSTORE_BENCH_DUMP_MIB=1024 for the full-size run.
+The segment is 1 GiB as the issue asks (about 15 s of dumping here, one round); set
+LOGSTORE_BENCH_DUMP_MIB to another size (e.g. 128) for a quicker look. Throughput
+(MiB/s) is what is compared, so the ratio to `cat` barely depends on the size.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ import pytest
 
 from logstore.records import build_batch_columnar, set_base_offset_and_epoch
 
-SEGMENT_MIB = int(os.environ.get("LOGSTORE_BENCH_DUMP_MIB", "256"))
+SEGMENT_MIB = int(os.environ.get("LOGSTORE_BENCH_DUMP_MIB", "1024"))
 RECORDS_PER_BATCH = 200
 KEY_BYTES = 12
 VALUE_BYTES = 100
@@ -43,7 +42,7 @@ def segment(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for i in range(copies):
         set_base_offset_and_epoch(data, i * len(template), i * RECORDS_PER_BATCH, 0)
     path = tmp_path_factory.mktemp("dump") / "00000000000000000000.log"
-    path.write_bytes(bytes(data))
+    path.write_bytes(data)
     return path
 
 
