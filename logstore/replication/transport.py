@@ -6,6 +6,7 @@ processes. Errors raised by the leader are raised again, with the same class, on
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import socketserver
@@ -146,6 +147,15 @@ class _Handler(socketserver.BaseRequestHandler):
 
     def handle(self) -> None:
         sock: socket.socket = self.request
+        with self.server.owner._lock:
+            self.server.owner._connections.add(sock)
+        try:
+            self._serve(sock)
+        finally:
+            with self.server.owner._lock:
+                self.server.owner._connections.discard(sock)
+
+    def _serve(self, sock: socket.socket) -> None:
         while True:
             try:
                 header, _ = _recv_frame(sock)
@@ -170,6 +180,8 @@ class PartitionServer:
 
     def __init__(self, partitions: Iterable[Partition] = (), host: str = "127.0.0.1", port: int = 0):
         self._partitions: dict[tuple[str, int], Partition] = {}
+        self._connections: set[socket.socket] = set()
+        self._lock = threading.Lock()
         for partition in partitions:
             self.add(partition)
         self._server = _Server((host, port), _Handler)
@@ -210,10 +222,16 @@ class PartitionServer:
         raise ReplicaNotAvailableError(f"unknown operation {op!r}")
 
     def close(self) -> None:
-        """Stop serving and close the listening socket."""
+        """Stop serving: close the listening socket and drop open connections (as a broker
+        that goes down does)."""
         self._server.shutdown()
         self._server.server_close()
         self._thread.join()
+        with self._lock:
+            connections = list(self._connections)
+        for sock in connections:
+            with contextlib.suppress(OSError):  # already closed by the peer
+                sock.shutdown(socket.SHUT_RDWR)
 
     def __enter__(self) -> PartitionServer:
         return self
