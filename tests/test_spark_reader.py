@@ -167,3 +167,20 @@ def test_partial_batch_at_end_is_an_error(tmp_path):
     with pytest.raises(CorruptRecordError, match="partial batch") as info:
         list(scan_segment(path))
     assert info.value.position == len(batch)
+
+
+def test_legacy_magic_0_and_1_entries_read_as_rows(tmp_path):
+    from logstore.records import build_legacy_entry
+
+    v0 = build_legacy_entry([Record(0, -1, b"a", b"old")], magic=0)
+    v1 = build_legacy_entry(
+        [Record(1, 50, b"b", b"x"), Record(2, 60, None, None)], magic=1, compression="gzip")
+    v2 = build_batch([Record(3, 70, b"c", b"new")], base_offset=3)
+    path = _write_segment(tmp_path / "legacy-0", 0, [v0, v1, v2])
+    rows = _table(path).to_pylist()
+    assert [r["offset"] for r in rows] == [0, 1, 2, 3]
+    assert [r["magic"] for r in rows] == [0, 1, 1, 2]
+    assert [r["key"] for r in rows] == [b"a", b"b", None, b"c"]
+    assert [r["is_tombstone"] for r in rows] == [False, False, True, False]
+    assert [r["compression"] for r in rows] == ["none", "gzip", "gzip", "none"]
+    assert [r["timestamp"] for r in rows][1:] == [50, 60, 70]
