@@ -135,6 +135,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from logstore.log import Log
+    from logstore.partition_state import PartitionState
     from logstore.records import Record, build_batch
 
     topic, partition = split_topic_partition(args.topic_partition)
@@ -144,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
         raise NotADirectoryError(20, "Not a directory", str(data_dir))
     first = last = None
     count = 0
-    with Log.open(data_dir / f"{topic}-{partition}", configs) as log:
+    with Log.open(data_dir / f"{topic}-{partition}", configs, hooks=[PartitionState()]) as log:
         pending: list[tuple] = []
 
         def flush() -> None:

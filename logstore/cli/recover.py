@@ -31,9 +31,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="run log recovery on a copy and report what it would truncate (--in-place to apply)",
         description=(
             "Recover partition directories as Kafka does after an unclean shutdown: validate every\n"
-            "batch, truncate a torn or corrupt tail, drop the later segments and rebuild the indexes.\n"
-            "By default this runs on a temporary copy and only reports the changes; --in-place\n"
-            "applies them. Exit 0 when nothing needed recovering, 1 when something did."
+            "batch, truncate a torn or corrupt tail, drop the later segments, rebuild the indexes and\n"
+            "the producer state. By default this runs on a temporary copy and only reports the\n"
+            "changes; --in-place applies them. Exit 0 when nothing needed recovering, 1 when\n"
+            "something did."
         ),
         example="logstore recover /var/lib/kafka/data/orders-0",
     )
@@ -93,10 +94,12 @@ def recover_partition(path: Path) -> int:
     """Open `path` read-write with full recovery (from offset 0, as after a crash) and close it."""
     from logstore.checkpoint import LOG_START_OFFSET_CHECKPOINT, read_offsets_checkpoint
     from logstore.log import LoadState, Log, parse_partition_dir
+    from logstore.partition_state import PartitionState
 
     key = parse_partition_dir(path.name)
     start = read_offsets_checkpoint(path.parent / LOG_START_OFFSET_CHECKPOINT).get(key, 0)
-    log = Log.open(path, load_state=LoadState(recovery_point=0, log_start_offset=start, clean_shutdown=False))
+    state = LoadState(recovery_point=0, log_start_offset=start, clean_shutdown=False)
+    log = Log.open(path, hooks=[PartitionState()], load_state=state)
     recovered = log.recovered_bytes
     log.close()
     return recovered
