@@ -1,8 +1,8 @@
 """Cleaner throughput next to plain file copy of the same bytes, plus offset-map bytes per key.
 
 Four logs (100-byte and 10 KiB values; 10% and 90% of records superseded by a later record
-with the same key), ~32 MiB each in 8 MiB segments, all cleanable (the active segment is
-empty). Each round cleans a fresh copy of the log with one Cleaner (default 128 MiB offset
+with the same key), ~32 MiB each in one rolled segment (Kafka's default segment.bytes), all
+cleanable (the active segment is empty). Each round cleans a fresh copy of the log with one Cleaner (default 128 MiB offset
 map, allocated once as Kafka does); the baseline copies one file of the same size with
 shutil.copyfile, and the same followed by fsync (the cleaner fsyncs what it writes before
 the swap, as Kafka does). Run: .venv/bin/pytest benchmarks/bench_compaction.py --benchmark-only
@@ -24,7 +24,7 @@ from logstore.clock import ManualClock
 from logstore.records import build_batch_columnar
 
 TOTAL_BYTES = 32 << 20
-CONFIG = {"cleanup.policy": "compact", "segment.bytes": 8 << 20, "file.delete.delay.ms": 0}
+CONFIG = {"cleanup.policy": "compact", "file.delete.delay.ms": 0}  # Kafka's segment.bytes (1 GiB)
 CASES = [(100, 0.1), (100, 0.9), (10240, 0.1), (10240, 0.9)]
 NOW = 1_700_000_000_000
 
