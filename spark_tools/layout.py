@@ -99,7 +99,7 @@ def list_partitions(
             raise LogstoreError(f"no segment files (<base offset>.log) under {fspath(path)}")
         for seg in segments:
             key = (seg.topic, seg.partition)
-            directory = _parent(seg.path)
+            directory = parent_path(seg.path)
             previous = dirs.setdefault(key, directory)
             if previous != directory:
                 raise LogstoreError(
@@ -108,11 +108,11 @@ def list_partitions(
                 )
             found.setdefault(key, {})[seg.path] = seg
             fs_by_dir[directory] = fs
-    checkpoints = _checkpoints({_parent(d): fs_by_dir[d] for d in dirs.values()})
+    checkpoints = _checkpoints({parent_path(d): fs_by_dir[d] for d in dirs.values()})
     result = []
     for key in sorted(found):
         directory = dirs[key]
-        data_dir = _parent(directory)
+        data_dir = parent_path(directory)
         per_file = checkpoints.get(data_dir, {})
         result.append(
             PartitionFiles(
@@ -129,7 +129,13 @@ def list_partitions(
     return result
 
 
-def _parent(path: str) -> str:
+def join_path(directory: str, name: str) -> str:
+    """``directory/name`` for filesystem paths (just ``name`` at the root)."""
+    return f"{directory}/{name}" if directory else name
+
+
+def parent_path(path: str) -> str:
+    """The directory part of a filesystem path ("" at the root)."""
     return path.rsplit("/", 1)[0] if "/" in path else ""
 
 
@@ -141,7 +147,7 @@ def _segment_file(info: pafs.FileInfo) -> SegmentFile | None:
     match = SEGMENT_NAME.match(info.base_name)
     if match is None or info.type != pafs.FileType.File:
         return None
-    directory = _parent(info.path)
+    directory = parent_path(info.path)
     try:
         topic, partition = parse_partition_dir(_basename(directory))
     except InvalidTopicError:
@@ -185,7 +191,7 @@ def _checkpoints(
     result: dict[str, dict[str, dict[tuple[str, int], int]]] = {}
     for data_dir, fs in data_dirs.items():
         for name in names:
-            path = f"{data_dir}/{name}"
+            path = join_path(data_dir, name)
             if fs.get_file_info(path).type != pafs.FileType.File:
                 continue
             result.setdefault(data_dir, {})[name] = _read_checkpoint(fs, path)

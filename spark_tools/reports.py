@@ -26,7 +26,14 @@ import pyarrow.fs as pafs
 from logstore.config import LogConfig
 from logstore.errors import LogstoreError
 from spark_tools.dataframes import distribute
-from spark_tools.layout import PartitionFiles, PathArg, list_partitions, resolve_paths
+from spark_tools.layout import (
+    PartitionFiles,
+    PathArg,
+    join_path,
+    list_partitions,
+    parent_path,
+    resolve_paths,
+)
 from spark_tools.reader import scan_segment
 from spark_tools.topic_configs import TopicConfigs
 
@@ -117,11 +124,12 @@ def local_partition_dir(part: PartitionFiles, fs: pafs.FileSystem) -> Iterator[P
     with tempfile.TemporaryDirectory(prefix="logstore-audit-") as tmp:
         data_dir = Path(tmp)
         target = data_dir / part.directory.rsplit("/", 1)[-1]
+        target.mkdir()
         pafs.copy_files(part.directory, str(target), source_filesystem=fs,
                         destination_filesystem=pafs.LocalFileSystem())
-        parent = part.directory.rsplit("/", 1)[0]
+        parent = parent_path(part.directory)
         for name in part.checkpoints_found:
-            pafs.copy_files(f"{parent}/{name}", str(data_dir / name), source_filesystem=fs,
+            pafs.copy_files(join_path(parent, name), str(data_dir / name), source_filesystem=fs,
                             destination_filesystem=pafs.LocalFileSystem())
         yield target
 

@@ -208,3 +208,13 @@ def test_write_report_formats(spark, data_dir, tmp_path, fmt):
 def test_write_report_rejects_unknown_format():
     with pytest.raises(LogstoreError, match="unknown report format"):
         write_report(None, "/nonexistent", "xml")
+
+
+def test_reports_through_a_non_local_filesystem_equal_local_paths(data_dir):
+    import pyarrow.fs as pafs
+
+    remote = pafs.SubTreeFileSystem(str(data_dir.parent), pafs.LocalFileSystem())
+    for kind in ("compaction", "retention"):
+        via_fs = local_report(kind, data_dir.name, CONFIGS, NOW, filesystem=remote).to_pylist()
+        direct = local_report(kind, data_dir, CONFIGS, NOW).to_pylist()
+        assert via_fs == direct
