@@ -169,3 +169,17 @@ def test_tcp_transport_replicates_between_partition_servers(tmp_path: Path) -> N
         log = Log.open(tmp_path / f"broker-{i}" / "orders-0", read_only=True)
         assert [b.base_offset for b in log.read(0, 1 << 20).batches()] == [0, 5]
         log.close()
+
+
+def test_demo_fails_over_without_losing_an_acknowledged_record(tmp_path: Path) -> None:
+    from logstore.replication.demo import run_demo
+
+    lines: list[str] = []
+    summary = run_demo(tmp_path, out=lines.append)
+    assert summary["acknowledged"] == summary["present_on_every_replica"] == 150
+    assert summary["identical"] and summary["leaders"] == [0, 1] and summary["epoch"] == 1
+    assert len(lines) == 6 and "103 -> 100" in lines[4]
+    for i in range(3):
+        log = Log.open(tmp_path / f"broker-{i}" / "orders-0", read_only=True)
+        assert log.log_end_offset == 150
+        log.close()
