@@ -171,8 +171,12 @@ def _segments_under(fs: pafs.FileSystem, root: str) -> Iterable[SegmentFile]:
         yield seg
         return
     # A data directory holds partition directories one level down; don't descend further.
+    # Kafka's `<topic>-<partition>.<id>-delete`, `-future` and `-stray` directories are not
+    # live partitions and are skipped (their names do not end in `-<partition>`).
     for child in fs.get_file_info(pafs.FileSelector(root)):
         if child.type == pafs.FileType.Directory:
+            if PARTITION_DIR_NAME.match(child.base_name) is None:
+                continue
             for grandchild in fs.get_file_info(pafs.FileSelector(child.path)):
                 seg = _segment_file(grandchild)
                 if seg is not None:

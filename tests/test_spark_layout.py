@@ -45,6 +45,13 @@ def test_partition_dir_and_single_file_paths(tmp_path):
     assert [s.base_offset for s in single.segments] == [7]
 
 
+def test_data_directory_skips_kafka_delete_and_future_directories(tmp_path):
+    _touch(tmp_path / "t-0" / "00000000000000000000.log")
+    _touch(tmp_path / "t-1.9f8e7d6c5b4a39281706f5e4d3c2b1a0-delete" / "00000000000000000000.log")
+    _touch(tmp_path / "t-2.0a1b2c3d4e5f60718293a4b5c6d7e8f9-future" / "00000000000000000000.log")
+    assert [(p.topic, p.partition) for p in list_partitions(tmp_path)] == [("t", 0)]
+
+
 def test_missing_or_empty_paths_are_errors(tmp_path):
     with pytest.raises(LogstoreError, match="no such file"):
         list_partitions(tmp_path / "nope")
