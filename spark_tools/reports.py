@@ -4,7 +4,7 @@ Each partition is opened read-only as a ``logstore.Log`` on the executor (copied
 scratch first when it lives on a remote filesystem). The retention report is
 ``retention.plan_for_log`` (``plan_retention`` over the Log's segments); the compaction report
 is a dry-run ``compaction.Cleaner.clean`` round (``selection.evaluate`` plus the plan
-functions the cleaner applies), with key statistics from the Arrow reader. A report therefore
+functions the cleaner applies), with key statistics from the cleaner's own decoder. A report therefore
 cannot disagree with what the engine would do to the same files at the same clock.
 """
 
@@ -34,7 +34,6 @@ from spark_tools.layout import (
     parent_path,
     resolve_paths,
 )
-from spark_tools.reader import scan_segment
 from spark_tools.topic_configs import TopicConfigs
 
 if TYPE_CHECKING:
@@ -186,17 +185,21 @@ def retention_row(part: PartitionFiles, settings: AuditSettings) -> dict[str, An
     return row
 
 
-def _key_stats(paths: Sequence[Path]) -> dict[str, int]:
-    """Records, keyed records, distinct keys (128-bit mmh3, as the cleaner's map) and tombstones."""
+def _key_stats(segments: Sequence[Any]) -> dict[str, int]:
+    """Records, keyed records, distinct keys and tombstones of a Log's segments, decoded and
+    hashed (128-bit mmh3) exactly as the cleaner reads them."""
+    from compaction.cleaner import read_segment
+    from compaction.decode import decode
+
     records = tombstones = 0
     words1, words2 = [], []
-    for path in paths:
-        for scan in scan_segment(path):
-            has_key = scan.key_size >= 0
-            records += scan.num_records
-            tombstones += int((scan.value_size < 0).sum())
-            words1.append(scan.key_hash1[has_key])
-            words2.append(scan.key_hash2[has_key])
+    for segment in segments:
+        columns = decode(read_segment(segment), segment_base=segment.base_offset,
+                         path=str(segment.log_path)).records
+        records += len(columns)
+        tombstones += int(columns.is_tombstone.sum())
+        words1.append(columns.key_hash1[columns.has_key])
+        words2.append(columns.key_hash2[columns.has_key])
     h1 = np.concatenate(words1) if words1 else np.empty(0, np.uint64)
     h2 = np.concatenate(words2) if words2 else np.empty(0, np.uint64)
     distinct = distinct_pairs(h1, h2)
@@ -234,7 +237,7 @@ def compaction_row(part: PartitionFiles, settings: AuditSettings) -> dict[str, A
                 "cleanup_policy": _policy(config),
                 "segments": len(segments),
                 "log_bytes": sum(s.size for s in segments),
-                **_key_stats([s.log_path for s in segments]),
+                **_key_stats(segments),
                 "min_cleanable_dirty_ratio": config.min_cleanable_dirty_ratio,
             }
             if not config.compact:
