@@ -349,3 +349,23 @@ def test_controller_goes_offline_without_unclean_election_and_recovers_with_it()
     unclean.isr = frozenset({0})
     unclean.startup(t.p[1])
     assert unclean.leader == 1 and unclean.elections[-1][1].unclean
+
+
+def test_kip320_follower_truncates_on_the_diverging_epoch_of_a_fetch() -> None:
+    t = Trio()
+    t.rounds(2)
+    t.p[0].append(_records(1))
+    t.rounds(2)
+    t.p[0].append(_records(2))
+    t.rounds(1, (2,))  # only replica 2 has offsets 1..2 (epoch 0)
+    t.controller.fail(0)
+    t.p[1].append(_records(1))  # epoch 1 starts at 1 on the new leader
+    follower = Follower(t.p[2], t.transport, truncate_on_fetch=True)
+    assert follower.step() is Step.TRUNCATED  # no OffsetsForLeaderEpoch round
+    assert t.p[2].log_end_offset == 3 and not follower.fetched_in_current_epoch
+    assert follower.step() is Step.DIVERGED  # the leader says: epoch 0 ends at 1
+    assert t.p[2].log_end_offset == 1
+    assert follower.step() is Step.FETCHED and follower.fetched_in_current_epoch
+    assert t.p[2].log.batch_ids() == t.p[1].log.batch_ids()
+    with pytest.raises(ValueError):
+        Follower(t.p[2], t.transport, truncate_on_fetch=True, truncate_to_hw=True)

@@ -4,8 +4,10 @@ so tests and the simulation drive it deterministically; `start()` runs it on a t
 
 Truncation uses the leader-epoch protocol (KIP-101/279/320): the follower asks the leader
 where its latest epoch ends (OffsetsForLeaderEpoch) and truncates there, never to its own
-high watermark. `truncate_to_hw=True` restores the pre-KIP-101 rule (truncate to the local
-HW, no epoch checks) to reproduce the data loss and divergence stories of seed 001.
+high watermark. With `truncate_on_fetch=True` it skips that round and truncates when a fetch
+answers with a diverging epoch instead (KIP-320, what Kafka 2.7+ followers do).
+`truncate_to_hw=True` restores the pre-KIP-101 rule (truncate to the local HW, no epoch
+checks) to reproduce the data loss and divergence stories of seed 001.
 """
 
 from __future__ import annotations
@@ -68,12 +70,17 @@ class Follower:
         *,
         max_bytes: int = DEFAULT_FETCH_MAX_BYTES,
         truncate_to_hw: bool = False,
+        truncate_on_fetch: bool = False,
     ):
+        if truncate_to_hw and truncate_on_fetch:
+            raise ValueError("truncate_to_hw and truncate_on_fetch exclude each other")
         self.partition = partition
         self.transport = transport
         self.max_bytes = max_bytes
         self.truncate_to_hw = truncate_to_hw
+        self.truncate_on_fetch = truncate_on_fetch
         self._truncated_epoch: int | None = None
+        self._fetched_epoch: int | None = None
         self._seen: tuple[int, int] | None = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
@@ -83,6 +90,13 @@ class Follower:
         """True until the log was reconciled with the current leader epoch."""
         state = self.partition.follower_state()
         return state is not None and self._truncated_epoch != state[1]
+
+    @property
+    def fetched_in_current_epoch(self) -> bool:
+        """True once a fetch from the current leader was applied (the HW is then the leader's
+        view; before it, a restarted follower's HW is only its checkpoint)."""
+        state = self.partition.follower_state()
+        return state is not None and self._fetched_epoch == state[1]
 
     def step(self) -> Step:
         """One round: truncate if the leader epoch changed, else one fetch."""
@@ -108,6 +122,8 @@ class Follower:
         if self.truncate_to_hw:
             partition.truncate_to(epoch, partition.high_watermark)  # the pre-KIP-101 rule
             return
+        if self.truncate_on_fetch:
+            return  # the first fetch carries our last epoch; the leader answers if we diverge
         for _ in range(len(partition.epochs) + 1):
             latest = partition.epochs.latest_epoch()
             if latest is None:
@@ -140,7 +156,8 @@ class Follower:
             offset, _ = truncation_offset(response.diverging_epoch, partition)
             partition.truncate_to(epoch, offset)
             return Step.DIVERGED
-        partition.append_fetched(epoch, response)
+        if partition.append_fetched(epoch, response):
+            self._fetched_epoch = epoch
         return Step.FETCHED
 
     def _handle_out_of_range(self, epoch: int, fetch_offset: int, exc: FetchOffsetOutOfRangeError) -> Step:

@@ -12,6 +12,8 @@ Fault model (Kafka's durability assumption made explicit):
   gone at once), so then the failure keeps the data. The controller notices: `r` leaves the
   ISR or, if it led, a new leader is elected.
 - `recover(r)`: a failed replica's broker starts again.
+- `isolate()`: the controller loses the leader (session expiry) and elects another, but the
+  old leader keeps running unaware -- a zombie that still takes produces; `reconnect()` ends it.
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ class Node:
         self.follower: Follower | None = None
         self.memory_log: MemoryLog | None = None
         self.hw_checkpoint = 0
+        self.isolated = False  # up, but cut off from the controller (a zombie leader)
 
     @property
     def up(self) -> bool:
@@ -113,7 +116,7 @@ class Invariants:
                 self._fail(f"acknowledged batch {batch} lost on leader {leader.replica_id}")
         for node in cluster.nodes:
             p = node.partition
-            if p is None or p is leader or node.follower is None or node.follower.needs_truncation:
+            if p is None or p is leader or node.follower is None or not node.follower.fetched_in_current_epoch:
                 continue
             for batch in ids[node.replica_id]:
                 if batch[1] <= p.high_watermark and batch[0] >= start and by_base.get(batch[0]) != batch:
@@ -149,6 +152,7 @@ class SimCluster:
         backend: str = "memory",
         root: Path | None = None,
         truncate_to_hw: bool = False,
+        truncate_on_fetch: bool = False,
         config: dict[str, Any] | None = None,
         replicas: int = 3,
         strict_history: bool = True,
@@ -158,6 +162,7 @@ class SimCluster:
         self.backend = backend
         self.root = root
         self.truncate_to_hw = truncate_to_hw
+        self.truncate_on_fetch = truncate_on_fetch
         self.config = {**BASE_CONFIG, **(config or {})}
         self.clock = ManualClock(START_MS)
         self.transport = InProcessTransport()
@@ -186,7 +191,8 @@ class SimCluster:
             partition = Partition.open(self._dir(node), node.replica_id, self.config, clock=self.clock)
         partition.log.high_watermark = node.hw_checkpoint
         node.partition = partition
-        node.follower = Follower(partition, self.transport, truncate_to_hw=self.truncate_to_hw)
+        node.follower = Follower(partition, self.transport, truncate_to_hw=self.truncate_to_hw,
+                                 truncate_on_fetch=self.truncate_on_fetch)
         self.transport.register(partition)
         self.controller.startup(partition)
 
@@ -200,6 +206,7 @@ class SimCluster:
         partition.close()
         node.partition = None
         node.follower = None
+        node.isolated = False
 
     def leader_partition(self) -> Partition | None:
         """The leader's Partition, if the partition is online."""
@@ -340,8 +347,44 @@ class SimCluster:
             log.maybe_increment_log_start_offset(target, "client_record_deletion")
         self._after()
 
+    def isolate(self) -> None:
+        """The controller gives up on the leader while it keeps running (see the docstring)."""
+        leader = self.controller.leader
+        if leader is not None and len(self.controller.live) > 1:
+            self.nodes[leader].isolated = True
+            self.controller.fail(leader)
+        self._after()
+
+    def produce_to_zombie(self) -> None:
+        """A producer with stale metadata writes acks=all to an isolated old leader."""
+        for node in self.nodes:
+            if node.isolated and node.partition is not None:
+                batch = build_batch_columnar([b"k"], [b"zombie"], timestamps=[self.clock.time_ms()])
+                try:
+                    handle = node.partition.append(batch)
+                except (NotEnoughReplicasError, NotLeaderOrFollowerError):
+                    break
+                self.pending.append((handle, (handle.first_offset, handle.last_offset + 1,
+                                              read_batch_header(batch).crc)))
+                node.partition.maybe_shrink_isr()  # its AlterPartition is refused: stale epoch
+                break
+        self._after()
+
+    def reconnect(self) -> None:
+        """Isolated replicas reach the controller again and learn the current leader."""
+        for node in self.nodes:
+            if node.isolated and node.partition is not None:
+                node.isolated = False
+                self.controller.startup(node.partition)
+        self._after()
+
     def heal(self, rounds: int = 40) -> None:
         """Bring every broker back and fetch until all replicas match the leader."""
+        for node in self.nodes:
+            if node.isolated:
+                node.isolated = False
+                if node.partition is not None:
+                    self.controller.startup(node.partition)
         for node in self.nodes:
             if node.partition is None:
                 self._start(node)
@@ -429,6 +472,18 @@ def _act_delete_records(c: SimCluster, rng: random.Random) -> None:
     c.delete_records(rng.random())
 
 
+def _act_isolate(c: SimCluster, rng: random.Random) -> None:
+    c.isolate()
+
+
+def _act_produce_to_zombie(c: SimCluster, rng: random.Random) -> None:
+    c.produce_to_zombie()
+
+
+def _act_reconnect(c: SimCluster, rng: random.Random) -> None:
+    c.reconnect()
+
+
 ACTIONS: tuple[tuple[Action, int], ...] = (
     (_act_produce, 30),
     (_act_fetch, 40),
@@ -441,6 +496,9 @@ ACTIONS: tuple[tuple[Action, int], ...] = (
     (_act_elect_preferred, 1),
     (_act_controlled_shutdown, 1),
     (_act_delete_records, 1),
+    (_act_isolate, 1),
+    (_act_produce_to_zombie, 2),
+    (_act_reconnect, 2),
 )
 _FUNCS = [a for a, _ in ACTIONS]
 _WEIGHTS = [w for _, w in ACTIONS]
@@ -448,8 +506,11 @@ _WEIGHTS = [w for _, w in ACTIONS]
 
 def run_schedule(seed: int, steps: int, **cluster_args: Any) -> SimCluster:
     """Build a cluster, run `steps` random actions drawn from `seed`, then heal it; the
-    cluster's `invariants.violations` say what broke (empty: nothing)."""
+    cluster's `invariants.violations` say what broke (empty: nothing). Followers truncate with
+    OffsetsForLeaderEpoch on even seeds and on diverging-epoch fetch answers on odd ones."""
     rng = random.Random(seed)
+    if not cluster_args.get("truncate_to_hw"):
+        cluster_args.setdefault("truncate_on_fetch", seed % 2 == 1)  # odd seeds: KIP-320 followers
     cluster = SimCluster(**cluster_args)
     for action in rng.choices(_FUNCS, _WEIGHTS, k=steps):
         action(cluster, rng)
