@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from logstore.records import Record, build_batch
-from tests.test_cli_dump import digest, partition, run  # noqa: F401 - the fixture is used by name
+from tests.test_cli_dump import digest, partition, run, run_in_process  # noqa: F401 - the fixture is used by name
 
 SUBCOMMANDS = ("consume", "dump", "produce", "recover", "stats", "verify")
 
@@ -39,11 +39,14 @@ def test_subcommands_are_discovered_from_their_modules():
     assert set(SUBCOMMANDS) <= set(choices)
 
 
-def test_usage_errors_exit_2(tmp_path: Path):
-    assert run(cwd=tmp_path).returncode == 2
-    assert run("frobnicate", cwd=tmp_path).returncode == 2
-    assert run("consume", str(tmp_path), "orders-0", "--from", "-3", cwd=tmp_path).returncode == 2
-    result = run("consume", str(tmp_path), "orders", cwd=tmp_path)
+def test_usage_errors_exit_2(tmp_path: Path, capsys, monkeypatch):
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return run_in_process(*args, cwd=tmp_path, capsys=capsys, monkeypatch=monkeypatch)
+
+    assert cli().returncode == 2
+    assert cli("frobnicate").returncode == 2
+    assert cli("consume", str(tmp_path), "orders-0", "--from", "-3").returncode == 2
+    result = cli("consume", str(tmp_path), "orders")
     assert result.returncode == 2 and result.stderr.startswith("logstore: error: 'orders' is not a partition")
 
 

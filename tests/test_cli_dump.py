@@ -27,6 +27,16 @@ def run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
                           text=True, encoding="utf-8", check=False)
 
 
+def run_in_process(*args: str, cwd: Path, capsys, monkeypatch) -> subprocess.CompletedProcess:
+    """`logstore.cli.main(args)` in `cwd` (the same code path, without a new interpreter)."""
+    from logstore.cli import main
+
+    monkeypatch.chdir(cwd)
+    code = main(list(args))
+    captured = capsys.readouterr()
+    return subprocess.CompletedProcess(list(args), code, captured.out, captured.err)
+
+
 @pytest.fixture
 def partition(tmp_path: Path) -> Path:
     """A writable copy of the Kafka-written `plain-0` partition directory."""
@@ -63,15 +73,15 @@ def test_each_sample_file_matches_kafka_on_its_own(partition: Path, name: str, c
 
 def test_dumping_changes_no_byte_on_disk(partition: Path):
     before = digest(partition.parent)
-    names = ",".join(SEGMENT_FILES)
-    for extra in ([], ["--verify-index-only"], ["--index-sanity-check"], ["--json", "--deep-iteration"]):
+    names = ",".join([*SEGMENT_FILES, "leader-epoch-checkpoint"])
+    for extra in (["--verify-index-only"], ["--index-sanity-check"], ["--json", "--deep-iteration"]):
         assert run("dump", *extra, "--files", names, cwd=partition).returncode == 0
-    assert run("dump", "--files", "leader-epoch-checkpoint", cwd=partition).returncode == 0
     assert digest(partition.parent) == before
 
 
-def test_shallow_dump_prints_batches_without_records(partition: Path):
-    result = run("dump", "--files", "00000000000000000000.log", cwd=partition)
+def test_shallow_dump_prints_batches_without_records(partition: Path, capsys, monkeypatch):
+    result = run_in_process("dump", "--files", "00000000000000000000.log", cwd=partition, capsys=capsys,
+                            monkeypatch=monkeypatch)
     lines = result.stdout.splitlines()
     assert result.returncode == 0
     assert lines[:2] == ["Dumping 00000000000000000000.log", "Log starting offset: 0"]
@@ -105,8 +115,9 @@ def test_torn_tail_is_reported_as_kafka_does(partition: Path):
                        "position": size, "bytes": 100}
 
 
-def test_max_bytes_stops_early_without_a_torn_tail_report(partition: Path):
-    result = run("dump", "--max-bytes", "300", "--files", "00000000000000000000.log", cwd=partition)
+def test_max_bytes_stops_early_without_a_torn_tail_report(partition: Path, capsys, monkeypatch):
+    result = run_in_process("dump", "--max-bytes", "300", "--files", "00000000000000000000.log",
+                            cwd=partition, capsys=capsys, monkeypatch=monkeypatch)
     assert result.returncode == 0
     assert [line.split(" position: ")[1].split()[0] for line in result.stdout.splitlines()[2:]] == ["0", "76"]
 
@@ -157,25 +168,28 @@ def test_debug_shows_the_traceback(tmp_path: Path):
     (["--files", "notanumber.log"], 2, "named by its base offset"),
     ([], 2, "no files to dump"),
 ])
-def test_bad_inputs_get_one_line_errors_and_documented_codes(tmp_path: Path, args, code, message):
+def test_bad_inputs_get_one_line_errors_and_documented_codes(tmp_path: Path, args, code, message, capsys,
+                                                             monkeypatch):
     (tmp_path / "partition.metadata").write_text("version: 0\n")
     (tmp_path / "notanumber.log").write_bytes(b"")
-    result = run("dump", *args, cwd=tmp_path)
+    result = run_in_process("dump", *args, cwd=tmp_path, capsys=capsys, monkeypatch=monkeypatch)
     assert result.returncode == code
     assert len(result.stderr.splitlines()) == 1 and message in result.stderr
     assert result.stderr.startswith("logstore: error:")
 
 
 @pytest.mark.parametrize("value", ["-1", "abc", "3000000000"])
-def test_bad_option_values_are_usage_errors(tmp_path: Path, value):
-    result = run("dump", "--max-bytes", value, "--files", "x.log", cwd=tmp_path)
+def test_bad_option_values_are_usage_errors(tmp_path: Path, value, capsys, monkeypatch):
+    result = run_in_process("dump", "--max-bytes", value, "--files", "x.log", cwd=tmp_path, capsys=capsys,
+                            monkeypatch=monkeypatch)
     assert result.returncode == 2
     assert "--max-bytes" in result.stderr and "Traceback" not in result.stderr
 
 
-def test_a_directory_named_like_a_segment_is_an_error(tmp_path: Path):
+def test_a_directory_named_like_a_segment_is_an_error(tmp_path: Path, capsys, monkeypatch):
     (tmp_path / "00000000000000000000.log").mkdir()
-    result = run("dump", "--files", "00000000000000000000.log", cwd=tmp_path)
+    result = run_in_process("dump", "--files", "00000000000000000000.log", cwd=tmp_path, capsys=capsys,
+                            monkeypatch=monkeypatch)
     assert result.returncode == 3
     assert result.stderr.startswith("logstore: error: Is a directory")
 
