@@ -163,3 +163,20 @@ def test_bulk_record_lines_equal_the_per_record_lines(options):
     for print_data in (False, True):
         assert dump.record_lines(batch, print_data=print_data) == [
             dump.record_line(batch, r, print_data=print_data) for r in batch.records()]
+
+
+def test_delete_horizon_batches_print_it():
+    batch = RecordBatch(build_batch([Record(0, 5, b"k", None)], delete_horizon_ms=123))
+    assert "deleteHorizonMs: OptionalLong[123] " in dump.batch_line(batch, 0)
+
+
+def test_legacy_messages_print_offset_lines_and_their_crc_with_kafkas_brace():
+    from logstore.records.legacy import build_legacy_entry
+
+    batch = RecordBatch(build_legacy_entry([Record(3, 5, b"k", None)], magic=0))
+    assert dump.batch_line(batch, 0) == (
+        f"offset: 3 position: 0 NoTimestampType: -1 size: {batch.size_in_bytes} magic: 0 "
+        f"compresscodec: none crc: {batch.crc} isvalid: true")
+    entry = dump.LegacyEntry(True, batch.crc)
+    assert dump.record_line(batch, batch.records()[0], print_data=True, legacy=entry) == (
+        f"| offset: 3 NoTimestampType: -1 keySize: 1 valueSize: -1 isValid: true crc: {batch.crc}}} key: k")
