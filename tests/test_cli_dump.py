@@ -315,3 +315,19 @@ def test_broken_pipe_is_quiet(partition: Path):
 def test_help_shows_an_example_for_dump():
     result = run("dump", "--help", cwd=Path(os.getcwd()))
     assert result.returncode == 0 and "example:" in result.stdout
+
+
+def test_legacy_compressed_wrappers_list_their_inner_messages(tmp_path: Path, capsys, monkeypatch):
+    from logstore.records.legacy import build_legacy_entry
+
+    wrapper = build_legacy_entry([Record(1, 1001, b"k1", b"v1"), Record(2, 1002, None, b"v2")], magic=1,
+                                 compression="gzip")
+    (tmp_path / "00000000000000000000.log").write_bytes(wrapper)
+    result = run_in_process("dump", "--print-data-log", "00000000000000000000.log", cwd=tmp_path,
+                            capsys=capsys, monkeypatch=monkeypatch)
+    lines = result.stdout.splitlines()
+    assert result.returncode == 0, result.stderr
+    assert lines[2].startswith("offset: 2 position: 0 CreateTime: ") and "compresscodec: gzip" in lines[2]
+    assert lines[3].startswith("| offset: 1 CreateTime: 1001 keySize: 2 valueSize: 2 isValid: true crc: ")
+    assert lines[3].endswith("} key: k1 payload: v1")
+    assert lines[4].endswith("} payload: v2") and len(lines) == 5
