@@ -98,7 +98,7 @@ def test_sigkill_keeps_every_flushed_record(tmp_path, seed):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", range(20))
+@pytest.mark.parametrize("seed", range(10))
 def test_sigkill_loop(tmp_path, seed):
     path = tmp_path / "crash-0"
     flushed = 0
