@@ -28,6 +28,7 @@ Errors: a subcommand raises; `main` turns any LogstoreError or OSError into one 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import pkgutil
@@ -110,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _fail(message: str, code: ExitCode, debug: bool) -> int:
     """Print the traceback (under --debug) and the one-line error; return `code`."""
-    sys.stdout.flush()
+    with contextlib.suppress(OSError):  # stdout may be a closed pipe by now
+        sys.stdout.flush()
     if debug:
         traceback.print_exc()
     print(f"logstore: error: {message}", file=sys.stderr)
