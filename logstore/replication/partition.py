@@ -39,6 +39,7 @@ FOLLOWER = "follower"
 UNKNOWN_OFFSET = -1  # a remote replica's LEO before its first fetch (Kafka's UnknownOffset)
 ACKS_ALL = -1
 _ACKS = (ACKS_ALL, 0, 1)
+_CHECKPOINT_LOCK = threading.Lock()
 
 
 class EpochEndOffset(NamedTuple):
@@ -226,9 +227,10 @@ class Partition:
         """Write this replica's HW into the data directory's replication-offset-checkpoint
         (Kafka does this every `replica.high.watermark.checkpoint.interval.ms`)."""
         path = Path(self.log.dir).parent / REPLICATION_OFFSET_CHECKPOINT
-        offsets = read_offsets_checkpoint(path)
-        offsets[(self.topic, self.partition)] = self.log.high_watermark
-        write_offsets_checkpoint(path, offsets)
+        with _CHECKPOINT_LOCK:  # partitions of one data directory share the file
+            offsets = read_offsets_checkpoint(path)
+            offsets[(self.topic, self.partition)] = self.log.high_watermark
+            write_offsets_checkpoint(path, offsets)
 
     # ------------------------------------------------------------------ role changes
 
