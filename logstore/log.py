@@ -92,6 +92,7 @@ _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_LENGTH = 249
 _COMPRESSION_CODES = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+_PARENT_CHECKPOINT_LOCK = threading.Lock()
 
 
 def validate_topic(topic: str) -> None:
@@ -1198,10 +1199,11 @@ class Log:
             LOG_START_OFFSET_CHECKPOINT: self._log_start_offset,
             REPLICATION_OFFSET_CHECKPOINT: self._high_watermark,
         }
-        for name in names:
-            offsets = read_offsets_checkpoint(parent / name)
-            offsets[key] = values[name]
-            write_offsets_checkpoint(parent / name, offsets)
+        with _PARENT_CHECKPOINT_LOCK:  # standalone logs of one parent share these files
+            for name in names:
+                offsets = read_offsets_checkpoint(parent / name)
+                offsets[key] = values[name]
+                write_offsets_checkpoint(parent / name, offsets)
 
     def close(self) -> None:
         """Flush, write the final time-index entries, trim indexes, write checkpoints (when
