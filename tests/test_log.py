@@ -532,3 +532,54 @@ def test_open_finishes_a_swap_whose_indexes_were_not_written(tmp_path, clock):
     with Log.open(tmp_path / "t-0", clock=clock) as log:
         assert offsets(log) == expected
         assert log.segments[0].offset_index.path.exists()
+
+
+def test_appends_reads_and_deletions_on_threads(tmp_path, clock):
+    import threading
+
+    errors = []
+    with open_log(tmp_path, clock, **{"segment.bytes": 500, "file.delete.delay.ms": 0}) as log:
+        done = threading.Event()
+
+        def appender():
+            try:
+                for _ in range(300):
+                    log.append(batch(2))
+            except Exception as exc:  # collected for the assertion below
+                errors.append(exc)
+            finally:
+                done.set()
+
+        def reader():
+            rng = __import__("random").Random(1)
+            while not done.is_set():
+                end = log.log_end_offset
+                if end == 0:
+                    continue
+                try:
+                    fetched = log.read(rng.randrange(end), 300)
+                    assert all(b.is_valid() for b in fetched.batches())
+                except OffsetOutOfRangeError:
+                    pass  # deleted under us: the documented outcome
+                except Exception as exc:
+                    errors.append(exc)
+
+        def deleter():
+            while not done.is_set():
+                try:
+                    segments = log.segments
+                    if len(segments) > 3:
+                        log.maybe_increment_log_start_offset(segments[2].base_offset, "test")
+                        log.delete_segments(segments[:2], "test")
+                except Exception as exc:
+                    errors.append(exc)
+
+        threads = [threading.Thread(target=f) for f in (appender, reader, deleter)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors
+        assert log.log_end_offset == 600
+        got = [r.offset for r in log.records()]
+        assert got == list(range(log.log_start_offset, 600))
