@@ -29,13 +29,25 @@ _FILE_FIELDS = ("path", "topic", "partition", "mtime_ms")
 _TASK_SCHEMA = "files array<struct<path:string,topic:string,partition:int,mtime_ms:long>>"
 
 
+_SPARK_TYPES = {
+    pa.string(): "string", pa.binary(): "binary", pa.bool_(): "boolean", pa.int8(): "tinyint",
+    pa.int16(): "smallint", pa.int32(): "int", pa.int64(): "bigint", pa.float64(): "double",
+}
+
+
+def spark_type(arrow_type: pa.DataType) -> str:
+    """The Spark DDL type of an Arrow type (the primitives above, lists and structs of them)."""
+    if pa.types.is_list(arrow_type):
+        return f"array<{spark_type(arrow_type.value_type)}>"
+    if pa.types.is_struct(arrow_type):
+        fields = ",".join(f"{f.name}:{spark_type(f.type)}" for f in arrow_type)
+        return f"struct<{fields}>"
+    return _SPARK_TYPES[arrow_type]
+
+
 def spark_schema(schema: pa.Schema) -> str:
-    """A Spark DDL string for an Arrow schema of the reader's simple column types."""
-    names = {
-        pa.string(): "string", pa.binary(): "binary", pa.bool_(): "boolean", pa.int8(): "tinyint",
-        pa.int16(): "smallint", pa.int32(): "int", pa.int64(): "bigint", pa.float64(): "double",
-    }
-    return ", ".join(f"`{f.name}` {names[f.type]}" for f in schema)
+    """A Spark DDL string for an Arrow schema, so mapInArrow output matches it exactly."""
+    return ", ".join(f"`{f.name}` {spark_type(f.type)}" for f in schema)
 
 
 def balanced_groups(weights: Sequence[int], groups: int) -> list[list[int]]:

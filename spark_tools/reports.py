@@ -25,7 +25,7 @@ import pyarrow.fs as pafs
 
 from logstore.config import LogConfig
 from logstore.errors import LogstoreError
-from spark_tools.dataframes import distribute
+from spark_tools.dataframes import distribute, spark_schema
 from spark_tools.layout import (
     PartitionFiles,
     PathArg,
@@ -93,13 +93,6 @@ COMPACTION_SCHEMA = pa.schema([
 """One row per partition: keys, duplicates and tombstones, and what one cleaning round would
 remove (``bytes_removable`` = bytes read - bytes written by a dry-run round)."""
 
-_SPARK_TYPES = {
-    pa.string(): "string", pa.int32(): "int", pa.int64(): "bigint", pa.float64(): "double",
-    pa.bool_(): "boolean", pa.list_(_DELETION): (
-        "array<struct<base_offset:bigint,next_offset:bigint,size:bigint,reason:string>>"),
-}
-
-
 @dataclass(frozen=True)
 class AuditSettings:
     """What every partition task needs: the configs, the clock and the filesystem."""
@@ -107,10 +100,6 @@ class AuditSettings:
     configs: TopicConfigs
     now_ms: int
     filesystem: pafs.FileSystem
-
-
-def _spark_ddl(schema: pa.Schema) -> str:
-    return ", ".join(f"`{f.name}` {_SPARK_TYPES[f.type]}" for f in schema)
 
 
 @contextlib.contextmanager
@@ -323,7 +312,7 @@ def _spark_report(kind, spark, paths, config_overrides, now_ms, filesystem, num_
     weights = [sum(s.size for s in p.segments) for p in parts]
     tasks = distribute(spark, items, weights, "files array<struct<topic:string,partition:int>>",
                        num_tasks)
-    return tasks.mapInArrow(run, _spark_ddl(schema))
+    return tasks.mapInArrow(run, spark_schema(schema))
 
 
 def compaction_report(
