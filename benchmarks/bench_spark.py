@@ -7,7 +7,7 @@ partition) written as 1 MiB segments straight from ``build_batch_columnar``.
 
 Groups (one run, one machine):
 - "arrow reader, one core": ``read_segments`` over one partition's files vs reading the same
-  bytes from disk (MiB/s; records/s is in extra_info).
+  bytes from disk and beside aiokafka's compiled decoder (MiB/s; records/s in extra_info).
 - "spark audit local[2]": compaction + retention reports on Spark ``local[2]`` vs the
   single-process reader over the same files and vs the same two reports in one process.
 """
@@ -108,6 +108,19 @@ def raw_read(files: list[Path]) -> int:
     return total
 
 
+def aiokafka_decode(files: list[Path]) -> int:
+    """Peer: aiokafka's compiled record reader, one record object per record."""
+    from aiokafka.record.memory_records import MemoryRecords
+
+    rows = 0
+    for path in files:
+        records = MemoryRecords(path.read_bytes())
+        while (batch := records.next_batch()) is not None:
+            for _ in batch:
+                rows += 1
+    return rows
+
+
 def tag(benchmark, group: str, role: str, nbytes: int, **info) -> None:
     benchmark.group = group
     benchmark.extra_info.update(items=nbytes, unit="bytes", role=role, **info)
@@ -127,6 +140,13 @@ def test_raw_file_read_one_core(benchmark, data_dir):
     nbytes = _total_bytes(files)
     tag(benchmark, "arrow reader, one core", "baseline", nbytes)
     assert benchmark.pedantic(raw_read, args=(files,), rounds=5, warmup_rounds=1) == nbytes
+
+
+def test_aiokafka_decode_one_core(benchmark, data_dir):
+    files = [f for f in _files(data_dir) if f.parent.name == f"{TOPIC}-0"]
+    rows = read_all(files)
+    tag(benchmark, "arrow reader, one core", "peer", _total_bytes(files), records=rows)
+    assert benchmark.pedantic(aiokafka_decode, args=(files,), rounds=5, warmup_rounds=1) == rows
 
 
 def spark_audit(spark, root: Path) -> int:
