@@ -395,8 +395,10 @@ class SimCluster:
             for node in self.nodes:
                 if node.partition is not leader:
                     self.fetch(node.replica_id)
-            if all(n.partition.log_end_offset == leader.log_end_offset and
-                   n.partition.high_watermark == leader.high_watermark for n in self.nodes):
+            end = leader.log_end_offset
+            if leader.high_watermark == end and all(
+                    n.partition is leader or (n.follower is not None and n.follower.fetched_in_current_epoch
+                                              and n.partition.high_watermark == end) for n in self.nodes):
                 return
 
     def close(self) -> None:

@@ -78,18 +78,24 @@ def test_random_schedules_on_disk_leave_valid_partition_directories(tmp_path: Pa
     _verify_dirs(tmp_path)
 
 
+SLOW_CHUNKS = 10
+SLOW_PER_CHUNK = 5_000
+SLOW_DISK_CHUNKS = 5
+SLOW_DISK_PER_CHUNK = 20
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("chunk", range(10))
+@pytest.mark.parametrize("chunk", range(SLOW_CHUNKS))
 def test_many_more_random_schedules(chunk: int) -> None:
-    per = 10_000
-    first = SCHEDULES + chunk * per
-    assert _run_many(range(first, first + per), 60) == {}
+    first = SCHEDULES + chunk * SLOW_PER_CHUNK
+    assert _run_many(range(first, first + SLOW_PER_CHUNK), 60) == {}
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("chunk", range(10))
+@pytest.mark.parametrize("chunk", range(SLOW_DISK_CHUNKS))
 def test_many_more_random_schedules_on_disk(tmp_path: Path, chunk: int) -> None:
-    for seed in range(1000 + chunk * 50, 1000 + (chunk + 1) * 50):
+    first = DISK_SCHEDULES + chunk * SLOW_DISK_PER_CHUNK
+    for seed in range(first, first + SLOW_DISK_PER_CHUNK):
         root = tmp_path / str(seed)
         assert _run_many(range(seed, seed + 1), 60, backend="disk", root=root) == {}
         _verify_dirs(root)
