@@ -13,7 +13,8 @@ from compaction.cleaner import Cleaner
 from logstore.clock import ManualClock
 from logstore.errors import LogstoreError
 from logstore.log import Log
-from logstore.records import Record
+from logstore.records import Record, build_batch, build_control_batch
+from logstore.txn_index import AbortedTxn
 from spark_tools import compaction_report, retention_report, write_report
 from spark_tools.reports import local_report
 from spark_tools.topic_configs import TopicConfigs
@@ -25,6 +26,7 @@ CONFIGS = {
     "clicks": {"retention.ms": 30_000, "segment.bytes": 900},
     "audit": {"retention.bytes": 2500, "segment.bytes": 700},
     "mixed": {"cleanup.policy": "compact,delete", "retention.ms": 45_000, "segment.bytes": 1000},
+    "txns": {"cleanup.policy": "compact", "delete.retention.ms": 1_000},
 }
 PARTITIONS = 2
 NOW = T0 + 200_000
@@ -39,14 +41,40 @@ def _append(log: Log, clock: ManualClock, topic: str, partition: int, start: int
         clock.advance(1_000)
 
 
+def _append_transactions(log: Log, clock: ManualClock, partition: int) -> None:
+    """An aborted and a committed transaction between plain batches, as a follower gets them."""
+    ts = clock.time_ms()
+    pid = 7 + partition
+    batches = [
+        build_batch([Record(0, ts, b"a", b"1"), Record(1, ts, b"b", b"1")], producer_id=pid,
+                    producer_epoch=0, base_sequence=0, is_transactional=True),
+        build_control_batch("abort", producer_id=pid, producer_epoch=0, coordinator_epoch=0,
+                            base_offset=2, timestamp=ts),
+        build_batch([Record(3, ts, b"a", b"2"), Record(4, ts, b"c", None)], base_offset=3),
+        build_batch([Record(5, ts, b"b", b"3")], base_offset=5, producer_id=pid,
+                    producer_epoch=0, base_sequence=2, is_transactional=True),
+        build_control_batch("commit", producer_id=pid, producer_epoch=0, coordinator_epoch=0,
+                            base_offset=6, timestamp=ts),
+    ]
+    for raw in batches:
+        log.append_as_follower(raw)
+    log.high_watermark = log.log_end_offset
+    log.active_segment.txn_index.append(AbortedTxn(pid, 0, 2, 3))
+    log.roll()
+    log.append([(b"a", b"4"), (b"d", b"4")])
+
+
 def build_data_dir(root: Path) -> Path:
-    """Topics with compaction, time and size retention; one compacted topic cleaned once
-    already (so delete horizons are set), then appended to again."""
+    """Topics with compaction, time and size retention, and transactions; one compacted topic
+    cleaned once already (so delete horizons are set), then appended to again."""
     for topic, config in CONFIGS.items():
         for partition in range(PARTITIONS):
             clock = ManualClock(T0)
             log = Log.open(root / f"{topic}-{partition}", config, clock=clock)
             try:
+                if topic == "txns":
+                    _append_transactions(log, clock, partition)
+                    continue
                 _append(log, clock, topic, partition, 0, 60)
                 if topic == "orders":
                     Cleaner(config).clean(log, now_ms=clock.time_ms())
@@ -119,8 +147,7 @@ def test_local_compaction_report_matches_the_engines_cleaner(data_dir, tmp_path)
     directory = _copy(data_dir, tmp_path)
     report = _by_partition(local_report("compaction", directory, CONFIGS, NOW).to_pylist())
     engine = _engine_clean(directory, NOW)
-    assert set(engine) == {("orders", p) for p in range(PARTITIONS)} | {
-        ("mixed", p) for p in range(PARTITIONS)}
+    assert set(engine) == {(t, p) for t in ("orders", "mixed", "txns") for p in range(PARTITIONS)}
     for key, done in engine.items():
         row = report[key]
         result = done["result"]
@@ -131,6 +158,8 @@ def test_local_compaction_report_matches_the_engines_cleaner(data_dir, tmp_path)
         assert row["dirty_ratio"] == pytest.approx(result.dirty_ratio)
         assert row["would_clean_now"] == (result.due_reason is not None)
     assert any(report[("orders", p)]["tombstones_removable"] > 0 for p in range(PARTITIONS))
+    aborted = engine[("txns", 0)]["result"].removed_by_reason["aborted"]
+    assert aborted == 2 and report[("txns", 0)]["records_removable"] >= aborted
     for key, row in report.items():
         if key not in engine:
             assert row["records_removable"] == 0 and not row["would_clean_now"]
