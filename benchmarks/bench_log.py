@@ -184,7 +184,7 @@ def test_random_offset_read(benchmark, segmented_logs, segments):
         for offset in offsets:
             log.read(offset, 1)
 
-    benchmark.pedantic(run, rounds=5, warmup_rounds=1)
+    benchmark.pedantic(run, rounds=5, warmup_rounds=2)
     log.close()
 
 
