@@ -253,8 +253,13 @@ def _control_types(is_control, batch_index, key_data, key_offsets, key_size, nb)
 def scan_to_arrow(scan: SegmentScan, topic: str, partition: int, segment_base: int) -> pa.RecordBatch:
     """One Arrow record batch (RECORD_SCHEMA) for a SegmentScan."""
     n = scan.num_records
-    bi = scan.batch_index
-    attributes = scan.attributes[bi]
+    counts = scan.record_count
+    attributes = scan.attributes
+
+    def per_record(per_batch: np.ndarray, dtype) -> pa.Array:
+        # Cast the short per-batch column first, then repeat it over each batch's records.
+        return pa.array(np.repeat(per_batch.astype(dtype, copy=False), counts))
+
     has_key = scan.key_size >= 0
     validity = None if has_key.all() else pa.py_buffer(np.packbits(has_key, bitorder="little"))
     keys = pa.Array.from_buffers(
@@ -269,25 +274,25 @@ def scan_to_arrow(scan: SegmentScan, topic: str, partition: int, segment_base: i
         pa.repeat(pa.scalar(topic, pa.string()), n),
         pa.repeat(pa.scalar(partition, pa.int32()), n),
         pa.repeat(pa.scalar(segment_base, pa.int64()), n),
-        pa.array(scan.base_offset[bi]),
+        per_record(scan.base_offset, np.int64),
         pa.array(scan.offset),
         pa.array(scan.timestamp),
-        _TIMESTAMP_TYPE_NAMES.take(pa.array(((attributes & TIMESTAMP_TYPE_BIT) != 0).astype(np.int8))),
+        _TIMESTAMP_TYPE_NAMES.take(per_record((attributes & TIMESTAMP_TYPE_BIT) != 0, np.int8)),
         keys,
         key_hash,
         pa.array(scan.key_size.astype(np.int32)),
         pa.array(scan.value_size.astype(np.int32)),
         pa.array(scan.header_count.astype(np.int32)),
         pa.array(scan.value_size < 0),
-        pa.array(scan.position[bi]),
-        pa.array(scan.size[bi].astype(np.int32)),
-        _COMPRESSION_NAMES.take(pa.array((attributes & COMPRESSION_MASK).astype(np.int8))),
-        pa.array(scan.producer_id[bi]),
-        pa.array(scan.producer_epoch[bi].astype(np.int16)),
-        pa.array((attributes & TRANSACTIONAL_BIT) != 0),
-        pa.array((attributes & CONTROL_BIT) != 0),
-        pa.array(scan.magic[bi].astype(np.int8)),
-        pa.array(scan.partition_leader_epoch[bi].astype(np.int32)),
+        per_record(scan.position, np.int64),
+        per_record(scan.size, np.int32),
+        _COMPRESSION_NAMES.take(per_record(attributes & COMPRESSION_MASK, np.int8)),
+        per_record(scan.producer_id, np.int64),
+        per_record(scan.producer_epoch, np.int16),
+        per_record((attributes & TRANSACTIONAL_BIT) != 0, np.bool_),
+        per_record((attributes & CONTROL_BIT) != 0, np.bool_),
+        per_record(scan.magic, np.int8),
+        per_record(scan.partition_leader_epoch, np.int32),
     ]
     return pa.RecordBatch.from_arrays(columns, schema=RECORD_SCHEMA)
 
