@@ -17,7 +17,7 @@ from tests.simulation.cluster import SimCluster, batch_ids, run_schedule
 
 SCHEDULES = 10_000
 CHUNKS = 10
-STEPS = 30
+STEPS = 40
 DISK_SCHEDULES = 40
 DISK_STEPS = 30
 
