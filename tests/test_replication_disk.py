@@ -4,7 +4,6 @@ transport between PartitionServers (threads in one process, sockets on 127.0.0.1
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 import pytest
@@ -101,21 +100,12 @@ def test_follower_threads_commit_acks_all_appends(tmp_path: Path) -> None:
     transport = InProcessTransport()
     for p in parts:
         transport.register(p)
-    controller, followers = _start(parts, transport)
+    _, followers = _start(parts, transport)
     leader = parts[0]
-    isr_full = threading.Event()
-
-    def alter_isr(partition: Partition, epoch: int, isr: frozenset[int]) -> bool:
-        accepted = controller.alter_isr(partition, epoch, isr)
-        if accepted and len(isr) == 3:
-            isr_full.set()
-        return accepted
-
-    leader.on_isr_change = alter_isr
     for f in followers.values():
         f.start(interval_s=0.001)
     try:
-        assert isr_full.wait(30), leader
+        assert leader.wait_for_isr(3, timeout_s=30), leader
         handles = [leader.append([(b"k%d" % i, b"v")]) for i in range(20)]
         for handle in handles:
             handle.result(timeout_s=30)

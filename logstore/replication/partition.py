@@ -160,6 +160,7 @@ class Partition:
         self._remotes: dict[int, ReplicaState] = {}
         self._pending: list[AppendHandle] = []
         self._lock = threading.RLock()
+        self._isr_changed = threading.Condition(self._lock)
 
     @classmethod
     def open(
@@ -244,6 +245,7 @@ class Partition:
             now = self.clock.time_ms()
             self.isr = frozenset(isr) | {self.replica_id}
             self.assigned = tuple(assigned)
+            self._isr_changed.notify_all()
             if self.role == LEADER and leader_epoch == self.leader_epoch:
                 return True
             self._fail_pending(NotLeaderOrFollowerError(
@@ -287,6 +289,7 @@ class Partition:
                     # Not eligible to hold the HW back as "about to join" until it catches up.
                     self._remotes[removed].last_caught_up_time_ms = 0
             self.isr = new_isr
+            self._isr_changed.notify_all()
             now = self.clock.time_ms()
             self._maybe_increment_high_watermark(now)
             self._complete_pending()
@@ -465,7 +468,14 @@ class Partition:
         if self.on_isr_change is not None and not self.on_isr_change(self, self.leader_epoch, new_isr):
             return False
         self.isr = new_isr
+        self._isr_changed.notify_all()
         return True
+
+    def wait_for_isr(self, size: int, timeout_s: float | None = None) -> bool:
+        """Block until this leader's ISR has at least `size` replicas (e.g. before acks=all
+        appends under `min.insync.replicas`); False on timeout."""
+        with self._isr_changed:
+            return self._isr_changed.wait_for(lambda: self.role == LEADER and len(self.isr) >= size, timeout_s)
 
     # ------------------------------------------------------------------ follower side
 
