@@ -8,7 +8,10 @@ Layouts are in /work/shared/FORMAT.md ("Segment files"). Rules follow Kafka's Ab
 - opened read-only, it holds the strictly ascending prefix of its entries, which drops the
   zero-filled slots of an untrimmed active index without writing a byte (like Kafka's
   DumpLogSegments);
-- nothing is opened or mapped until first use, so opening thousands of segments is cheap.
+- nothing is opened or mapped until first use, so opening thousands of segments is cheap;
+- the free slots of a writable mapping are advised MADV_RANDOM: they are a hole in the file, and
+  the first write there would otherwise fault in the kernel's whole read-around window
+  (read_ahead_kb, up to megabytes of zero-filled page cache) for one 8- or 12-byte entry.
 """
 
 from __future__ import annotations
@@ -171,6 +174,7 @@ class AbstractIndex:
             self._entries = self._max_entries
         else:
             self._entries = self._ascending_prefix()
+        self._advise_free_slots()
         self._loaded = True
 
     def _map(self, length: int) -> None:
@@ -187,6 +191,14 @@ class AbstractIndex:
             self._bytes = np.frombuffer(self._mmap, dtype=np.uint8)
         usable = self._max_entries * self.ENTRY_SIZE
         self._view = self._bytes[:usable].view(self.ENTRY_DTYPE)
+
+    def _advise_free_slots(self) -> None:
+        """Fault the free slots in page by page: appends touch them one entry at a time."""
+        if self._mmap is None or not self._writable:
+            return
+        start = round_down(self._entries * self.ENTRY_SIZE, mmap.PAGESIZE)
+        if start < self._length:
+            self._mmap.madvise(mmap.MADV_RANDOM, start, self._length - start)
 
     def _unmap(self) -> None:
         # numpy views export the mmap's buffer; drop them before closing it.
@@ -218,6 +230,7 @@ class AbstractIndex:
         os.truncate(self._path, rounded)
         self._map(rounded)
         self._entries = min(self._entries, self._max_entries)
+        self._advise_free_slots()
         return True
 
     def trim_to_valid_size(self) -> None:
