@@ -18,11 +18,17 @@ Fault model (Kafka's durability assumption made explicit):
 
 from __future__ import annotations
 
+import os
 import random
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from logstore.checkpoint import (
+    RECOVERY_POINT_CHECKPOINT,
+    read_offsets_checkpoint,
+    write_offsets_checkpoint,
+)
 from logstore.clock import ManualClock
 from logstore.errors import NotEnoughReplicasError, NotLeaderOrFollowerError
 from logstore.records import build_batch_columnar, iter_batches, read_batch_header
@@ -202,11 +208,37 @@ class SimCluster:
         self.transport.unregister(node.replica_id, TOPIC, 0)
         log = partition.log
         if lose_unflushed and log.recovery_point < log.log_end_offset:
-            log.truncate_to(log.recovery_point)  # the bytes in the page cache are gone
+            if isinstance(log, MemoryLog):
+                log.crash()
+            else:
+                self._lose_unflushed_bytes(partition)
+                node.partition = node.follower = None
+                node.isolated = False
+                return
         partition.close()
         node.partition = None
         node.follower = None
         node.isolated = False
+
+    @staticmethod
+    def _lose_unflushed_bytes(partition: Partition) -> None:
+        """Power loss on disk: the files keep only what was fsynced. Close the log, cut its
+        active segment's .log back to the recovery point's byte position and put the recovery
+        point checkpoint back to it; the next open runs Log's crash recovery from there
+        (indexes, epoch cache, producer state past that point are rebuilt or dropped)."""
+        log = partition.log
+        recovery_point = log.recovery_point
+        active = log.segments[-1]
+        assert active.base_offset <= recovery_point, "rolls flush: only the active segment is dirty"
+        found = active.translate_offset(recovery_point)
+        cut = found.position if found is not None else active.size
+        path = active.log_path
+        partition.close()
+        os.truncate(path, cut)
+        checkpoint = path.parent.parent / RECOVERY_POINT_CHECKPOINT
+        offsets = read_offsets_checkpoint(checkpoint)
+        offsets[(TOPIC, 0)] = recovery_point
+        write_offsets_checkpoint(checkpoint, offsets)
 
     def leader_partition(self) -> Partition | None:
         """The leader's Partition, if the partition is online."""
