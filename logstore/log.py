@@ -44,6 +44,7 @@ from logstore.errors import (
     RecordTooLargeError,
 )
 from logstore.lock import DirectoryLock
+from logstore.producer_state import committed_batches
 from logstore.records import (
     Record,
     RecordBatch,
@@ -74,6 +75,7 @@ from logstore.segment import (
     LogSegment,
     TimestampAndOffset,
 )
+from logstore.txn_index import collect_aborted_txns
 
 # ListOffsets special timestamps (Kafka's ListOffsetsRequest).
 LATEST_TIMESTAMP = -1
@@ -139,6 +141,7 @@ class FetchResult(NamedTuple):
     high_watermark: int
     log_start_offset: int
     log_end_offset: int
+    aborted_transactions: tuple = ()  # AbortedTxn entries overlapping a read_committed fetch
 
     def batches(self) -> Iterator[RecordBatch]:
         """The complete batches in `records`."""
@@ -196,6 +199,10 @@ class LogHooks:
 
     def epoch_for_offset(self, log: Log, offset: int) -> int | None:
         """Leader epoch of `offset`, if this hook tracks epochs."""
+        return None
+
+    def last_stable_offset(self, log: Log) -> int | None:
+        """The LSO, if this hook tracks transactions."""
         return None
 
     def latest_epoch(self, log: Log) -> int | None:
@@ -914,10 +921,14 @@ class Log:
     # ------------------------------------------------------------------ read
 
     def read(self, offset: int, max_bytes: int = 1_048_576, *, max_offset: int | None = None,
-             min_one_batch: bool = True) -> FetchResult:
+             min_one_batch: bool = True, isolation: str = "log_end") -> FetchResult:
         """Whole batches from the one holding `offset`, at most `max_bytes` (but at least one
         batch with `min_one_batch`), only batches ending below `max_offset` (default: log end).
         Unlike Kafka, a batch cut by `max_bytes` is left out rather than returned partially.
+
+        `isolation` bounds the read as Kafka's fetch isolation does: 'log_end' (followers),
+        'high_watermark' (read_uncommitted consumers) or 'read_committed' (up to the last stable
+        offset, with the aborted transactions the consumer must drop).
 
         Raises OffsetOutOfRangeError naming the valid range when `offset` is outside
         [log start offset, log end offset].
@@ -930,7 +941,9 @@ class Log:
                 raise OffsetOutOfRangeError(
                     f"offset {offset} is out of range for {self.topic}-{self.partition}: "
                     f"valid offsets are [{start}, {end}]")
-            limit = end if max_offset is None else min(max_offset, end)
+            limit = self._isolation_bound(isolation)
+            if max_offset is not None:
+                limit = min(max_offset, limit)
             hw = self._high_watermark
             empty = FetchResult(b"", offset, hw, start, end)
             if offset >= limit:
@@ -952,24 +965,50 @@ class Log:
                     if not data:
                         return empty
                     first = int.from_bytes(data[:8], "big", signed=True)
-                    return FetchResult(data, first, hw, start, end)
+                    aborted = ()
+                    if isolation == "read_committed":
+                        aborted = tuple(collect_aborted_txns(self._segments, offset, limit))
+                    return FetchResult(data, first, hw, start, end, aborted)
                 i += 1
             return empty
 
-    def records(self, offset: int | None = None) -> Iterator[Record]:
-        """Decoded records from `offset` (default: the log start) to the log end offset."""
+    @property
+    def last_stable_offset(self) -> int:
+        """The LSO from the transaction-tracking hook, else the high watermark."""
+        for hook in self._hooks:
+            lso = hook.last_stable_offset(self)
+            if lso is not None:
+                return lso
+        return self._high_watermark
+
+    def _isolation_bound(self, isolation: str) -> int:
+        if isolation == "log_end":
+            return self._log_end_offset
+        if isolation == "high_watermark":
+            return self._high_watermark
+        if isolation == "read_committed":
+            return self.last_stable_offset
+        raise ValueError(f"isolation must be 'log_end', 'high_watermark' or 'read_committed', not {isolation!r}")
+
+    def records(self, offset: int | None = None, *, isolation: str = "log_end") -> Iterator[Record]:
+        """Decoded records from `offset` (default: the log start) up to the isolation bound
+        (see `read`); 'read_committed' drops aborted records and transaction markers."""
         position = self._log_start_offset if offset is None else offset
-        while position < self._log_end_offset:
-            fetched = self.read(position)
+        while position < self._isolation_bound(isolation):
+            fetched = self.read(position, isolation=isolation)
             if not fetched.records:
                 return
-            for batch in fetched.batches():
+            fetched_batches = list(fetched.batches())
+            batches: Iterable[RecordBatch] = fetched_batches
+            if isolation == "read_committed":
+                batches = committed_batches(fetched_batches, fetched.aborted_transactions)
+            for batch in batches:
                 if batch.last_offset < position:
                     continue
                 for record in batch.records():
                     if record.offset >= position:
                         yield record
-                position = max(position, batch.next_offset)
+            position = max(position, fetched_batches[-1].next_offset)
 
     # ------------------------------------------------------------------ timestamps
 
