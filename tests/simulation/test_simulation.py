@@ -65,8 +65,13 @@ def _verify_dirs(root: Path) -> None:
     for directory in dirs:
         log = Log.open(directory, read_only=True)
         try:
-            for batch in log.read(log.log_start_offset, 1 << 30).batches():
-                batch.validate()
+            expected = None
+            for segment in log.segments:
+                for batch in segment.iter_batches():
+                    batch.validate()
+                    assert expected is None or batch.base_offset == expected
+                    expected = batch.next_offset
+            assert expected is None or expected == log.log_end_offset
         finally:
             log.close()
     assert cli_main(["verify", "--deep", *map(str, dirs)]) == 0
