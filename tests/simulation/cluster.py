@@ -376,7 +376,8 @@ class SimCluster:
         if leader is not None:
             log = leader.log
             target = log.log_start_offset + int((log.high_watermark - log.log_start_offset) * fraction)
-            log.maybe_increment_log_start_offset(target, "client_record_deletion")
+            if log.maybe_increment_log_start_offset(target, "client_record_deletion"):
+                log.delete_old_segments()  # retention drops the segments wholly below the start
         self._after()
 
     def isolate(self) -> None:
