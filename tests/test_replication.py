@@ -369,3 +369,13 @@ def test_kip320_follower_truncates_on_the_diverging_epoch_of_a_fetch() -> None:
     assert t.p[2].log.batch_ids() == t.p[1].log.batch_ids()
     with pytest.raises(ValueError):
         Follower(t.p[2], t.transport, truncate_on_fetch=True, truncate_to_hw=True)
+
+
+def test_controller_reassignment_moves_leadership_to_the_new_first_replica() -> None:
+    t = Trio()
+    t.rounds(2)
+    t.controller.reassign([2, 1, 0])
+    assert (t.controller.leader, t.controller.leader_epoch) == (2, 1)
+    assert t.p[2].is_leader and t.p[0].follower_state() == (2, 1)
+    t.controller.reassign([2, 0])
+    assert t.controller.leader_epoch == 1  # still the right leader: no election
