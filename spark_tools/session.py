@@ -37,9 +37,13 @@ logger.shell.name = org.apache.spark.api.python.PythonGatewayServer
 logger.shell.level = error
 """
 
-_BASE_CONF = {
+# A local session talks to itself over loopback only (works offline); a cluster master keeps
+# Spark's own address settings so executors can reach the driver.
+_LOOPBACK_CONF = {
     "spark.driver.host": "127.0.0.1",
     "spark.driver.bindAddress": "127.0.0.1",
+}
+_BASE_CONF = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.shuffle.partitions": "8",
@@ -76,30 +80,44 @@ def _log4j2_config_path() -> Path:
     return path
 
 
+def session_settings(master: str, conf: dict[str, str] | None = None) -> dict[str, str]:
+    """The Spark settings ``spark_session`` applies for ``master`` (``conf`` entries win).
+
+    Local masters bind to loopback and log quietly through a generated log4j2 file; cluster
+    masters keep Spark's own address and executor settings.
+    """
+    log_conf = f"-Dlog4j2.configurationFile=file:{_log4j2_config_path()}"
+    local = master.startswith("local")
+    return {
+        **(_LOOPBACK_CONF if local else {}),
+        **_BASE_CONF,
+        "spark.driver.extraJavaOptions": log_conf,
+        **({"spark.executor.extraJavaOptions": log_conf} if local else {}),
+        **(conf or {}),
+    }
+
+
 def spark_session(
     master: str | None = None,
     app_name: str = DEFAULT_APP_NAME,
     conf: dict[str, str] | None = None,
 ) -> SparkSession:
-    """Get or create a SparkSession: ``local[*]`` unless ``master`` is given, loopback, no UI.
+    """Get or create a SparkSession: ``local[*]`` unless ``master`` is given (see
+    ``session_settings``), no UI, quiet logs.
 
-    Sets ``JAVA_HOME`` (process environment) when Java is found elsewhere; raises
-    JavaRuntimeNotFoundError when no Java runtime exists. ``conf`` entries override defaults.
+    Sets ``JAVA_HOME`` (process environment) when Java is found elsewhere, and for local
+    masters ``PYSPARK_PYTHON`` to this interpreter unless set; raises JavaRuntimeNotFoundError
+    when no Java runtime exists.
     """
     from pyspark.sql import SparkSession
 
     os.environ["JAVA_HOME"] = find_java_home()
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    log_conf = f"-Dlog4j2.configurationFile=file:{_log4j2_config_path()}"
-    settings = {
-        **_BASE_CONF,
-        "spark.driver.extraJavaOptions": log_conf,
-        "spark.executor.extraJavaOptions": log_conf,
-        **(conf or {}),
-    }
-    builder = SparkSession.builder.master(master or DEFAULT_MASTER).appName(app_name)
-    for key, value in settings.items():
+    master = master or DEFAULT_MASTER
+    if master.startswith("local"):
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in session_settings(master, conf).items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")

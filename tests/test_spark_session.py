@@ -9,7 +9,7 @@ import pytest
 
 from logstore.errors import JavaRuntimeNotFoundError
 from spark_tools import session as session_module
-from spark_tools.session import find_java_home
+from spark_tools.session import find_java_home, session_settings
 
 
 def _fake_java_home(root):
@@ -55,6 +55,15 @@ def test_no_java_raises_before_starting_spark(monkeypatch):
     monkeypatch.setattr(session_module.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(JavaRuntimeNotFoundError, match="JAVA_HOME"):
         session_module.spark_session()
+
+
+def test_local_masters_bind_to_loopback_and_cluster_masters_keep_spark_addresses():
+    local = session_settings("local[2]")
+    assert local["spark.driver.host"] == local["spark.driver.bindAddress"] == "127.0.0.1"
+    assert local["spark.ui.enabled"] == "false"
+    cluster = session_settings("spark://head:7077", {"spark.ui.enabled": "true"})
+    assert "spark.driver.host" not in cluster and "spark.executor.extraJavaOptions" not in cluster
+    assert cluster["spark.ui.enabled"] == "true"
 
 
 @pytest.mark.spark
