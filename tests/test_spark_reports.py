@@ -247,3 +247,23 @@ def test_reports_through_a_non_local_filesystem_equal_local_paths(data_dir):
         via_fs = local_report(kind, data_dir.name, CONFIGS, NOW, filesystem=remote).to_pylist()
         direct = local_report(kind, data_dir, CONFIGS, NOW).to_pylist()
         assert via_fs == direct
+
+
+def test_compaction_report_on_kafka_files_matches_the_cleaner(tmp_path):
+    directory = tmp_path / "logdir"
+    shutil.copytree(SAMPLES, directory)
+    for path in [directory, *directory.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    config = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"}
+    now = 1_800_000_000_000
+    (row,) = local_report("compaction", directory, config, now).to_pylist()
+    log = Log.open(directory / "plain-0", config, clock=ManualClock(now))
+    try:
+        before = log.size
+        result = Cleaner(config).clean(log, now_ms=now)
+        assert row["records_removable"] == result.records_removed > 0
+        assert row["bytes_removable"] == before - log.size
+        assert row["next_cleaner_checkpoint"] == result.end_offset
+        assert row["would_clean_now"] and row["records"] == 720
+    finally:
+        log.close()
