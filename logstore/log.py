@@ -95,6 +95,8 @@ _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_LENGTH = 249
 _COMPRESSION_CODES = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 _PARENT_CHECKPOINT_LOCK = threading.Lock()
+# Appends of immutable bytes up to this size are copied into one reused buffer per log.
+SCRATCH_BUFFER_LIMIT = 16 * 1024 * 1024
 
 
 def validate_topic(topic: str) -> None:
@@ -270,6 +272,7 @@ class Log:
         self._on_start_offset_change: Callable[[Log], None] | None = None
         self._recovered_bytes = 0
         self._had_clean_shutdown = False
+        self._scratch = bytearray()
         self.high_watermark_follows_log_end = True
 
     # ------------------------------------------------------------------ opening
@@ -671,7 +674,16 @@ class Log:
         if isinstance(records, bytearray):
             return records
         if isinstance(records, bytes | memoryview):
-            return bytearray(records)
+            # The leader rewrites offsets in place, so immutable input is copied, into a reused
+            # buffer: its pages are already mapped, which saves a page fault per 4 KiB appended.
+            size = memoryview(records).nbytes
+            if size > SCRATCH_BUFFER_LIMIT:
+                return bytearray(records)
+            if len(self._scratch) < size:
+                self._scratch = bytearray(size)
+            view = memoryview(self._scratch)[:size]
+            view[:] = memoryview(records).cast("B")
+            return view
         compression = self._config.compression_type
         compression = "none" if compression in ("producer", "uncompressed") else compression
         if _is_arrow_table(records):
