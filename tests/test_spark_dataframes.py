@@ -8,6 +8,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from logstore.errors import LogstoreError
 from logstore.log import Log
 from logstore.records import Record, build_batch
 from spark_tools import (
@@ -90,3 +91,12 @@ def test_record_schema_round_trips_through_spark_ddl():
     assert spark_schema(RECORD_SCHEMA).startswith("`topic` string, `partition` int")
     assert "`largest_timestamp` bigint" in spark_schema(METADATA_SCHEMA)
     assert isinstance(RECORD_SCHEMA, pa.Schema)
+
+
+@pytest.mark.spark
+def test_segments_dataframe_column_projection(spark, kafka_logdir):
+    df = segments_dataframe(spark, kafka_logdir, columns=["partition", "offset", "key_hash"])
+    assert df.columns == ["partition", "offset", "key_hash"]
+    assert df.count() == 720
+    with pytest.raises(LogstoreError, match="unknown reader columns"):
+        segments_dataframe(spark, kafka_logdir, columns=["value"])
