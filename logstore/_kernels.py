@@ -26,24 +26,36 @@ STATUS_MESSAGES = {
 }
 
 NO_TIMESTAMP = -1
-_LOW63 = 0x7FFFFFFFFFFFFFFF
+VARINT_MAX_BYTES = 5
+VARLONG_MAX_BYTES = 10
 
 
 @njit(cache=True, inline="always")
-def _varint(buf, pos, end, max_bytes):
-    """Zigzag varint at pos (not past end): (value, next pos); next pos -1 when invalid."""
-    z = np.int64(0)
-    shift = 0
-    for _ in range(max_bytes):
-        if pos >= end:
-            return np.int64(0), -1
-        b = np.int64(buf[pos])
+def _uvarint(buf, pos, end, max_bytes):
+    """Unsigned base-128 varint at pos (not past end, at most max_bytes): (value, next pos);
+    next pos -1 when truncated or overlong. One-byte values take the short path."""
+    if pos >= end:
+        return np.int64(0), -1
+    b = buf[pos]
+    if b < 0x80:
+        return np.int64(b), pos + 1
+    z = np.int64(b & 0x7F)
+    shift = 7
+    pos += 1
+    limit = 7 * max_bytes
+    while pos < end and shift < limit:
+        b = buf[pos]
         pos += 1
-        z |= (b & 0x7F) << shift
+        z |= np.int64(b & 0x7F) << shift
         if b < 0x80:
-            return ((z >> 1) & _LOW63) ^ -(z & 1), pos
+            return z, pos
         shift += 7
     return np.int64(0), -1
+
+
+@njit(cache=True, inline="always")
+def _unzigzag(z):
+    return ((z >> 1) & 0x7FFFFFFFFFFFFFFF) ^ -(z & 1)
 
 
 @njit(cache=True)
@@ -57,45 +69,57 @@ def scan_records(buf, start, end, count, base_timestamp):
     max_ts = np.int64(NO_TIMESTAMP)
     null_key = False
     for i in range(count):
-        length, p = _varint(buf, pos, end, 5)
+        z, p = _uvarint(buf, pos, end, VARINT_MAX_BYTES)
         if p < 0:
             return ERR_VARINT, pos, min_ts, max_ts, null_key
+        length = _unzigzag(z)
         if length < 6 or length > end - p:
             return ERR_LENGTH, pos, min_ts, max_ts, null_key
         record_end = p + length
         p += 1  # attributes
-        delta, p = _varint(buf, p, record_end, 10)
+        z, p = _uvarint(buf, p, record_end, VARLONG_MAX_BYTES)
         if p < 0:
             return ERR_VARINT, pos, min_ts, max_ts, null_key
-        ts = base_timestamp + delta
+        ts = base_timestamp + _unzigzag(z)
         if ts != NO_TIMESTAMP and ts < min_ts:
             min_ts = ts
         if ts > max_ts:
             max_ts = ts
-        offset_delta, p = _varint(buf, p, record_end, 5)
+        z, p = _uvarint(buf, p, record_end, VARINT_MAX_BYTES)
         if p < 0:
             return ERR_VARINT, pos, min_ts, max_ts, null_key
-        if offset_delta != i:
+        if _unzigzag(z) != i:
             return ERR_OFFSET_DELTA, pos, min_ts, max_ts, null_key
-        for field in range(2):  # key, then value
-            n, p = _varint(buf, p, record_end, 5)
-            if p < 0:
-                return ERR_VARINT, pos, min_ts, max_ts, null_key
-            if n < -1 or n > record_end - p:
-                return ERR_FIELD, pos, min_ts, max_ts, null_key
-            if n == -1 and field == 0:
-                null_key = True
-            if n > 0:
-                p += n
-        headers, p = _varint(buf, p, record_end, 5)
+        z, p = _uvarint(buf, p, record_end, VARINT_MAX_BYTES)  # key
+        if p < 0:
+            return ERR_VARINT, pos, min_ts, max_ts, null_key
+        n = _unzigzag(z)
+        if n < -1 or n > record_end - p:
+            return ERR_FIELD, pos, min_ts, max_ts, null_key
+        if n == -1:
+            null_key = True
+        elif n > 0:
+            p += n
+        z, p = _uvarint(buf, p, record_end, VARINT_MAX_BYTES)  # value
+        if p < 0:
+            return ERR_VARINT, pos, min_ts, max_ts, null_key
+        n = _unzigzag(z)
+        if n < -1 or n > record_end - p:
+            return ERR_FIELD, pos, min_ts, max_ts, null_key
+        if n > 0:
+            p += n
+        z, p = _uvarint(buf, p, record_end, VARINT_MAX_BYTES)
+        headers = _unzigzag(z)
         if p < 0 or headers < 0:
             return ERR_FIELD, pos, min_ts, max_ts, null_key
         for _ in range(headers):
-            n, p = _varint(buf, p, record_end, 5)
+            z, p = _uvarint(buf, p, record_end, VARINT_MAX_BYTES)
+            n = _unzigzag(z)
             if p < 0 or n < 0 or n > record_end - p:
                 return ERR_FIELD, pos, min_ts, max_ts, null_key
             p += n
-            n, p = _varint(buf, p, record_end, 5)
+            z, p = _uvarint(buf, p, record_end, VARINT_MAX_BYTES)
+            n = _unzigzag(z)
             if p < 0 or n < -1 or n > record_end - p:
                 return ERR_FIELD, pos, min_ts, max_ts, null_key
             if n > 0:
