@@ -54,9 +54,11 @@ def fresh_dir(root: Path) -> Path:
 # ------------------------------------------------------------------ append
 
 
+@pytest.mark.parametrize("mutable", [False, True], ids=["bytes", "bytearray"])
 @pytest.mark.parametrize("size", ["16KiB", "1MiB"])
-def test_append_batches(benchmark, tmp_path, size):
-    data = BATCHES[size]
+def test_append_batches(benchmark, tmp_path, size, mutable):
+    """bytes are copied before offsets are assigned; a bytearray is rewritten in place."""
+    data = bytearray(BATCHES[size]) if mutable else BATCHES[size]
     count = APPEND_TOTAL // len(data)
     tag(benchmark, f"append {size} batches", "ours", count * len(data))
 
