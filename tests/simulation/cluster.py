@@ -162,6 +162,7 @@ class SimCluster:
         config: dict[str, Any] | None = None,
         replicas: int = 3,
         strict_history: bool = True,
+        unclean_leader_election_enable: bool = False,
     ):
         if backend == "disk" and root is None:
             raise ValueError("the disk backend needs a root directory")
@@ -172,7 +173,8 @@ class SimCluster:
         self.config = {**BASE_CONFIG, **(config or {})}
         self.clock = ManualClock(START_MS)
         self.transport = InProcessTransport()
-        self.controller = Controller(list(range(replicas)))
+        self.controller = Controller(list(range(replicas)),
+                                     unclean_leader_election_enable=unclean_leader_election_enable)
         self.nodes = [Node(i) for i in range(replicas)]
         self.invariants = Invariants(strict_history)
         self.pending: list[tuple[AppendHandle, BatchId]] = []

@@ -59,6 +59,19 @@ def test_random_schedules_catch_followers_truncating_to_their_hw() -> None:
     assert failures, "HW truncation should lose or fork data in some schedule"
 
 
+def test_unclean_elections_lose_acknowledged_records_but_never_fork_replicas() -> None:
+    lost = 0
+    for seed in range(300):
+        cluster = run_schedule(seed, 60, unclean_leader_election_enable=True, strict_history=False)
+        violations = cluster.invariants.violations
+        lost += any(v.startswith("acknowledged batch") for v in violations)
+        assert all(v.startswith("acknowledged batch") for v in violations), violations
+        start = max(n.partition.log.log_start_offset for n in cluster.nodes)
+        logs = [[b for b in batch_ids(n.partition.log) if b[1] > start] for n in cluster.nodes]
+        assert logs[0] == logs[1] == logs[2], seed
+    assert lost, "an out-of-sync leader must cost acknowledged records in some schedule"
+
+
 def _verify_dirs(root: Path) -> None:
     dirs = sorted(root.glob("broker-*/sim-0"))
     assert len(dirs) == 3
@@ -86,7 +99,7 @@ def test_random_schedules_on_disk_leave_valid_partition_directories(tmp_path: Pa
 SLOW_CHUNKS = 10
 SLOW_PER_CHUNK = 5_000
 SLOW_DISK_CHUNKS = 5
-SLOW_DISK_PER_CHUNK = 20
+SLOW_DISK_PER_CHUNK = 50
 
 
 @pytest.mark.slow
