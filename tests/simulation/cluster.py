@@ -14,6 +14,13 @@ Fault model (Kafka's durability assumption made explicit):
 - `recover(r)`: a failed replica's broker starts again.
 - `isolate()`: the controller loses the leader (session expiry) and elects another, but the
   old leader keeps running unaware -- a zombie that still takes produces; `reconnect()` ends it.
+
+Invariants, after every action: (1) no acknowledged (acks=all, committed) batch is missing
+from the leader above its log start offset; (2) a follower that has fetched in the current
+epoch holds exactly the leader's batches below its own HW; (3) the leader's HW never
+decreases within a leader epoch; (4) every replica's offsets are dense from its log start
+offset to its log end, with start <= HW <= end. With `strict_history` also (5): a batch
+once below any leader's HW is never replaced at its offset.
 """
 
 from __future__ import annotations
@@ -81,7 +88,7 @@ class Node:
 
 
 class Invariants:
-    """The four properties checked after every action; violations are collected, not raised."""
+    """The properties listed in the module docstring; violations are collected, not raised."""
 
     def __init__(self, strict_history: bool = True):
         self.strict_history = strict_history
