@@ -151,20 +151,21 @@ def test_aiokafka_decode_one_core(benchmark, data_dir):
 
 def spark_audit(spark, root: Path) -> int:
     """Both reports on Spark, collected on the driver."""
-    from spark_tools.reports import compaction_report, retention_report
+    from spark_tools.reports import audit_reports
 
-    compaction = compaction_report(spark, root, CONFIGS, NOW_MS).collect()
-    retention = retention_report(spark, root, CONFIGS, NOW_MS).collect()
+    reports = audit_reports(spark, root, CONFIGS, NOW_MS)
+    compaction = reports["compaction"].collect()
+    retention = reports["retention"].collect()
+    reports["compaction"].unpersist()
     assert len(compaction) == len(retention) == PARTITIONS
     return sum(r.records for r in compaction)
 
 
 def local_audit(root: Path) -> int:
     """Both reports in this process (the same per-partition functions, no Spark)."""
-    from spark_tools.reports import local_report
+    from spark_tools.reports import local_reports
 
-    compaction = local_report("compaction", root, CONFIGS, NOW_MS)
-    local_report("retention", root, CONFIGS, NOW_MS)
+    compaction = local_reports(root, CONFIGS, NOW_MS)["compaction"]
     return int(pc.sum(compaction.column("records")).as_py())
 
 

@@ -10,8 +10,10 @@ from spark_tools.reader import (
 from spark_tools.reports import (
     COMPACTION_SCHEMA,
     RETENTION_SCHEMA,
+    audit_reports,
     compaction_report,
     local_report,
+    local_reports,
     retention_report,
     write_report,
 )
@@ -24,9 +26,11 @@ __all__ = [
     "RECORD_SCHEMA",
     "RETENTION_SCHEMA",
     "TopicConfigs",
+    "audit_reports",
     "compaction_report",
     "find_java_home",
     "local_report",
+    "local_reports",
     "read_segment_metadata",
     "read_segments",
     "retention_report",

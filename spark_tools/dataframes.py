@@ -41,7 +41,7 @@ def spark_type(arrow_type: pa.DataType) -> str:
     if pa.types.is_list(arrow_type):
         return f"array<{spark_type(arrow_type.value_type)}>"
     if pa.types.is_struct(arrow_type):
-        fields = ",".join(f"{f.name}:{spark_type(f.type)}" for f in arrow_type)
+        fields = ",".join(f"`{f.name}`:{spark_type(f.type)}" for f in arrow_type)
         return f"struct<{fields}>"
     return _SPARK_TYPES[arrow_type]
 

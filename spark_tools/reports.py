@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 REPORT_FORMATS = ("json", "csv", "parquet")
+REPORTS = ("compaction", "retention")
 
 _DELETION = pa.struct([("base_offset", pa.int64()), ("next_offset", pa.int64()),
                        ("size", pa.int64()), ("reason", pa.string())])
@@ -133,45 +134,38 @@ def _policy(config: LogConfig) -> str:
     return ",".join(config.cleanup_policy)
 
 
-def retention_row(part: PartitionFiles, settings: AuditSettings) -> dict[str, Any]:
-    """The retention report row of one partition (``retention.plan_for_log`` on a read-only Log)."""
+def retention_row(log: Any, config: LogConfig, now_ms: int) -> dict[str, Any]:
+    """The retention report row of an open Log (``retention.plan_for_log``, nothing changes)."""
     from retention.apply import plan_for_log
     from retention.plan import REASON_LOG_START_OFFSET, REASON_RETENTION_BYTES, REASON_RETENTION_MS
 
-    config = settings.configs.for_topic(part.topic)
-    with local_partition_dir(part, settings.filesystem) as directory:
-        log = _open_log(directory, config, settings.now_ms)
-        try:
-            segments = log.segments
-            plan = plan_for_log(log, now_ms=settings.now_ms)
-            reasons = [d.reason for d in plan.deletions]
-            row = {
-                "topic": part.topic,
-                "partition": part.partition,
-                "cleanup_policy": _policy(config),
-                "retention_ms": config.retention_ms,
-                "retention_bytes": config.retention_bytes,
-                "segments": len(segments),
-                "log_bytes": sum(s.size for s in segments),
-                "log_start_offset": log.log_start_offset,
-                "high_watermark": log.high_watermark,
-                "log_end_offset": log.log_end_offset,
-                "segments_deleted": len(plan.deletions),
-                "deleted_by_retention_ms": reasons.count(REASON_RETENTION_MS),
-                "deleted_by_retention_bytes": reasons.count(REASON_RETENTION_BYTES),
-                "deleted_by_log_start_offset": reasons.count(REASON_LOG_START_OFFSET),
-                "deletions": [
-                    {"base_offset": d.segment.base_offset, "next_offset": d.segment.next_offset,
-                     "size": d.segment.size, "reason": d.reason}
-                    for d in plan.deletions
-                ],
-                "new_log_start_offset": plan.new_log_start_offset,
-                "bytes_reclaimed": plan.bytes_reclaimed,
-                "roll_active_first": plan.roll_active_first,
-            }
-        finally:
-            log.close()
-    return row
+    segments = log.segments
+    plan = plan_for_log(log, now_ms=now_ms)
+    reasons = [d.reason for d in plan.deletions]
+    return {
+        "topic": log.topic,
+        "partition": log.partition,
+        "cleanup_policy": _policy(config),
+        "retention_ms": config.retention_ms,
+        "retention_bytes": config.retention_bytes,
+        "segments": len(segments),
+        "log_bytes": sum(s.size for s in segments),
+        "log_start_offset": log.log_start_offset,
+        "high_watermark": log.high_watermark,
+        "log_end_offset": log.log_end_offset,
+        "segments_deleted": len(plan.deletions),
+        "deleted_by_retention_ms": reasons.count(REASON_RETENTION_MS),
+        "deleted_by_retention_bytes": reasons.count(REASON_RETENTION_BYTES),
+        "deleted_by_log_start_offset": reasons.count(REASON_LOG_START_OFFSET),
+        "deletions": [
+            {"base_offset": d.segment.base_offset, "next_offset": d.segment.next_offset,
+             "size": d.segment.size, "reason": d.reason}
+            for d in plan.deletions
+        ],
+        "new_log_start_offset": plan.new_log_start_offset,
+        "bytes_reclaimed": plan.bytes_reclaimed,
+        "roll_active_first": plan.roll_active_first,
+    }
 
 
 def _key_stats(segments: Sequence[Any]) -> dict[str, int]:
@@ -211,50 +205,56 @@ def distinct_pairs(h1: np.ndarray, h2: np.ndarray) -> int:
     return 1 + int(((s1[1:] != s1[:-1]) | (s2[1:] != s2[:-1])).sum())
 
 
-def compaction_row(part: PartitionFiles, settings: AuditSettings) -> dict[str, Any]:
-    """The compaction report row of one partition (a dry-run Cleaner round on a read-only Log)."""
+def compaction_row(log: Any, config: LogConfig, now_ms: int) -> dict[str, Any]:
+    """The compaction report row of an open Log (a dry-run Cleaner round; nothing changes)."""
     from compaction.cleaner import Cleaner
 
+    segments = log.segments
+    row: dict[str, Any] = {
+        "topic": log.topic,
+        "partition": log.partition,
+        "cleanup_policy": _policy(config),
+        "segments": len(segments),
+        "log_bytes": sum(s.size for s in segments),
+        **_key_stats(segments),
+        "min_cleanable_dirty_ratio": config.min_cleanable_dirty_ratio,
+    }
+    if not config.compact:
+        row.update(tombstones_removable=0, records_removable=0, bytes_removable=0,
+                   first_dirty_offset=None, first_uncleanable_offset=None,
+                   next_cleaner_checkpoint=None, clean_bytes=None, cleanable_bytes=None,
+                   dirty_ratio=None, would_clean_now=False,
+                   reason="not compacted (cleanup.policy has no compact)")
+        return row
+    cleaner = Cleaner(config)
+    rng = cleaner.cleanable_range(log, now_ms)
+    result = cleaner.clean(log, now_ms=now_ms, dry_run=True)
+    row.update(
+        tombstones_removable=result.tombstones_removed,
+        records_removable=result.records_removed,
+        bytes_removable=result.bytes_read - result.bytes_written,
+        first_dirty_offset=rng.first_dirty_offset,
+        first_uncleanable_offset=rng.first_uncleanable_offset,
+        next_cleaner_checkpoint=result.end_offset,
+        clean_bytes=rng.clean_bytes,
+        cleanable_bytes=rng.cleanable_bytes,
+        dirty_ratio=rng.dirty_ratio,
+        would_clean_now=rng.due,
+        reason=_due_text(rng, config),
+    )
+    return row
+
+
+def partition_rows(part: PartitionFiles, settings: AuditSettings,
+                   kinds: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """{kind: report row} for one partition, opening it once as a read-only Log."""
     config = settings.configs.for_topic(part.topic)
     with local_partition_dir(part, settings.filesystem) as directory:
         log = _open_log(directory, config, settings.now_ms)
         try:
-            segments = log.segments
-            row: dict[str, Any] = {
-                "topic": part.topic,
-                "partition": part.partition,
-                "cleanup_policy": _policy(config),
-                "segments": len(segments),
-                "log_bytes": sum(s.size for s in segments),
-                **_key_stats(segments),
-                "min_cleanable_dirty_ratio": config.min_cleanable_dirty_ratio,
-            }
-            if not config.compact:
-                row.update(tombstones_removable=0, records_removable=0, bytes_removable=0,
-                           first_dirty_offset=None, first_uncleanable_offset=None,
-                           next_cleaner_checkpoint=None, clean_bytes=None, cleanable_bytes=None,
-                           dirty_ratio=None, would_clean_now=False,
-                           reason="not compacted (cleanup.policy has no compact)")
-                return row
-            cleaner = Cleaner(config)
-            rng = cleaner.cleanable_range(log, settings.now_ms)
-            result = cleaner.clean(log, now_ms=settings.now_ms, dry_run=True)
-            row.update(
-                tombstones_removable=result.tombstones_removed,
-                records_removable=result.records_removed,
-                bytes_removable=result.bytes_read - result.bytes_written,
-                first_dirty_offset=rng.first_dirty_offset,
-                first_uncleanable_offset=rng.first_uncleanable_offset,
-                next_cleaner_checkpoint=result.end_offset,
-                clean_bytes=rng.clean_bytes,
-                cleanable_bytes=rng.cleanable_bytes,
-                dirty_ratio=rng.dirty_ratio,
-                would_clean_now=rng.due,
-                reason=_due_text(rng, config),
-            )
+            return {kind: _ROW_BUILDERS[kind][0](log, config, settings.now_ms) for kind in kinds}
         finally:
             log.close()
-    return row
 
 
 def _due_text(rng: Any, config: LogConfig) -> str:
@@ -269,7 +269,7 @@ def _due_text(rng: Any, config: LogConfig) -> str:
             f"{config.min_cleanable_dirty_ratio}")
 
 
-_ROW_BUILDERS: dict[str, tuple[Callable[[PartitionFiles, AuditSettings], dict], pa.Schema]] = {
+_ROW_BUILDERS: dict[str, tuple[Callable[[Any, LogConfig, int], dict], pa.Schema]] = {
     "compaction": (compaction_row, COMPACTION_SCHEMA),
     "retention": (retention_row, RETENTION_SCHEMA),
 }
@@ -281,6 +281,24 @@ def _settings(paths, config_overrides, now_ms, filesystem) -> tuple[AuditSetting
     return AuditSettings(TopicConfigs.load(config_overrides), now, fs), inner
 
 
+def local_reports(
+    paths: PathArg | Sequence[PathArg],
+    config_overrides: TopicConfigs | Mapping[str, Any] | str | PathLike[str] | None = None,
+    now_ms: int | None = None,
+    *,
+    kinds: Sequence[str] = REPORTS,
+    filesystem: pafs.FileSystem | None = None,
+) -> dict[str, pa.Table]:
+    """{kind: report} computed in this process without Spark (same rows as the Spark reports)."""
+    settings, inner = _settings(paths, config_overrides, now_ms, filesystem)
+    rows: dict[str, list[dict]] = {kind: [] for kind in kinds}
+    for part in list_partitions(inner, settings.filesystem):
+        for kind, row in partition_rows(part, settings, kinds).items():
+            rows[kind].append(row)
+    return {kind: pa.Table.from_pylist(rows[kind], schema=_ROW_BUILDERS[kind][1])
+            for kind in kinds}
+
+
 def local_report(
     kind: str,
     paths: PathArg | Sequence[PathArg],
@@ -290,29 +308,48 @@ def local_report(
     filesystem: pafs.FileSystem | None = None,
 ) -> pa.Table:
     """The ``kind`` report ('compaction' or 'retention') computed in this process, without Spark."""
-    build, schema = _ROW_BUILDERS[kind]
-    settings, inner = _settings(paths, config_overrides, now_ms, filesystem)
-    rows = [build(part, settings) for part in list_partitions(inner, settings.filesystem)]
-    return pa.Table.from_pylist(rows, schema=schema)
+    return local_reports(paths, config_overrides, now_ms, kinds=(kind,),
+                         filesystem=filesystem)[kind]
 
 
-def _spark_report(kind, spark, paths, config_overrides, now_ms, filesystem, num_tasks) -> DataFrame:
-    build, schema = _ROW_BUILDERS[kind]
+def audit_reports(
+    spark: SparkSession,
+    paths: PathArg | Sequence[PathArg],
+    config_overrides: TopicConfigs | Mapping[str, Any] | str | PathLike[str] | None = None,
+    now_ms: int | None = None,
+    *,
+    kinds: Sequence[str] = REPORTS,
+    filesystem: pafs.FileSystem | None = None,
+    num_tasks: int | None = None,
+) -> dict[str, DataFrame]:
+    """{kind: report DataFrame} from one Spark pass that opens each partition once.
+
+    With several kinds the shared pass is cached (``unpersist`` the reports when done).
+    Raises LogstoreError for an unknown kind; see ``compaction_report`` for the arguments.
+    """
+    unknown = [k for k in kinds if k not in _ROW_BUILDERS]
+    if unknown or not kinds:
+        raise LogstoreError(f"unknown report kinds {unknown} (choose from {', '.join(REPORTS)})")
     settings, inner = _settings(paths, config_overrides, now_ms, filesystem)
     parts = list_partitions(inner, settings.filesystem)
     by_key = {(p.topic, p.partition): p for p in parts}
+    combined = pa.schema([(kind, pa.struct(list(_ROW_BUILDERS[kind][1]))) for kind in kinds])
 
     def run(tasks: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for task in tasks:
             for keys in task.column("files").to_pylist():
-                rows = [build(by_key[(k["topic"], k["partition"])], settings) for k in keys]
-                yield pa.RecordBatch.from_pylist(rows, schema=schema)
+                rows = [partition_rows(by_key[(k["topic"], k["partition"])], settings, kinds)
+                        for k in keys]
+                yield pa.RecordBatch.from_pylist(rows, schema=combined)
 
     items = [(p.topic, p.partition) for p in parts]
     weights = [sum(s.size for s in p.segments) for p in parts]
     tasks = distribute(spark, items, weights, "files array<struct<topic:string,partition:int>>",
                        num_tasks)
-    return tasks.mapInArrow(run, spark_schema(schema))
+    df = tasks.mapInArrow(run, spark_schema(combined))
+    if len(kinds) > 1:
+        df = df.cache()
+    return {kind: df.select(f"`{kind}`.*") for kind in kinds}
 
 
 def compaction_report(
@@ -329,8 +366,8 @@ def compaction_report(
     ``config_overrides``: a `.properties` path or a dict of Kafka names (``<topic>.<name>``
     or nested dicts per topic); ``now_ms`` defaults to the wall clock. Lazy: runs on an action.
     """
-    return _spark_report("compaction", spark, paths, config_overrides, now_ms, filesystem,
-                         num_tasks)
+    return audit_reports(spark, paths, config_overrides, now_ms, kinds=("compaction",),
+                         filesystem=filesystem, num_tasks=num_tasks)["compaction"]
 
 
 def retention_report(
@@ -344,8 +381,8 @@ def retention_report(
 ) -> DataFrame:
     """Per partition: the segments one retention pass would delete (by rule), the new log start
     offset and the bytes reclaimed. Arguments as for ``compaction_report``."""
-    return _spark_report("retention", spark, paths, config_overrides, now_ms, filesystem,
-                         num_tasks)
+    return audit_reports(spark, paths, config_overrides, now_ms, kinds=("retention",),
+                         filesystem=filesystem, num_tasks=num_tasks)["retention"]
 
 
 def write_report(df: DataFrame, out_dir: str | PathLike[str], fmt: str = "json") -> str:

@@ -267,3 +267,21 @@ def test_compaction_report_on_kafka_files_matches_the_cleaner(tmp_path):
         assert row["would_clean_now"] and row["records"] == 720
     finally:
         log.close()
+
+
+@pytest.mark.spark
+def test_audit_reports_share_one_pass_and_equal_the_local_reports(spark, data_dir):
+    from spark_tools import audit_reports, local_reports
+
+    reports = audit_reports(spark, data_dir, CONFIGS, NOW)
+    expected = local_reports(data_dir, CONFIGS, NOW)
+    try:
+        for kind in ("compaction", "retention"):
+            got = sorted((r.asDict(recursive=True) for r in reports[kind].collect()),
+                         key=lambda r: (r["topic"], r["partition"]))
+            assert got == sorted(expected[kind].to_pylist(),
+                                 key=lambda r: (r["topic"], r["partition"]))
+    finally:
+        reports["compaction"].unpersist()
+    with pytest.raises(LogstoreError, match="unknown report kinds"):
+        audit_reports(spark, data_dir, kinds=("speed",))

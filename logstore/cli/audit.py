@@ -76,18 +76,18 @@ def _configs(args: argparse.Namespace) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     """Run the requested reports, print them, and write them (and the plot) when asked."""
-    from spark_tools.reports import compaction_report, retention_report, write_report
+    from spark_tools.reports import audit_reports, write_report
     from spark_tools.session import spark_session
     from spark_tools.topic_configs import TopicConfigs
 
     configs = TopicConfigs.load(_configs(args))
     kinds = REPORTS if args.report == "all" else (args.report,)
-    builders = {"compaction": compaction_report, "retention": retention_report}
     spark = spark_session(args.master)
     out = Path(args.out) if args.out else None
     tables = {}
+    reports = audit_reports(spark, args.paths, configs, args.now, kinds=kinds)
     for kind in kinds:
-        df = builders[kind](spark, args.paths, configs, args.now).cache()
+        df = reports[kind]
         rows = [r.asDict(recursive=True) for r in df.collect()]
         rows.sort(key=lambda r: (r["topic"], r["partition"]))
         tables[kind] = rows
@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
         if out is not None:
             target = write_report(df, out / kind, args.format)
             print(f"wrote {kind} report ({args.format}) to {target}")
-        df.unpersist()
+    next(iter(reports.values())).unpersist()
     if args.plot:
         path = (out or Path(".")) / PLOT_FILE
         plot_reclaimable(tables, path)
