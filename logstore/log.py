@@ -138,7 +138,7 @@ class AppendInfo(NamedTuple):
 class FetchResult(NamedTuple):
     """Raw batch bytes read from the log and the log's offsets at read time."""
 
-    records: bytes
+    records: bytes | memoryview  # whole batches; a memoryview when a partial tail was cut off
     first_offset: int  # base offset of the first batch returned (the fetch offset when empty)
     high_watermark: int
     log_start_offset: int
@@ -976,7 +976,7 @@ class Log:
                     data = _complete_prefix(result.data)
                     if not data:
                         return empty
-                    first = int.from_bytes(data[:8], "big", signed=True)
+                    first = _INT64.unpack_from(data, 0)[0]
                     aborted = ()
                     if isolation == "read_committed":
                         aborted = tuple(collect_aborted_txns(self._segments, offset, limit))
@@ -1290,15 +1290,15 @@ class Log:
                 f"segments={len(self._segments)})")
 
 
-def _complete_prefix(data: bytes) -> bytes:
-    """`data` without a trailing partial batch (a read cut short by max_bytes)."""
+def _complete_prefix(data: bytes) -> bytes | memoryview:
+    """`data` without a trailing partial batch (a read cut short by max_bytes), not copied."""
     position, total = 0, len(data)
     while position + LOG_OVERHEAD <= total:
         size = _SIZE.unpack_from(data, position + SIZE_OFFSET)[0] + LOG_OVERHEAD
         if position + size > total:
             break
         position += size
-    return data if position == total else data[:position]
+    return data if position == total else memoryview(data)[:position]
 
 
 def _is_arrow_table(obj: Any) -> bool:
