@@ -169,7 +169,9 @@ def test_demo_fails_over_without_losing_an_acknowledged_record(tmp_path: Path) -
     assert summary["acknowledged"] == summary["present_on_every_replica"] == 150
     assert summary["identical"] and summary["leaders"] == [0, 1] and summary["epoch"] == 1
     assert len(lines) == 6 and "103 -> 100" in lines[4]
+    assert summary["directory"].parent == tmp_path
     for i in range(3):
-        log = Log.open(tmp_path / f"broker-{i}" / "orders-0", read_only=True)
+        log = Log.open(summary["directory"] / f"broker-{i}" / "orders-0", read_only=True)
         assert log.log_end_offset == 150
         log.close()
+    assert run_demo(tmp_path, out=lines.append)["present_on_every_replica"] == 150  # a second run

@@ -26,12 +26,15 @@ def _fetch_rounds(followers: dict[int, Follower], rounds: int) -> None:
 
 
 def run_demo(directory: str | Path | None = None, *, out: Callable[[str], Any] = print) -> dict[str, Any]:
-    """Run the tour in `directory` (default: a temporary one), printing through `out`;
-    returns a summary (acknowledged and replicated record counts, leaders, epochs)."""
+    """Run the tour in a new `replication-*` directory under `directory` (default: a temporary
+    directory, removed afterwards), printing through `out`; returns a summary: acknowledged
+    records, how many are on every replica, whether the logs are identical, the leaders, the
+    last epoch and the replicas' directory."""
     if directory is None:
-        with tempfile.TemporaryDirectory(prefix="logstore-replication-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="logstore-") as tmp:
             return run_demo(tmp, out=out)
-    root = Path(directory)
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    root = Path(tempfile.mkdtemp(prefix="replication-", dir=directory))
     clock = ManualClock(1_700_000_000_000)
     transport = InProcessTransport()
     controller = Controller([0, 1, 2])
@@ -79,7 +82,8 @@ def run_demo(directory: str | Path | None = None, *, out: Callable[[str], Any] =
     for p in parts.values():
         p.close()
     return {"acknowledged": len(acked), "present_on_every_replica": present, "identical": identical,
-            "leaders": [e.leader for _, e in controller.elections], "epoch": controller.leader_epoch}
+            "leaders": [e.leader for _, e in controller.elections], "epoch": controller.leader_epoch,
+            "directory": root}
 
 
 if __name__ == "__main__":
