@@ -8,8 +8,9 @@ partition) written as 1 MiB segments straight from ``build_batch_columnar``.
 Groups (one run, one machine):
 - "arrow reader, one core": ``read_segments`` over one partition's files vs reading the same
   bytes from disk and beside aiokafka's compiled decoder (MiB/s; records/s in extra_info).
-- "spark audit local[2]": compaction + retention reports on Spark ``local[2]`` vs the
-  single-process reader over the same files and vs the same two reports in one process.
+- "spark audit local[2]": compaction + retention reports on Spark ``local[2]`` (one pass,
+  ``audit_reports``) vs the single-process reader over the same files and vs the same two
+  reports in one process (``local_reports``).
 """
 
 from __future__ import annotations
@@ -156,7 +157,6 @@ def spark_audit(spark, root: Path) -> int:
     reports = audit_reports(spark, root, CONFIGS, NOW_MS)
     compaction = reports["compaction"].collect()
     retention = reports["retention"].collect()
-    reports["compaction"].unpersist()
     assert len(compaction) == len(retention) == PARTITIONS
     return sum(r.records for r in compaction)
 

@@ -324,7 +324,8 @@ def audit_reports(
 ) -> dict[str, DataFrame]:
     """{kind: report DataFrame} from one Spark pass that opens each partition once.
 
-    With several kinds the shared pass is cached (``unpersist`` the reports when done).
+    With one kind the DataFrame is lazy. With several, the pass runs now (one job) and each
+    report comes back as a small DataFrame built from the collected rows (one per partition).
     Raises LogstoreError for an unknown kind; see ``compaction_report`` for the arguments.
     """
     unknown = [k for k in kinds if k not in _ROW_BUILDERS]
@@ -347,9 +348,15 @@ def audit_reports(
     tasks = distribute(spark, items, weights, "files array<struct<topic:string,partition:int>>",
                        num_tasks)
     df = tasks.mapInArrow(run, spark_schema(combined))
-    if len(kinds) > 1:
-        df = df.cache()
-    return {kind: df.select(f"`{kind}`.*") for kind in kinds}
+    if len(kinds) == 1:
+        return {kinds[0]: df.select(f"`{kinds[0]}`.*")}
+    table = df.toArrow()
+    return {
+        kind: spark.createDataFrame(
+            pa.Table.from_struct_array(table.column(kind).combine_chunks()),
+            schema=spark_schema(_ROW_BUILDERS[kind][1]))
+        for kind in kinds
+    }
 
 
 def compaction_report(

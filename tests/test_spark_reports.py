@@ -275,13 +275,9 @@ def test_audit_reports_share_one_pass_and_equal_the_local_reports(spark, data_di
 
     reports = audit_reports(spark, data_dir, CONFIGS, NOW)
     expected = local_reports(data_dir, CONFIGS, NOW)
-    try:
-        for kind in ("compaction", "retention"):
-            got = sorted((r.asDict(recursive=True) for r in reports[kind].collect()),
-                         key=lambda r: (r["topic"], r["partition"]))
-            assert got == sorted(expected[kind].to_pylist(),
-                                 key=lambda r: (r["topic"], r["partition"]))
-    finally:
-        reports["compaction"].unpersist()
+    for kind in ("compaction", "retention"):
+        got = sorted((r.asDict(recursive=True) for r in reports[kind].collect()),
+                     key=lambda r: (r["topic"], r["partition"]))
+        assert got == sorted(expected[kind].to_pylist(), key=lambda r: (r["topic"], r["partition"]))
     with pytest.raises(LogstoreError, match="unknown report kinds"):
         audit_reports(spark, data_dir, kinds=("speed",))

@@ -95,7 +95,6 @@ def run(args: argparse.Namespace) -> int:
         if out is not None:
             target = write_report(df, out / kind, args.format)
             print(f"wrote {kind} report ({args.format}) to {target}")
-    next(iter(reports.values())).unpersist()
     if args.plot:
         path = (out or Path(".")) / PLOT_FILE
         plot_reclaimable(tables, path)
