@@ -194,6 +194,15 @@ def audit_then_clean(spark, manager: LogManager, now_ms: int) -> bool:
     return agree
 
 
+def replicate() -> bool:
+    """Stage 6: a leader and two followers, a failover, and no acknowledged record lost."""
+    from logstore.replication.demo import run_demo
+
+    print("\n== 6. Replication: leader, two followers, a failover ==")
+    summary = run_demo(DATA_DIR)
+    return summary["identical"] and summary["present_on_every_replica"] == summary["acknowledged"]
+
+
 def main() -> int:
     """Run every demo stage in order; non-zero exit if the engine and the audit disagree."""
     from spark_tools import spark_session
@@ -212,6 +221,7 @@ def main() -> int:
             agree &= audit_then_clean(spark, manager, clock.time_ms())
         finally:
             spark.stop()
+    agree &= replicate()
     print(f"\ndemo finished in {time.perf_counter() - started:.1f} s")
     return 0 if agree else 1
 
