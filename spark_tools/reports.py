@@ -4,8 +4,8 @@ Each partition is opened read-only as a ``logstore.Log`` on the executor (copied
 scratch first when it lives on a remote filesystem). The retention report is
 ``retention.plan_for_log`` (``plan_retention`` over the Log's segments); the compaction report
 is a dry-run ``compaction.Cleaner.clean`` round (``selection.evaluate`` plus the plan
-functions the cleaner applies), with key statistics from the cleaner's own decoder. A report therefore
-cannot disagree with what the engine would do to the same files at the same clock.
+functions the cleaner applies), with key statistics from the cleaner's own decoder. A report
+therefore cannot disagree with what the engine would do to the same files at the same clock.
 """
 
 from __future__ import annotations
@@ -258,7 +258,9 @@ def partition_rows(part: PartitionFiles, settings: AuditSettings,
 
 
 def _due_text(rng: Any, config: LogConfig) -> str:
-    if rng.due_reason == "max.compaction.lag.ms":
+    from compaction.selection import DUE_MAX_LAG
+
+    if rng.due_reason == DUE_MAX_LAG:
         return f"due: a dirty segment is {rng.compaction_delay_ms} ms past max.compaction.lag.ms"
     if rng.due_reason is not None:
         return (f"due: dirty ratio {rng.dirty_ratio:.4f} > min.cleanable.dirty.ratio "
