@@ -281,3 +281,13 @@ def test_audit_reports_share_one_pass_and_equal_the_local_reports(spark, data_di
         assert got == sorted(expected[kind].to_pylist(), key=lambda r: (r["topic"], r["partition"]))
     with pytest.raises(LogstoreError, match="unknown report kinds"):
         audit_reports(spark, data_dir, kinds=("speed",))
+
+
+def test_compaction_report_says_why_a_log_is_or_is_not_due(data_dir):
+    base = {"cleanup.policy": "compact", "segment.bytes": 1200}
+    lazy = {**base, "min.cleanable.dirty.ratio": "1.0"}
+    by_lag = {**lazy, "max.compaction.lag.ms": 1}
+    (row,) = local_report("compaction", data_dir / "clicks-0", {"clicks": lazy}, NOW).to_pylist()
+    assert not row["would_clean_now"] and row["reason"].startswith("not due: dirty ratio")
+    (row,) = local_report("compaction", data_dir / "clicks-0", {"clicks": by_lag}, NOW).to_pylist()
+    assert row["would_clean_now"] and "past max.compaction.lag.ms" in row["reason"]
