@@ -173,13 +173,12 @@ def aborted_txns(segments: list[LogSegment]) -> list[AbortedTxn]:
 def kafka_read_chunks(position: np.ndarray, size: np.ndarray, buffer_size: int) -> list[tuple[int, int]]:
     """Batch index ranges [i, j) that Kafka's cleaner reads (and appends) together: complete
     batches within one read-buffer fill, the buffer doubling while a batch does not fit."""
+    position = np.asarray(position, np.int64)
+    ends = position + np.asarray(size, np.int64)  # ascending: the batches are back to back
     chunks = []
     i, n, cap = 0, len(position), max(buffer_size, 1)
     while i < n:
-        start = int(position[i])
-        j = i
-        while j < n and int(position[j] + size[j]) - start <= cap:
-            j += 1
+        j = int(np.searchsorted(ends, position[i] + cap, side="right"))
         if j == i:
             cap *= 2
             continue
@@ -270,8 +269,10 @@ class Cleaner:
         omap = self.offset_map
         dirty = [s for i, s in enumerate(segments) if s.base_offset < upper
                  and (i + 1 == len(segments) or segments[i + 1].base_offset > start)]
+        # A segment holds at most as many records as the offsets it spans (no header walk).
+        ends = [s.base_offset for s in dirty[1:]] + [dirty[-1].next_offset]
         omap.clear(base_offset=start, expected_keys=sum(
-            int(_headers(s, {})["record_count"].sum()) for s in dirty))
+            end - s.base_offset for s, end in zip(dirty, ends, strict=True)))
         tracker = TxnTracker(aborted_txns(dirty))
         full = False
         decoded: dict[int, dec.DecodedBatches] = {}  # reused by the cleaning pass, bounded
@@ -375,30 +376,39 @@ class Cleaner:
         max_ts = d.header["max_timestamp"].astype(np.int64)
         for b, raw in rebuilt.items():
             max_ts[b] = _MAX_TIMESTAMP.unpack_from(raw, MAX_TIMESTAMP_OFFSET)[0]
-        out = (action != DROP).copy()
-        for i, j in kafka_read_chunks(d.position, d.size, self.io_buffer_size):
+        chunks = kafka_read_chunks(d.position, d.size, self.io_buffer_size)
+        chunk_first = np.array([i for i, _ in chunks], np.int64)
+        # Parts written per chunk: each run of copied batches (one view of the source bytes)
+        # and each other batch; a part never crosses a chunk.
+        is_copy = action == COPY
+        boundary = ~is_copy
+        boundary[1:] |= ~is_copy[:-1]
+        boundary[chunk_first] = True
+        part_start = np.flatnonzero(boundary)
+        part_stop = np.append(part_start[1:], len(action)).tolist()
+        first_part = np.searchsorted(part_start, chunk_first).tolist() + [len(part_start)]
+        part_start = part_start.tolist()
+        actions = action.tolist()
+        begin = d.position.tolist()
+        end = (d.position + d.size).tolist()
+        src = memoryview(buf)
+        out = action != DROP
+        for c, (i, j) in enumerate(chunks):
             kept = np.flatnonzero(out[i:j]) + i
             if not kept.size:
                 continue
-            parts = []
-            b = i
-            while b < j:
-                if action[b] == COPY:
-                    c = b
-                    while c < j and action[c] == COPY:
-                        c += 1
-                    parts.append(memoryview(buf[d.position[b]:d.position[c - 1] + d.size[c - 1]]))
-                    b = c
-                    continue
-                if action[b] == EMPTY:
+            parts: list[bytes | memoryview] = []
+            for k in range(first_part[c], first_part[c + 1]):
+                b = part_start[k]
+                if actions[b] == COPY:
+                    parts.append(src[begin[b]:end[part_stop[k] - 1]])
+                elif actions[b] == EMPTY:
                     parts.append(dec.empty_batch(d.header[b]))
-                elif action[b] != DROP:
+                elif actions[b] != DROP:
                     parts.append(rebuilt[b])
-                b += 1
-            data = parts[0] if len(parts) == 1 else b"".join(parts)
-            result.bytes_written += len(data)
+            result.bytes_written += sum(len(part) for part in parts)
             if cleaned is not None:
                 # The segment's time index takes the first batch with the largest timestamp.
                 top = kept[int(np.argmax(max_ts[kept]))]
                 cleaned.append(int(d.batches.last_offset[kept[-1]]), int(max_ts[top]),
-                               int(d.batches.last_offset[top]), data)
+                               int(d.batches.last_offset[top]), parts)

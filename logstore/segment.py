@@ -9,9 +9,9 @@ truncates, and when a segment should roll. Not thread-safe: the owning Log seria
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, TypeAlias
 
 # From the submodules, not the `index` package: `import index` first imports logstore (for
 # its errors), whose __init__ imports Log and so this module while `index` is half-built.
@@ -29,6 +29,9 @@ from logstore.records import BatchHeader, RecordBatch, read_batch_header
 from logstore.records.header import LOG_OVERHEAD, SIZE_OFFSET, V2_HEADER_SIZE
 from logstore.txn_index import TransactionIndex
 
+# What append() writes: anything exposing a contiguous byte buffer.
+Buffer: TypeAlias = bytes | bytearray | memoryview
+
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
@@ -45,6 +48,10 @@ MIN_ENTRY_SIZE_FIELD = 14
 # index entries), larger for recovery, which reads every batch in full.
 HEADER_SCAN_CHUNK = 16 * 1024
 FULL_SCAN_CHUNK = 1024 * 1024
+
+# Buffers per pwritev call (the kernel's UIO_MAXIOV on Linux).
+IOV_MAX = os.sysconf("SC_IOV_MAX")
+INT32_MAX = 2**31 - 1
 
 DEFAULT_INDEX_INTERVAL_BYTES = 4096
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
@@ -302,7 +309,7 @@ class LogSegment:
 
     def can_convert_to_relative_offset(self, offset: int) -> bool:
         """True if `offset` fits the indexes' 4-byte relative offsets."""
-        return 0 <= offset - self._base_offset <= 2**31 - 1
+        return 0 <= offset - self._base_offset <= INT32_MAX
 
     def has_overflow(self) -> bool:
         """True if the last batch's last offset does not fit a relative offset (legacy logs)."""
@@ -409,18 +416,20 @@ class LogSegment:
         largest_offset: int,
         largest_timestamp: int,
         offset_of_max_timestamp: int,
-        records: bytes | bytearray | memoryview,
+        records: Buffer | Sequence[Buffer],
     ) -> None:
         """Append batches whose offsets are already assigned, indexing as Kafka does.
 
-        An offset-index entry (largest offset, start position of this call) and a time-index
-        entry are added when the bytes appended before this call since the last entry exceed
-        `index_interval_bytes`. Raises IndexOffsetOverflowError if `largest_offset` does not
-        fit a relative offset.
+        `records` is one buffer or a sequence of buffers written back to back (one pwritev,
+        no joined copy). An offset-index entry (largest offset, start position of this call)
+        and a time-index entry are added when the bytes appended before this call since the
+        last entry exceed `index_interval_bytes`. Raises IndexOffsetOverflowError if
+        `largest_offset` does not fit a relative offset.
         """
         self._require_writable("append to")
-        data = memoryview(records).cast("B")
-        if not data.nbytes:
+        parts = list(records) if isinstance(records, (list, tuple)) else [records]
+        nbytes = sum(_nbytes(part) for part in parts)
+        if not nbytes:
             return
         position = self._size
         if position == 0:
@@ -430,16 +439,16 @@ class LogSegment:
                 f"offset {largest_offset} does not fit relative to base offset "
                 f"{self._base_offset} of segment {self._log_path}"
             )
-        self._write(data, position)
-        if largest_timestamp > self.max_timestamp_so_far:
+        self._write(parts, position)
+        if largest_timestamp > self._read_max_timestamp_and_offset().timestamp:
             self._max_timestamp_and_offset = TimestampOffset(
                 largest_timestamp, offset_of_max_timestamp
             )
         if self._bytes_since_last_index_entry > self.index_interval_bytes:
             self._offset_index.append(largest_offset, position)
-            self._time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp)
+            self._time_index.maybe_append(*self._max_timestamp_and_offset)
             self._bytes_since_last_index_entry = 0
-        self._bytes_since_last_index_entry += data.nbytes
+        self._bytes_since_last_index_entry += nbytes
         self._next_offset = largest_offset + 1
 
     def append_batches(self, records: bytes | bytearray | memoryview) -> None:
@@ -463,13 +472,19 @@ class LogSegment:
             position += header.size_in_bytes
         self.append(largest_offset, max_timestamp, offset_of_max, data)
 
-    def _write(self, data: memoryview, position: int) -> None:
+    def _write(self, parts: list[Buffer], position: int) -> None:
+        """pwritev `parts` at `position`, resuming after short writes; `size` follows each write."""
         fd = self._file()
-        written = 0
-        while written < data.nbytes:
-            n = os.pwrite(fd, data[written:], position + written)
-            written += n
-            self._size = position + written
+        first = 0
+        while first < len(parts):
+            written = os.pwritev(fd, parts[first : first + IOV_MAX], position)
+            position += written
+            self._size = position
+            while first < len(parts) and written >= _nbytes(parts[first]):
+                written -= _nbytes(parts[first])
+                first += 1
+            if written:
+                parts[first] = memoryview(parts[first]).cast("B")[written:]
 
     # ----------------------------------------------------------------- read and search
 
@@ -782,6 +797,10 @@ class LogSegment:
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self._base_offset}, size={self._size}, path={str(self._log_path)!r})"
+
+
+def _nbytes(buffer: Buffer) -> int:
+    return len(buffer) if isinstance(buffer, (bytes, bytearray)) else memoryview(buffer).nbytes
 
 
 def _replace_suffix(path: Path, old_suffix: str, new_suffix: str) -> Path:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -295,6 +296,29 @@ def test_index_entry_uses_bytes_before_the_call_and_max_timestamp_so_far(tmp_pat
     seg.append_batches(batch(103, [5000]))  # counter restarted at the previous call's bytes
     assert seg.offset_index.entry_count == 2
     seg.close()
+
+
+def test_append_of_several_buffers_writes_them_back_to_back(tmp_path, monkeypatch):
+    b1, b2, b3, b4 = batch(100, [1]), batch(101, [2]), batch(102, [3]), batch(103, [4])
+    (tmp_path / "whole").mkdir()
+    (tmp_path / "parts").mkdir()
+    whole = fresh(tmp_path / "whole", index_interval_bytes=0)
+    whole.append(102, 3, 102, b1 + b2 + b3)
+    whole.append(103, 4, 103, b4)
+    real_pwritev = os.pwritev
+
+    def short_pwritev(fd, buffers, position):  # the kernel may write less than asked
+        return real_pwritev(fd, [memoryview(buffers[0])[:7]], position)
+
+    monkeypatch.setattr(os, "pwritev", short_pwritev)
+    parts = fresh(tmp_path / "parts", index_interval_bytes=0)
+    parts.append(102, 3, 102, [b1, memoryview(b2), bytearray(b3)])
+    parts.append(103, 4, 103, [b4])
+    assert parts.log_path.read_bytes() == whole.log_path.read_bytes()
+    assert parts.offset_index.entries().tolist() == whole.offset_index.entries().tolist()
+    assert parts.size == whole.size
+    whole.close()
+    parts.close()
 
 
 def test_close_adds_the_unindexed_max_timestamp(tmp_path):
