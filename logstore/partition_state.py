@@ -121,7 +121,8 @@ class PartitionState(LogHooks):
     def rolled(self, log: Log, new_segment: LogSegment) -> None:
         psm = self.producer_state
         psm.update_map_end_offset(new_segment.base_offset)
-        psm.take_snapshot()
+        # Unsynced, as Kafka's roll: the log's flush after a roll makes the rename durable.
+        psm.take_snapshot(sync=False)
 
     def closing(self, log: Log) -> None:
         psm = self.producer_state

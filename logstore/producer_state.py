@@ -15,6 +15,7 @@ Recovery replays batches with `load_batch` (per segment) or `rebuild` (past the 
 from __future__ import annotations
 
 import logging
+import os
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -499,15 +500,18 @@ def snapshot_path(log_dir: Path | str, offset: int) -> Path:
 
 def list_snapshot_files(log_dir: Path | str) -> dict[int, Path]:
     """{offset: path} of the regular `*.snapshot` files in a directory."""
-    found: dict[int, Path] = {}
     directory = Path(log_dir)
-    if not directory.is_dir():
-        return found
-    for path in directory.iterdir():
-        if path.name.endswith(SNAPSHOT_SUFFIX) and path.is_file():
-            prefix = path.name.split(".", 1)[0]
+    try:
+        entries = list(os.scandir(directory))
+    except (FileNotFoundError, NotADirectoryError):
+        return {}
+    found: dict[int, Path] = {}
+    for entry in entries:
+        name = entry.name
+        if name.endswith(SNAPSHOT_SUFFIX) and entry.is_file():
+            prefix = name.split(".", 1)[0]
             if prefix.isdigit():
-                found[int(prefix)] = path
+                found[int(prefix)] = directory / name
     return found
 
 
@@ -566,9 +570,15 @@ def decode_snapshot(data: bytes, path: Path | str | None = None) -> list[Produce
     return entries
 
 
-def write_snapshot_file(path: Path, data: bytes) -> None:
-    """Write a snapshot crash-safely (temp file, fsync, rename, fsync the directory)."""
-    atomic_write(path, data)
+def write_snapshot_file(path: Path, data: bytes, *, sync: bool = True) -> None:
+    """Write a snapshot via a temporary file and a rename; with `sync`, crash-safely (fsync the
+    file and the directory). An unsynced snapshot lost in a crash fails its CRC and is skipped."""
+    if sync:
+        atomic_write(path, data)
+        return
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
 
 
 # ---- Java HashMap iteration order ----------------------------------------------------------
@@ -854,12 +864,13 @@ class ProducerStateManager:
         """The producers in the order Kafka would write them to a snapshot."""
         return [self._producers[pid] for pid in self._table.order(self._producers)]
 
-    def take_snapshot(self) -> Path | None:
-        """Write `<map end offset>.snapshot` unless one at that offset or later exists; returns it."""
+    def take_snapshot(self, *, sync: bool = True) -> Path | None:
+        """Write `<map end offset>.snapshot` unless one at that offset or later exists; returns it.
+        `sync=False` skips the fsyncs (Kafka's roll-time snapshot, flushed with the segments)."""
         if self._last_map_offset <= self._last_snap_offset or self.read_only:
             return None
         path = snapshot_path(self.log_dir, self._last_map_offset)
-        write_snapshot_file(path, encode_snapshot(self.snapshot_entries()))
+        write_snapshot_file(path, encode_snapshot(self.snapshot_entries()), sync=sync)
         self._snapshots[self._last_map_offset] = path
         self._last_snap_offset = self._last_map_offset
         return path
