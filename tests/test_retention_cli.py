@@ -77,9 +77,9 @@ def test_bad_options_are_usage_errors(data_dir, args, capsys):
     assert main(["retention", "--dry-run", *args, str(data_dir)]) == 2
 
 
-def test_directory_without_partitions_is_a_usage_error(tmp_path, capsys):
-    assert main(["retention", "--dry-run", str(tmp_path)]) == 2
-    assert "no partition directories" in capsys.readouterr().err
+def test_directory_without_partitions_is_not_a_log_error(tmp_path, capsys):
+    assert main(["retention", "--dry-run", str(tmp_path)]) == 3
+    assert "is not a log directory" in capsys.readouterr().err
 
 
 def test_missing_directory_is_an_error(tmp_path, capsys):

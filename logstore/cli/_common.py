@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
+from collections.abc import Iterator
 from enum import IntEnum
-from typing import Any, TextIO
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from logstore.config import LogConfig
+    from logstore.errors import CorruptRecordError
 
 
 class ExitCode(IntEnum):
@@ -70,6 +78,77 @@ def int32(text: str) -> int:
     if value > 2**31 - 1:
         raise argparse.ArgumentTypeError(f"must be <= 2147483647: {value}")
     return value
+
+
+def parse_config_options(items: list[str], defaults: dict[str, str] | None = None) -> LogConfig:
+    """`--config KEY=VALUE` strings over `defaults` -> LogConfig; UsageError naming a bad one."""
+    from logstore.config import LogConfig
+    from logstore.errors import InvalidConfigError
+
+    configs = dict(defaults or {})
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--config expects KEY=VALUE, got {item!r}")
+        configs[key.strip()] = value.strip()
+    try:
+        return LogConfig(configs)
+    except InvalidConfigError as exc:
+        raise UsageError(f"--config {exc}") from None
+
+
+def partition_dirs(paths: list[str]) -> list[Path]:
+    """Partition directories named by `paths`, or found one level below a data directory.
+
+    Raises FileNotFoundError / NotADirectoryError, or LogstoreError for a directory that is
+    neither a `<topic>-<partition>` directory nor holds any.
+    """
+    from logstore.errors import InvalidTopicError, LogstoreError
+    from logstore.log import parse_partition_dir
+
+    def is_partition(path: Path) -> bool:
+        try:
+            parse_partition_dir(path.name)
+        except InvalidTopicError:
+            return False
+        return path.is_dir()
+
+    found: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if not path.exists():
+            raise FileNotFoundError(2, "No such file or directory", str(path))
+        if not path.is_dir():
+            raise NotADirectoryError(20, "Not a directory", str(path))
+        if is_partition(path.resolve()):
+            found.append(path)
+            continue
+        children = [c for c in sorted(path.iterdir()) if is_partition(c)]
+        if not children:
+            raise LogstoreError(f"{path} is not a log directory: no partition directories "
+                                "(<topic>-<partition>) in it")
+        found += children
+    return found
+
+
+def corruption_detail(exc: CorruptRecordError) -> str:
+    """The message of `exc` without the `(file, position N)` suffix its constructor adds."""
+    where = [str(exc.path)] if exc.path is not None else []
+    where += [f"position {exc.position}"] if exc.position is not None else []
+    return str(exc).removesuffix(f" ({', '.join(where)})") if where else str(exc)
+
+
+@contextlib.contextmanager
+def naming_file(path: str | os.PathLike[str]) -> Iterator[None]:
+    """Re-raise a CorruptRecordError that does not name its file with `path` added."""
+    from logstore.errors import CorruptRecordError
+
+    try:
+        yield
+    except CorruptRecordError as exc:
+        if exc.path is not None:
+            raise
+        raise CorruptRecordError(corruption_detail(exc), path=str(path), position=exc.position) from exc
 
 
 def write_json(out: TextIO, obj: Any) -> None:

@@ -8,10 +8,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
-from logstore.cli._common import ExitCode, UsageError, add_command, write_json
+from logstore.cli._common import (
+    ExitCode,
+    add_command,
+    parse_config_options,
+    partition_dirs,
+    write_json,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -36,42 +41,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(run=run)
 
 
-def _parse_config(items: list[str]) -> dict[str, str]:
-    config = {"cleanup.policy": "compact"}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"--config expects KEY=VALUE, got {item!r}")
-        config[key.strip()] = value.strip()
-    return config
-
-
-def _partitions(paths: list[str]) -> list[Path]:
-    from logstore.errors import InvalidTopicError
-    from logstore.log import parse_partition_dir
-
-    found = []
-    for raw in paths:
-        path = Path(raw)
-        if not path.is_dir():
-            raise FileNotFoundError(2, "No such directory", str(path))
-        try:
-            parse_partition_dir(path.name)
-            found.append(path)
-            continue
-        except InvalidTopicError:
-            pass
-        for child in sorted(path.iterdir()):
-            if not child.is_dir():
-                continue
-            try:
-                parse_partition_dir(child.name)
-            except InvalidTopicError:
-                continue
-            found.append(child)
-    return found
-
-
 def _as_json(partition: str, result: Any) -> dict[str, Any]:
     return {
         "partition": partition, "dryRun": result.dry_run, "dueReason": result.due_reason,
@@ -88,13 +57,10 @@ def _as_json(partition: str, result: Any) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     """Clean (or dry-run) every partition found under the paths; print one summary each."""
     from compaction.cleaner import Cleaner
-    from logstore.config import LogConfig
     from logstore.log import Log
 
-    config = LogConfig.coerce(_parse_config(args.config))
-    partitions = _partitions(args.paths)
-    if not partitions:
-        raise UsageError("no partition directories (<topic>-<partition>) found")
+    config = parse_config_options(args.config, {"cleanup.policy": "compact"})
+    partitions = partition_dirs(args.paths)
     cleaner = Cleaner(config)
     for path in partitions:
         log = Log.open(path, config, read_only=args.dry_run)

@@ -16,7 +16,13 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from logstore.cli._common import ExitCode, UsageError, add_command, positive_int
+from logstore.cli._common import (
+    ExitCode,
+    UsageError,
+    add_command,
+    parse_config_options,
+    positive_int,
+)
 
 COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
 
@@ -57,23 +63,6 @@ def split_topic_partition(text: str) -> tuple[str, int]:
         return parse_partition_dir(text)
     except InvalidTopicError as exc:
         raise UsageError(str(exc)) from None
-
-
-def parse_configs(pairs: list[str]) -> Any:
-    """KEY=VALUE strings -> LogConfig; UsageError naming a bad key or value."""
-    from logstore.config import LogConfig
-    from logstore.errors import InvalidConfigError
-
-    configs = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise UsageError(f"--config takes KEY=VALUE, got {pair!r}")
-        configs[key] = value
-    try:
-        return LogConfig(configs)
-    except InvalidConfigError as exc:
-        raise UsageError(f"--config {exc}") from None
 
 
 def _bytes(value: Any, line: int, what: str, b64: bool) -> bytes | None:
@@ -139,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
     from logstore.records import Record, build_batch
 
     topic, partition = split_topic_partition(args.topic_partition)
-    configs = parse_configs(args.config)
+    configs = parse_config_options(args.config)
     data_dir = Path(args.data_dir)
     if data_dir.exists() and not data_dir.is_dir():
         raise NotADirectoryError(20, "Not a directory", str(data_dir))

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from logstore.cli._common import ExitCode, Progress, add_command, write_json
+from logstore.cli._common import ExitCode, Progress, add_command, partition_dirs, write_json
 
 IGNORED = {".lock"}
 LOG_SUFFIX = ".log"
@@ -122,18 +122,7 @@ def copy_partition(source: Path, target_parent: Path) -> Path:
 
 def run(args: argparse.Namespace) -> int:
     """Recover each partition (on a copy unless --in-place) and report the changes."""
-    from logstore.cli.verify import PARTITION_DIR, classify
-
-    partitions: list[Path] = []
-    for raw in args.paths:
-        kind, path = classify(Path(raw))
-        if kind == "data":
-            partitions += [path / n for n in sorted(os.listdir(path))
-                           if PARTITION_DIR.match(n) and (path / n).is_dir()]
-        elif kind == "partition":
-            partitions.append(path)
-        else:
-            raise NotADirectoryError(20, "Not a directory", str(path))
+    partitions = partition_dirs(args.paths)
     repairs = 0
     verb = {"truncate": "truncated", "delete": "deleted", "rewrite": "rebuilt", "create": "created"}
     would = {"truncate": "would truncate", "delete": "would delete", "rewrite": "would rebuild",

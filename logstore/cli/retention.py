@@ -10,10 +10,16 @@ from __future__ import annotations
 import argparse
 import sys
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-from logstore.cli._common import ExitCode, UsageError, add_command, non_negative_int, write_json
+from logstore.cli._common import (
+    ExitCode,
+    add_command,
+    non_negative_int,
+    parse_config_options,
+    partition_dirs,
+    write_json,
+)
 
 COLUMNS = ("base offset", "next offset", "size", "largest timestamp", "reason")
 
@@ -47,19 +53,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Plan (and unless --dry-run, apply) retention on every partition found; print each plan."""
     from logstore.clock import ManualClock, SystemClock
-    from logstore.config import LogConfig
-    from logstore.errors import InvalidConfigError
     from logstore.log import Log
     from retention import SegmentInfo, plan_for_log
 
-    try:
-        config = LogConfig.coerce(_parse_config(args.config))
-    except InvalidConfigError as exc:
-        raise UsageError(f"--config {exc}") from None
+    config = parse_config_options(args.config)
     clock = ManualClock(args.now) if args.now is not None else SystemClock()
-    partitions = _partitions(args.paths)
-    if not partitions:
-        raise UsageError("no partition directories (<topic>-<partition>) found")
+    partitions = partition_dirs(args.paths)
     for path in partitions:
         log = Log.open(path, config, clock=clock, read_only=args.dry_run)
         try:
@@ -81,40 +80,6 @@ def run(args: argparse.Namespace) -> int:
         else:
             _print_table(summary, rows)
     return ExitCode.OK
-
-
-def _parse_config(items: list[str]) -> dict[str, str]:
-    config = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"--config expects KEY=VALUE, got {item!r}")
-        config[key.strip()] = value.strip()
-    return config
-
-
-def _partitions(paths: list[str]) -> list[Path]:
-    """Partition directories named by `paths`, or found one level below a data directory."""
-    from logstore.errors import InvalidTopicError
-    from logstore.log import parse_partition_dir
-
-    def is_partition(path: Path) -> bool:
-        try:
-            parse_partition_dir(path.name)
-        except InvalidTopicError:
-            return False
-        return True
-
-    found = []
-    for raw in paths:
-        path = Path(raw)
-        if not path.is_dir():
-            raise FileNotFoundError(2, "No such directory", str(path))
-        if is_partition(path):
-            found.append(path)
-        else:
-            found.extend(c for c in sorted(path.iterdir()) if c.is_dir() and is_partition(c))
-    return found
 
 
 def _row_json(info: Any, reason: str) -> dict[str, Any]:
