@@ -98,19 +98,6 @@ def murmur3_128(buf, start, length):
 
 
 @njit(cache=True)
-def hash_keys(buf, key_starts, key_lengths, out_h1, out_h2):
-    """Hash every key slice (length -1 = null key, hashed as (0, 0)) into out_h1/out_h2."""
-    for i in range(key_starts.shape[0]):
-        if key_lengths[i] < 0:
-            out_h1[i] = np.uint64(0)
-            out_h2[i] = np.uint64(0)
-        else:
-            a, b = murmur3_128(buf, key_starts[i], key_lengths[i])
-            out_h1[i] = a
-            out_h2[i] = b
-
-
-@njit(cache=True)
 def map_put(h1s, h2s, rels, size, max_size, k1, k2, offsets, base_offset, valid):
     """Insert (hash -> offset) in order, Kafka-style: stop before a put once size >= max_size.
 
@@ -190,8 +177,10 @@ def _read_varint(buf, p):
 @njit(cache=True)
 def scan_records(buf, body_starts, body_ends, counts, base_offsets, base_timestamps,
                  log_append_times, rec_start, rec_end, offsets, timestamps, key_starts,
-                 key_lengths, value_lengths, batch_index):
+                 key_lengths, value_lengths, batch_index, key_hash1, key_hash2):
     """Decode the record framing of v2 batch bodies into columns (no copies of keys/values).
+
+    Each key is hashed (murmur3_128; a null key as (0, 0)) while its bytes are in cache.
 
     Batch b's records lie in buf[body_starts[b]:body_ends[b]]; its columns start at row
     sum(counts[:b]). log_append_times[b] >= 0 overrides record timestamps (LogAppendTime).
@@ -231,6 +220,11 @@ def scan_records(buf, body_starts, body_ends, counts, base_offsets, base_timesta
                 timestamps[row] = base_timestamps[b] + ts_delta
             key_starts[row] = kstart
             key_lengths[row] = klen if klen >= 0 else -1
+            if klen >= 0:
+                key_hash1[row], key_hash2[row] = murmur3_128(buf, kstart, klen)
+            else:
+                key_hash1[row] = np.uint64(0)
+                key_hash2[row] = np.uint64(0)
             value_lengths[row] = vlen if vlen >= 0 else -1
             batch_index[row] = b
             row += 1

@@ -124,29 +124,42 @@ def decode(buf: np.ndarray, *, segment_base: int, start: int = 0, end: int | Non
     arena = np.concatenate([buf, *extra]) if extra else buf
     v2_counts = np.where(v2, counts, 0)
     n = int(counts.sum())
-    rec_start = np.full(n, -1, np.int64)
-    rec_end = np.full(n, -1, np.int64)
-    offsets = np.empty(n, np.int64)
-    timestamps = np.empty(n, np.int64)
-    key_start = np.zeros(n, np.int64)
-    key_len = np.full(n, -1, np.int64)
-    value_len = np.full(n, -1, np.int64)
-    batch_index = np.empty(n, np.int64)
     row_of_batch = np.concatenate([[0], np.cumsum(counts)])
     log_append = np.where((header["attributes"] & TIMESTAMP_TYPE_BIT) != 0, header["max_timestamp"], -1)
     v2_idx = np.flatnonzero(v2)
+    v2_n = int(v2_counts.sum())
+    # rec_start, rec_end, offset, timestamp, key_start, key_len, value_len, batch, of v2 records
+    cols = [np.empty(v2_n, np.int64) for _ in range(8)]
+    hashes = [np.empty(v2_n, np.uint64) for _ in range(2)]
     if v2_idx.size:
-        v2_rows = np.flatnonzero(np.repeat(v2, counts))
-        cols = [np.empty(len(v2_rows), np.int64) for _ in range(8)]
         bad = _kernels.scan_records(
             arena, body_start[v2_idx], body_end[v2_idx], v2_counts[v2_idx],
             header["base_offset"][v2_idx].astype(np.int64),
-            header["base_timestamp"][v2_idx].astype(np.int64), log_append[v2_idx].astype(np.int64), *cols)
+            header["base_timestamp"][v2_idx].astype(np.int64), log_append[v2_idx].astype(np.int64),
+            *cols, *hashes)
         if bad >= 0:
             raise CorruptRecordError("malformed records in batch", position=int(pos[v2_idx[bad]]), path=path)
+    if v2_n == n:  # no legacy records: the scan's columns are the record columns
+        rec_start, rec_end, offsets, timestamps, key_start, key_len, value_len, batch_index = cols
+        if v2_idx.size != nb:
+            batch_index = v2_idx[batch_index]
+        h1, h2 = hashes
+    else:
+        rec_start = np.full(n, -1, np.int64)
+        rec_end = np.full(n, -1, np.int64)
+        offsets = np.empty(n, np.int64)
+        timestamps = np.empty(n, np.int64)
+        key_start = np.zeros(n, np.int64)
+        key_len = np.full(n, -1, np.int64)
+        value_len = np.full(n, -1, np.int64)
+        batch_index = np.empty(n, np.int64)
+        h1 = np.zeros(n, np.uint64)
+        h2 = np.zeros(n, np.uint64)
+        v2_rows = np.flatnonzero(np.repeat(v2, counts))
         rec_start[v2_rows], rec_end[v2_rows], offsets[v2_rows], timestamps[v2_rows] = cols[:4]
         key_start[v2_rows], key_len[v2_rows], value_len[v2_rows] = cols[4:7]
         batch_index[v2_rows] = v2_idx[cols[7]]
+        h1[v2_rows], h2[v2_rows] = hashes
     key_bytes: dict[int, bytes | None] = {}
     for b, recs in legacy_records.items():
         for j, r in enumerate(recs):
@@ -154,9 +167,6 @@ def decode(buf: np.ndarray, *, segment_base: int, start: int = 0, end: int | Non
             offsets[row], timestamps[row], batch_index[row] = r.offset, r.timestamp, b
             value_len[row] = -1 if r.value is None else len(r.value)
             key_bytes[row] = r.key
-    h1 = np.zeros(n, np.uint64)
-    h2 = np.zeros(n, np.uint64)
-    _kernels.hash_keys(arena, key_start, key_len, h1, h2)
     has_key = key_len >= 0
     for row, key in key_bytes.items():
         has_key[row] = key is not None

@@ -22,15 +22,6 @@ def test_murmur3_kernel_matches_mmh3(length):
     assert int(h1) | (int(h2) << 64) == mmh3.hash128(data)
 
 
-def test_hash_keys_hashes_null_keys_as_zero():
-    buf = np.frombuffer(b"abcdef", dtype=np.uint8)
-    h1 = np.empty(2, np.uint64)
-    h2 = np.empty(2, np.uint64)
-    _kernels.hash_keys(buf, np.array([0, 0], np.int64), np.array([3, -1], np.int64), h1, h2)
-    assert (int(h1[0]), int(h2[0])) == hash_key(b"abc")
-    assert (int(h1[1]), int(h2[1])) == (0, 0)
-
-
 def test_bytes_per_key_is_within_24():
     m = OffsetMap(memory=1024 * 1024, load_factor=0.9)
     assert m.slots == 1024 * 1024 // BYTES_PER_SLOT
