@@ -168,11 +168,13 @@ def record_timestamp(batch: Any, record: Any) -> int:
     return record.timestamp
 
 
-def iter_batch_spans(buffer: Any, start: int = 0, end: int | None = None) -> Iterator[tuple[int, int]]:
+def iter_batch_spans(
+    buffer: Any, start: int = 0, end: int | None = None, *, path: str | None = None
+) -> Iterator[tuple[int, int]]:
     """Yield `(position, size)` of each complete batch in `buffer[start:end]`, Kafka's way.
 
     Stops quietly before a partial trailing batch (fewer than 18 bytes left, or a length
-    that runs past `end`); raises CorruptRecordError for a length under 14 bytes.
+    that runs past `end`); raises CorruptRecordError (naming `path`) for a length under 14 bytes.
     """
     if end is None:
         end = len(buffer)
@@ -184,6 +186,7 @@ def iter_batch_spans(buffer: Any, start: int = 0, end: int | None = None) -> Ite
                 f"Found record size {length} smaller than minimum record overhead "
                 f"({MIN_RECORD_OVERHEAD})",
                 position=position,
+                path=path,
             )
         if position > end - LOG_OVERHEAD - length:
             return

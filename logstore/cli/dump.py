@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from logstore.cli._common import ExitCode, Progress, UsageError, add_command, int32
+from logstore.cli._common import ExitCode, Progress, UsageError, add_command, int32, naming_file
 
 LOG, INDEX, TIMEINDEX, SNAPSHOT, TXNINDEX, EPOCHS, OFFSETS = (
     "log", "index", "timeindex", "snapshot", "txnindex", "epochs", "offsets")
@@ -265,7 +265,6 @@ def report(problems: Problems, out: Output) -> None:
 def dump_log(path: str, opts: Options, out: Output, problems: Problems) -> None:
     """Batches (and records under --deep-iteration) of a `.log` file, then any torn tail."""
     from logstore import dump
-    from logstore.errors import CorruptRecordError
     from logstore.records import RecordBatch
 
     base_offset = base_offset_of(path)
@@ -276,33 +275,27 @@ def dump_log(path: str, opts: Options, out: Output, problems: Problems) -> None:
         valid_bytes = 0
         last_offset = -1
         with Progress(total=end, desc=os.path.basename(path), unit="B", unit_scale=True,
-                      quiet_when_stdout_tty=True) as bar:
-            try:
-                for position, size in dump.iter_batch_spans(data, 0, end):
-                    batch = RecordBatch(data, position)
-                    valid = dump.kafka_is_valid(batch)
-                    problems.found |= not valid
-                    if out.json:
-                        records = legacy = None
-                        if opts.deep:
-                            records, legacy = decode_records(batch, path, position)
-                            offsets = [r.offset for r in records]
-                        obj = dump.batch_json(batch, position, records, print_data=opts.print_data,
-                                              legacy=legacy)
-                        out.obj({"type": obj.pop("type"), "file": path, **obj})
-                    else:
-                        out.line(dump.batch_line(batch, position))
-                        if opts.deep:
-                            offsets = write_records(batch, path, position, opts, out)
+                      quiet_when_stdout_tty=True) as bar, naming_file(path):
+            for position, size in dump.iter_batch_spans(data, 0, end):
+                batch = RecordBatch(data, position)
+                valid = dump.kafka_is_valid(batch)
+                problems.found |= not valid
+                if out.json:
+                    records = legacy = None
                     if opts.deep:
-                        last_offset = check_consecutive(offsets, last_offset, path, problems)
-                    valid_bytes = position + size
-                    bar.update(size)
-            except CorruptRecordError as exc:
-                if exc.path is None:
-                    message = str(exc).removesuffix(f" (position {exc.position})")
-                    raise CorruptRecordError(message, path=path, position=exc.position) from exc
-                raise
+                        records, legacy = decode_records(batch, path, position)
+                        offsets = [r.offset for r in records]
+                    obj = dump.batch_json(batch, position, records, print_data=opts.print_data,
+                                          legacy=legacy)
+                    out.obj({"type": obj.pop("type"), "file": path, **obj})
+                else:
+                    out.line(dump.batch_line(batch, position))
+                    if opts.deep:
+                        offsets = write_records(batch, path, position, opts, out)
+                if opts.deep:
+                    last_offset = check_consecutive(offsets, last_offset, path, problems)
+                valid_bytes = position + size
+                bar.update(size)
     trailing = end - valid_bytes
     if trailing > 0 and opts.max_bytes == INT32_MAX:
         problems.found = True
@@ -382,14 +375,17 @@ def legacy_entries(batch: Any) -> list[Any]:
             for p, _ in dump.iter_batch_spans(inner, 0, len(inner))]
 
 
-def first_batch_last_offset(data: Any, position: int, end: int) -> int:
-    """Last offset of the first complete batch in data[position:end], or -1 if there is none."""
+def first_batch_last_offset(data: Any, position: int, end: int, path: str) -> int:
+    """Last offset of the first complete batch in data[position:end], or -1 if there is none.
+
+    Raises CorruptRecordError naming `path` when the bytes there have an impossible length.
+    """
     from logstore import dump
     from logstore.records import read_batch_header
 
-    if position > len(data):
+    if not 0 <= position <= len(data):  # an index entry from a corrupt file may point anywhere
         return -1
-    for batch_position, _ in dump.iter_batch_spans(data, position, end):
+    for batch_position, _ in dump.iter_batch_spans(data, position, end, path=path):
         return read_batch_header(data, batch_position).last_offset
     return -1
 
@@ -424,7 +420,7 @@ def dump_offset_index(path: str, opts: Options, out: Output, problems: Problems)
         for i in range(dump.sparse_entry_count(offsets, base_offset)):
             offset, position = int(offsets[i]), int(positions[i])
             end = min(len(log.data), position + opts.max_message_size)
-            found = first_batch_last_offset(log.data, position, end)
+            found = first_batch_last_offset(log.data, position, end, log_path)
             if found != offset:
                 problems.found = True
                 problems.add(problems.index_mismatches, path, (offset, found))
@@ -440,7 +436,8 @@ def dump_time_index(path: str, opts: Options, out: Output, problems: Problems) -
     from logstore.records import RecordBatch
 
     base_offset = base_offset_of(path)
-    with MappedFile(sibling(path, ".log")) as log:
+    log_path = sibling(path, ".log")
+    with MappedFile(log_path) as log:
         index_path = sibling(path, ".index")
         # Kafka would create a missing offset index here; a read-only dump treats it as empty.
         index_data = read_bytes(index_path) if os.path.exists(index_path) else b""
@@ -462,8 +459,8 @@ def dump_time_index(path: str, opts: Options, out: Output, problems: Problems) -
             timestamp, offset = int(timestamps[i]), int(offsets[i])
             start = dump.lookup_position(index_offsets, index_positions, offset)
             holder = None
-            if start <= len(log.data):
-                for position, _ in dump.iter_batch_spans(log.data, start):
+            if 0 <= start <= len(log.data):
+                for position, _ in dump.iter_batch_spans(log.data, start, path=log_path):
                     batch = RecordBatch(log.data, position)
                     if batch.last_offset >= offset:
                         holder = batch
