@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from logstore.cli._common import ExitCode, Progress, add_command, write_json
+from logstore.cli._common import ExitCode, Progress, add_command, corruption_detail, write_json
 
 SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex|snapshot)$")
 PARTITION_DIR = re.compile(r"^.+-\d+$")
@@ -57,8 +57,10 @@ class Report:
     batches: int = 0
 
     def problem(self, path: Path | str, message: str, position: int | None = None) -> None:
-        """Record one problem in `path` (at byte `position` when known)."""
-        self.problems.append({"file": str(path), "position": position, "message": message})
+        """Record one problem in `path` (at byte `position` when known), once."""
+        problem = {"file": str(path), "position": position, "message": message}
+        if problem not in self.problems:  # an index check walks its log again
+            self.problems.append(problem)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -202,7 +204,7 @@ def iter_batches_checked(data: Any, path: Path, report: Report) -> Iterator[tupl
     try:
         yield from dump.iter_batch_spans(data)
     except CorruptRecordError as exc:
-        report.problem(path, str(exc).removesuffix(f" (position {exc.position})"), exc.position)
+        report.problem(path, corruption_detail(exc), exc.position)
 
 
 def verify_log(path: Path, report: Report, deep: bool, bar: Progress) -> int:
@@ -251,20 +253,32 @@ def verify_log(path: Path, report: Report, deep: bool, bar: Progress) -> int:
     return next_offset
 
 
+def read_index(path: Path, report: Report, dtype: Any, read: Any) -> tuple[Any, Any, str | None]:
+    """An index file's two columns (as `read` returns them) and its segment's `.log`, if present.
+
+    A size that is not a whole number of `dtype` entries is reported as a problem.
+    """
+    from logstore.cli.dump import read_bytes, sibling
+
+    report.files += 1
+    data = read_bytes(str(path))
+    if len(data) % dtype.itemsize:
+        report.problem(path, f"{len(data)} bytes is not a multiple of the {dtype.itemsize}-byte entry size")
+    first, second = read(data, base_offset_of(path))
+    log_path = sibling(str(path), ".log")
+    return first, second, log_path if os.path.exists(log_path) else None
+
+
 def verify_offset_index(path: Path, report: Report) -> None:
     """Offset-index entries ascending and each pointing at the batch ending at its offset."""
     from logstore import dump
-    from logstore.cli.dump import MappedFile, first_batch_last_offset, read_bytes, sibling
+    from logstore.cli.dump import MappedFile, first_batch_last_offset
+    from logstore.errors import CorruptRecordError
 
-    report.files += 1
+    offsets, positions, log_path = read_index(path, report, dump.OFFSET_INDEX_DTYPE, dump.read_offset_index)
     base = base_offset_of(path)
-    data = read_bytes(str(path))
-    if len(data) % dump.OFFSET_INDEX_DTYPE.itemsize:
-        report.problem(path, f"{len(data)} bytes is not a multiple of the 8-byte entry size")
-    offsets, positions = dump.read_offset_index(data, base)
     n = dump.sparse_entry_count(offsets, base)
-    log_path = sibling(str(path), ".log")
-    if not os.path.exists(log_path):
+    if log_path is None:
         return
     with MappedFile(log_path) as log:
         previous_offset, previous_position = base - 1, -1
@@ -274,32 +288,31 @@ def verify_offset_index(path: Path, report: Report) -> None:
             if offset <= previous_offset or position <= previous_position:
                 report.problem(path, f"entry {i} (offset {offset}, position {position}) does not "
                                      "increase", where)
-            found = first_batch_last_offset(log.data, position, len(log.data))
-            if found != offset:
-                report.problem(path, f"entry {i} says offset {offset} is at log position {position}, "
-                                     f"but the batch there ends at offset {found}", where)
+            try:
+                found = first_batch_last_offset(log.data, position, len(log.data), log_path)
+            except CorruptRecordError as exc:
+                report.problem(path, f"entry {i} points at log position {position}, where no batch "
+                                     f"reads: {exc}", where)
+            else:
+                if found != offset:
+                    report.problem(path, f"entry {i} says offset {offset} is at log position {position}, "
+                                         f"but the batch there ends at offset {found}", where)
             previous_offset, previous_position = offset, position
 
 
 def verify_time_index(path: Path, report: Report) -> None:
     """Time-index entries increasing and each matching the max timestamp of its batch."""
     from logstore import dump
-    from logstore.cli.dump import MappedFile, read_bytes, sibling
+    from logstore.cli.dump import MappedFile
     from logstore.records import read_batch_header
 
-    report.files += 1
-    base = base_offset_of(path)
-    data = read_bytes(str(path))
-    if len(data) % dump.TIME_INDEX_DTYPE.itemsize:
-        report.problem(path, f"{len(data)} bytes is not a multiple of the 12-byte entry size")
-    timestamps, offsets = dump.read_time_index(data, base)
-    n = dump.sparse_entry_count(offsets, base)
-    log_path = sibling(str(path), ".log")
-    if not os.path.exists(log_path):
+    timestamps, offsets, log_path = read_index(path, report, dump.TIME_INDEX_DTYPE, dump.read_time_index)
+    n = dump.sparse_entry_count(offsets, base_offset_of(path))
+    if log_path is None:
         return
     with MappedFile(log_path) as log:
         last_offsets: dict[int, int] = {}
-        for position, _ in dump.iter_batch_spans(log.data):
+        for position, _ in iter_batches_checked(log.data, Path(log_path), report):
             header = read_batch_header(log.data, position)
             last_offsets[header.last_offset] = header.max_timestamp if header.magic > 0 else -1
         previous = -1
@@ -331,7 +344,7 @@ def verify_txn_index(path: Path, report: Report) -> None:
     try:
         txns = dump.read_aborted_txns(data, str(path))
     except CorruptRecordError as exc:
-        report.problem(path, str(exc).removesuffix(f" (position {exc.position})"), exc.position)
+        report.problem(path, corruption_detail(exc), exc.position)
         return
     for i, txn in enumerate(txns):
         if not txn.first_offset <= txn.last_offset:
@@ -353,17 +366,22 @@ def verify_snapshot(path: Path, report: Report) -> None:
         report.problem(path, str(exc))
 
 
-def verify_epoch_checkpoint(path: Path, report: Report) -> None:
-    """The leader-epoch checkpoint parses; epochs and start offsets increase."""
+def read_checkpoint_checked(path: Path, report: Report, types: tuple[type, ...]) -> list[tuple]:
+    """The entries of a checkpoint file; one that does not parse is a problem and reads as none."""
     from logstore.checkpoint import read_checkpoint
     from logstore.errors import CorruptCheckpointError
 
     report.files += 1
     try:
-        entries = read_checkpoint(path, (int, int))
+        return read_checkpoint(path, types)
     except CorruptCheckpointError as exc:
         report.problem(path, str(exc).removeprefix(str(path)).lstrip(": "))
-        return
+        return []
+
+
+def verify_epoch_checkpoint(path: Path, report: Report) -> None:
+    """The leader-epoch checkpoint parses; epochs and start offsets increase."""
+    entries = read_checkpoint_checked(path, report, (int, int))
     for (e1, o1), (e2, o2) in zip(entries, entries[1:], strict=False):
         if e2 <= e1 or o2 < o1:
             report.problem(path, f"entry (epoch {e2}, start offset {o2}) does not follow "
@@ -372,11 +390,4 @@ def verify_epoch_checkpoint(path: Path, report: Report) -> None:
 
 def verify_offsets_checkpoint(path: Path, report: Report) -> None:
     """A data-directory offset checkpoint parses."""
-    from logstore.checkpoint import read_checkpoint
-    from logstore.errors import CorruptCheckpointError
-
-    report.files += 1
-    try:
-        read_checkpoint(path, (str, int, int))
-    except CorruptCheckpointError as exc:
-        report.problem(path, str(exc).removeprefix(str(path)).lstrip(": "))
+    read_checkpoint_checked(path, report, (str, int, int))
