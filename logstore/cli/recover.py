@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from logstore.cli._common import ExitCode, Progress, add_command, partition_dirs, write_json
+from logstore.errors import LogstoreError
 
 IGNORED = {".lock"}
 LOG_SUFFIX = ".log"
@@ -136,7 +137,11 @@ def run(args: argparse.Namespace) -> int:
             else:
                 with tempfile.TemporaryDirectory(prefix="logstore-recover-") as tmp:
                     copy = copy_partition(path, Path(tmp))
-                    recover_partition(copy)
+                    try:
+                        recover_partition(copy)
+                    except LogstoreError as exc:  # name the user's file, not the temporary copy
+                        exc.args = (str(exc).replace(str(copy), str(path)),)
+                        raise
                     after = snapshot_dir(copy)
             found = changes(before, after)
             repairs += sum(is_repair(c) for c in found)
