@@ -25,6 +25,7 @@ from logstore.cli._common import (
 )
 
 COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
+MAX_TIMESTAMP = 2**63 - 1  # an int64 of ms; Kafka's producer refuses negative timestamps
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -96,8 +97,9 @@ def parse_json_line(text: str, line: int, b64: bool) -> tuple[bytes | None, byte
     except (TypeError, ValueError):
         raise UsageError(f"stdin line {line}: headers must be an object or [key, value] pairs") from None
     timestamp = obj.get("timestamp")
-    if timestamp is not None and (isinstance(timestamp, bool) or not isinstance(timestamp, int)):
-        raise UsageError(f"stdin line {line}: timestamp must be an integer (ms)")
+    if timestamp is not None and (isinstance(timestamp, bool) or not isinstance(timestamp, int)
+                                  or not 0 <= timestamp <= MAX_TIMESTAMP):
+        raise UsageError(f"stdin line {line}: timestamp must be an integer of ms in [0, {MAX_TIMESTAMP}]")
     return (_bytes(obj.get("key"), line, "key", b64), _bytes(obj.get("value"), line, "value", b64),
             headers, timestamp)
 
