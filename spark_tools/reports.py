@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from logstore.config import LogConfig
-from logstore.errors import LogstoreError
+from logstore.errors import CorruptRecordError, LogstoreError
 from spark_tools.dataframes import distribute, spark_schema
 from spark_tools.layout import (
     PartitionFiles,
@@ -170,15 +170,18 @@ def retention_row(log: Any, config: LogConfig, now_ms: int) -> dict[str, Any]:
 
 def _key_stats(segments: Sequence[Any]) -> dict[str, int]:
     """Records, keyed records, distinct keys and tombstones of a Log's segments, decoded and
-    hashed (128-bit mmh3) exactly as the cleaner reads them."""
+    hashed (128-bit mmh3) exactly as the cleaner reads them; every v2 batch's CRC is checked
+    (CorruptRecordError naming the file and position)."""
     from compaction.cleaner import read_segment
     from compaction.decode import decode
 
     records = tombstones = 0
     words1, words2 = [], []
     for segment in segments:
-        columns = decode(read_segment(segment), segment_base=segment.base_offset,
-                         path=str(segment.log_path)).records
+        decoded = decode(read_segment(segment), segment_base=segment.base_offset,
+                         path=str(segment.log_path))
+        _check_crcs(decoded, str(segment.log_path))
+        columns = decoded.records
         records += len(columns)
         tombstones += int(columns.is_tombstone.sum())
         words1.append(columns.key_hash1[columns.has_key])
@@ -188,6 +191,20 @@ def _key_stats(segments: Sequence[Any]) -> dict[str, int]:
     distinct = distinct_pairs(h1, h2)
     return {"records": records, "keyed_records": len(h1), "distinct_keys": distinct,
             "duplicate_records": len(h1) - distinct, "tombstones": tombstones}
+
+
+def _check_crcs(decoded: Any, path: str) -> None:
+    """Raise CorruptRecordError for the first magic 2 batch whose CRC-32C does not match."""
+    from logstore.records import crc32c
+    from logstore.records.header import ATTRIBUTES_OFFSET
+
+    header = decoded.header
+    buf = decoded.arena
+    for i in np.flatnonzero(header["magic"] >= 2).tolist():
+        start = int(decoded.position[i])
+        end = start + int(decoded.size[i])
+        if crc32c(buf[start + ATTRIBUTES_OFFSET:end]) != int(header["crc"][i]):
+            raise CorruptRecordError("batch CRC-32C mismatch", position=start, path=path)
 
 
 def distinct_pairs(h1: np.ndarray, h2: np.ndarray) -> int:

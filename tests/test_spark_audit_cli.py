@@ -51,3 +51,19 @@ def test_audit_kafka_directory_writes_reports_and_plot(spark, tmp_path, capsys):
 def test_audit_missing_path_is_an_error(spark, tmp_path, capsys):
     assert main(["audit", str(tmp_path / "nope"), "--report", "retention"]) == 3
     assert "no such file or directory" in capsys.readouterr().err
+
+
+@pytest.mark.spark
+def test_corrupt_segment_is_reported_as_corruption(spark, tmp_path, capsys):
+    from logstore.records import Record, build_batch
+
+    part = tmp_path / "data" / "t-0"
+    part.mkdir(parents=True)
+    batch = bytearray(build_batch([Record(0, 0, b"k", b"value")]))
+    batch[-1] ^= 0xFF
+    (part / "00000000000000000000.log").write_bytes(bytes(batch) + build_batch(
+        [Record(1, 0, b"k", b"v")], base_offset=1))
+    code = main(["audit", str(tmp_path / "data"), "--report", "compaction",
+                 "--set", "cleanup.policy=compact", "--now", "1000000"])
+    assert code == 1
+    assert "CRC" in capsys.readouterr().err

@@ -291,3 +291,16 @@ def test_compaction_report_says_why_a_log_is_or_is_not_due(data_dir):
     assert not row["would_clean_now"] and row["reason"].startswith("not due: dirty ratio")
     (row,) = local_report("compaction", data_dir / "clicks-0", {"clicks": by_lag}, NOW).to_pylist()
     assert row["would_clean_now"] and "past max.compaction.lag.ms" in row["reason"]
+
+
+def test_compaction_report_refuses_a_batch_with_a_bad_crc(tmp_path):
+    from logstore.errors import CorruptRecordError
+
+    part = tmp_path / "data" / "t-0"
+    part.mkdir(parents=True)
+    bad = bytearray(build_batch([Record(0, 0, b"k", b"value")]))
+    bad[-1] ^= 0xFF
+    (part / "00000000000000000000.log").write_bytes(bytes(bad))
+    with pytest.raises(CorruptRecordError, match="CRC") as info:
+        local_report("compaction", tmp_path / "data", None, NOW)
+    assert info.value.position == 0 and info.value.path.endswith("00000000000000000000.log")

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -85,10 +87,12 @@ def run(args: argparse.Namespace) -> int:
     spark = spark_session(args.master)
     out = Path(args.out) if args.out else None
     tables = {}
-    reports = audit_reports(spark, args.paths, configs, args.now, kinds=kinds)
+    with worker_errors():
+        reports = audit_reports(spark, args.paths, configs, args.now, kinds=kinds)
     for kind in kinds:
         df = reports[kind]
-        rows = [r.asDict(recursive=True) for r in df.collect()]
+        with worker_errors():
+            rows = [r.asDict(recursive=True) for r in df.collect()]
         rows.sort(key=lambda r: (r["topic"], r["partition"]))
         tables[kind] = rows
         _print_table(kind, rows)
@@ -100,6 +104,24 @@ def run(args: argparse.Namespace) -> int:
         plot_reclaimable(tables, path)
         print(f"wrote plot to {path}")
     return ExitCode.OK
+
+
+@contextlib.contextmanager
+def worker_errors() -> Iterator[None]:
+    """Turn a failed Spark job into the logstore error its Python worker raised (one line)."""
+    from pyspark.errors import PythonException
+
+    from logstore.errors import CorruptRecordError, LogstoreError
+
+    try:
+        yield
+    except PythonException as exc:
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        detail = lines[-1] if lines else "unknown error"
+        name, _, message = detail.partition(": ")
+        if name.endswith("CorruptRecordError"):
+            raise CorruptRecordError(message) from None
+        raise LogstoreError(f"Spark job failed: {detail}") from None
 
 
 def _print_table(kind: str, rows: list[dict]) -> None:
