@@ -14,6 +14,7 @@ import binascii
 import json
 import sys
 from collections.abc import Iterator
+from itertools import islice
 from typing import Any
 
 from logstore.cli._common import (
@@ -136,26 +137,19 @@ def run(args: argparse.Namespace) -> int:
         raise NotADirectoryError(20, "Not a directory", str(data_dir))
     first = last = None
     count = 0
+    records = read_records(sys.stdin, args.format, args.base64)
+    batch_size = min(args.batch_size, sys.maxsize)
+    pending = list(islice(records, batch_size))  # bad first lines fail before the log is touched
     with Log.open(data_dir / f"{topic}-{partition}", configs, hooks=[PartitionState()]) as log:
-        pending: list[tuple] = []
-
-        def flush() -> None:
-            nonlocal first, last, count
+        while pending:
             now = log.clock.time_ms()
-            records = [Record(i, now if ts is None else ts, key, value, headers)
-                       for i, (key, value, headers, ts) in enumerate(pending)]
-            info = log.append(build_batch(records, compression=args.compression))
+            batch = [Record(i, now if ts is None else ts, key, value, headers)
+                     for i, (key, value, headers, ts) in enumerate(pending)]
+            info = log.append(build_batch(batch, compression=args.compression))
             first = info.first_offset if first is None else first
             last = info.last_offset
             count += len(pending)
-            pending.clear()
-
-        for record in read_records(sys.stdin, args.format, args.base64):
-            pending.append(record)
-            if len(pending) >= args.batch_size:
-                flush()
-        if pending:
-            flush()
+            pending = list(islice(records, batch_size))
     if count:
         print(f"appended {count} records to {topic}-{partition} at offsets {first}..{last}")
     else:
