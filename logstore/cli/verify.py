@@ -258,15 +258,15 @@ def read_index(path: Path, report: Report, dtype: Any, read: Any) -> tuple[Any, 
 
     A size that is not a whole number of `dtype` entries is reported as a problem.
     """
-    from logstore.cli.dump import read_bytes, sibling
+    from logstore.cli.dump import read_bytes
 
     report.files += 1
     data = read_bytes(str(path))
     if len(data) % dtype.itemsize:
         report.problem(path, f"{len(data)} bytes is not a multiple of the {dtype.itemsize}-byte entry size")
     first, second = read(data, base_offset_of(path))
-    log_path = sibling(str(path), ".log")
-    return first, second, log_path if os.path.exists(log_path) else None
+    log_path = path.parent / (path.name.split(".")[0] + ".log")  # Kafka: the name up to the first dot
+    return first, second, str(log_path) if log_path.exists() else None
 
 
 def verify_offset_index(path: Path, report: Report) -> None:
