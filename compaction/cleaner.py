@@ -412,3 +412,4 @@ class Cleaner:
                 top = kept[int(np.argmax(max_ts[kept]))]
                 cleaned.append(int(d.batches.last_offset[kept[-1]]), int(max_ts[top]),
                                int(d.batches.last_offset[top]), parts)
+                cleaned.write_behind()  # the disk writes while the next chunk is prepared

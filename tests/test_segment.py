@@ -321,6 +321,23 @@ def test_append_of_several_buffers_writes_them_back_to_back(tmp_path, monkeypatc
     parts.close()
 
 
+def test_write_behind_sends_appended_bytes_without_changing_them(tmp_path):
+    seg = fresh(tmp_path)
+    seg.write_behind()  # nothing appended yet: nothing to do
+    first, second = batch(100, [1]), batch(101, [2])
+    seg.append_batches(first)
+    seg.write_behind()
+    seg.append_batches(second)
+    seg.write_behind()
+    assert seg.log_path.read_bytes() == first + second
+    seg.truncate_to(101)
+    seg.append_batches(second)
+    seg.write_behind()
+    seg.flush()
+    assert seg.log_path.read_bytes() == first + second
+    seg.close()
+
+
 def test_close_adds_the_unindexed_max_timestamp(tmp_path):
     seg = fresh(tmp_path)
     seg.append_batches(batch(100, [10, 30, 20]))
