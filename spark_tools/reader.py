@@ -29,8 +29,6 @@ from spark_tools import _kernels
 from spark_tools.layout import SEGMENT_NAME, parse_partition_dir, resolve_filesystem
 
 DEFAULT_CHUNK_ROWS = 1 << 16
-NO_CONTROL_TYPE = -1  # not a control batch, or a control batch whose record is gone
-_CONTROL_TYPE_AT = 2  # control record key: int16 version, int16 type (FORMAT.md)
 
 RECORD_SCHEMA = pa.schema(
     [
@@ -82,7 +80,6 @@ class SegmentScan:
     producer_id: np.ndarray
     producer_epoch: np.ndarray
     record_count: np.ndarray  # records decoded (the header count for magic 2)
-    control_type: np.ndarray  # int8: 0 ABORT, 1 COMMIT, NO_CONTROL_TYPE
     # per record
     batch_index: np.ndarray
     offset: np.ndarray
@@ -196,11 +193,6 @@ def _assemble(pending: list) -> SegmentScan:
     has_key = key_size >= 0
     key_hash1, key_hash2 = _kernels.murmur3_x64_128(key_data, key_offsets, has_key)
     attributes = headers[:, 5]
-    control_type = np.full(nb, NO_CONTROL_TYPE, dtype=np.int8)
-    is_control = (attributes & CONTROL_BIT) != 0
-    if is_control.any():
-        control_type[is_control] = _control_types(
-            is_control, batch_index, key_data, key_offsets, key_size, nb)[is_control]
     positions = np.array([b.position for b, _ in pending], dtype=np.int64)
     return SegmentScan(
         position=positions,
@@ -215,7 +207,6 @@ def _assemble(pending: list) -> SegmentScan:
         producer_id=headers[:, 9],
         producer_epoch=headers[:, 10],
         record_count=counts,
-        control_type=control_type,
         batch_index=batch_index,
         offset=offset,
         timestamp=timestamp,
@@ -236,18 +227,6 @@ def _sizes(offsets: np.ndarray, null: np.ndarray) -> np.ndarray:
 
 def _concat(arrays: list[np.ndarray], dtype) -> np.ndarray:
     return np.concatenate(arrays).astype(dtype, copy=False) if arrays else np.empty(0, dtype)
-
-
-def _control_types(is_control, batch_index, key_data, key_offsets, key_size, nb) -> np.ndarray:
-    """Control type per batch from its first record's key (int16 version, int16 type)."""
-    out = np.full(nb, NO_CONTROL_TYPE, dtype=np.int8)
-    rows = np.flatnonzero(is_control[batch_index] & (key_size >= 4))
-    if rows.size:
-        at = key_offsets[rows] + _CONTROL_TYPE_AT
-        kind = (key_data[at].astype(np.int16) << 8) | key_data[at + 1].astype(np.int16)
-        first = np.unique(batch_index[rows], return_index=True)
-        out[first[0]] = kind[first[1]].astype(np.int8)
-    return out
 
 
 def scan_to_arrow(scan: SegmentScan, topic: str, partition: int, segment_base: int) -> pa.RecordBatch:
