@@ -22,13 +22,17 @@ from logstore.records.compression import COMPRESSION_NAMES
 from logstore.records.header import (
     COMPRESSION_MASK,
     CONTROL_BIT,
+    LOG_OVERHEAD,
     TIMESTAMP_TYPE_BIT,
     TRANSACTIONAL_BIT,
+    BatchHeader,
 )
 from spark_tools import _kernels
 from spark_tools.layout import SEGMENT_NAME, parse_partition_dir, resolve_filesystem
 
 DEFAULT_CHUNK_ROWS = 1 << 16
+# Column of each BatchHeader field when headers are stacked into an int64 matrix.
+_H = {name: i for i, name in enumerate(BatchHeader._fields)}
 
 RECORD_SCHEMA = pa.schema(
     [
@@ -177,7 +181,7 @@ def _decode(batch: RecordBatch):
 
 def _assemble(pending: list) -> SegmentScan:
     """Stack the per-batch decodes into flat columns (keys hashed once)."""
-    headers = np.array([b.header for b, _ in pending], dtype=np.int64).reshape(-1, 13)
+    headers = np.array([b.header for b, _ in pending], dtype=np.int64).reshape(-1, len(_H))
     cols = [c for _, c in pending]
     counts = np.array([len(c.offset) for c in cols], dtype=np.int64)
     nb = len(cols)
@@ -192,20 +196,19 @@ def _assemble(pending: list) -> SegmentScan:
     key_data = _concat([c.key_data[: c.key_offsets[-1]] for c in cols], np.uint8)
     has_key = key_size >= 0
     key_hash1, key_hash2 = _kernels.murmur3_x64_128(key_data, key_offsets, has_key)
-    attributes = headers[:, 5]
-    positions = np.array([b.position for b, _ in pending], dtype=np.int64)
+    base_offset = headers[:, _H["base_offset"]]
     return SegmentScan(
-        position=positions,
-        size=headers[:, 1] + 12,
-        base_offset=headers[:, 0],
-        last_offset=headers[:, 0] + headers[:, 6],
-        partition_leader_epoch=headers[:, 2],
-        magic=headers[:, 3],
-        attributes=attributes,
-        base_timestamp=headers[:, 7],
-        max_timestamp=headers[:, 8],
-        producer_id=headers[:, 9],
-        producer_epoch=headers[:, 10],
+        position=np.array([b.position for b, _ in pending], dtype=np.int64),
+        size=headers[:, _H["batch_length"]] + LOG_OVERHEAD,
+        base_offset=base_offset,
+        last_offset=base_offset + headers[:, _H["last_offset_delta"]],
+        partition_leader_epoch=headers[:, _H["partition_leader_epoch"]],
+        magic=headers[:, _H["magic"]],
+        attributes=headers[:, _H["attributes"]],
+        base_timestamp=headers[:, _H["base_timestamp"]],
+        max_timestamp=headers[:, _H["max_timestamp"]],
+        producer_id=headers[:, _H["producer_id"]],
+        producer_epoch=headers[:, _H["producer_epoch"]],
         record_count=counts,
         batch_index=batch_index,
         offset=offset,
