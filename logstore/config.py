@@ -7,6 +7,7 @@ Names, types, defaults and ranges follow Apache Kafka 4.0 (`TopicConfig`, `LogCo
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from os import PathLike
@@ -123,8 +124,10 @@ def _parse(key: ConfigKey, raw: Any) -> Any:
             raise InvalidConfigError(f"{name}: expected a number, got {raw!r}")
         try:
             value = float(raw.strip() if isinstance(raw, str) else raw)
-        except ValueError:
+        except (ValueError, OverflowError):
             raise InvalidConfigError(f"{name}: expected a number, got {raw!r}") from None
+        if math.isnan(value):  # NaN passes every range check below
+            raise InvalidConfigError(f"{name}: expected a number, got {raw!r}")
     elif key.type == "boolean":
         if isinstance(raw, bool):
             value = raw
@@ -217,8 +220,12 @@ class LogConfig(Mapping[str, Any]):
 
     @classmethod
     def from_properties(cls, path: str | PathLike[str]) -> LogConfig:
-        """Read a Java `.properties` file of Kafka config keys."""
-        return cls(parse_properties(Path(path).read_text(encoding="utf-8")))
+        """Read a UTF-8 Java `.properties` file of Kafka config keys (InvalidConfigError if it is not)."""
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+        return cls(parse_properties(text))
 
     @classmethod
     def coerce(cls, config: LogConfig | Mapping[str, Any] | None) -> LogConfig:

@@ -1,6 +1,10 @@
 """LogConfig: Kafka's names, defaults, typed parsing and one clear error per bad key."""
 
+import contextlib
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from logstore import LogConfig
 from logstore.config import LONG_MAX, parse_properties
@@ -125,3 +129,44 @@ def test_config_is_immutable():
     c = LogConfig()
     with pytest.raises(AttributeError, match="with_overrides"):
         c.segment_bytes = 5
+
+
+CONFIG_VALUES = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=12),
+                          st.lists(st.text(max_size=6), max_size=3), st.binary(max_size=4),
+                          st.sampled_from(["nan", "NaN", "inf", "-inf", "1e400", " 7 ", "0x10", "1_0"]))
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.dictionaries(st.one_of(st.sampled_from(sorted(LogConfig())), st.text(max_size=8), st.integers()),
+                       CONFIG_VALUES, max_size=4))
+def test_random_dicts_raise_only_invalid_config_error(values):
+    try:
+        config = LogConfig(values)
+    except InvalidConfigError:
+        return
+    assert LogConfig(parse_properties(config.to_properties())) == config
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=200))
+def test_random_properties_text_raises_only_invalid_config_error(text):
+    with contextlib.suppress(InvalidConfigError):
+        LogConfig(parse_properties(text))
+
+
+@pytest.mark.parametrize("value", ["nan", "NaN", float("nan")])
+def test_nan_is_not_a_number_a_config_accepts(value):
+    with pytest.raises(InvalidConfigError, match="min.cleanable.dirty.ratio"):
+        LogConfig({"min.cleanable.dirty.ratio": value})
+
+
+def test_huge_integer_for_a_double_is_invalid_config():
+    with pytest.raises(InvalidConfigError, match="log.cleaner.io.buffer.load.factor"):
+        LogConfig({"log.cleaner.io.buffer.load.factor": 10**400})
+
+
+def test_properties_file_that_is_not_utf8_names_the_file(tmp_path):
+    path = tmp_path / "topic.properties"
+    path.write_bytes(b"segment.bytes=\xff\xfe\n")
+    with pytest.raises(InvalidConfigError, match="topic.properties"):
+        LogConfig.from_properties(path)
