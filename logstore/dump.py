@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from logstore.errors import CorruptRecordError, CorruptSnapshotError
+from logstore.producer_state import decrement_sequence, increment_sequence
 
 RECORD_INDENT = "|"
 
@@ -69,7 +70,6 @@ CONTROL_TYPES = {
     6: "KRAFT_VOTERS",
 }
 
-INT32_MAX = 2**31 - 1
 NO_SEQUENCE = -1
 NO_TIMESTAMP = -1
 
@@ -117,20 +117,6 @@ def optional_long(value: int | None) -> str:
 def java_string(data: bytes | memoryview | None) -> str:
     """Decode bytes as Java's `new String(bytes, UTF_8)` does (malformed input becomes U+FFFD)."""
     return bytes(data).decode("utf-8", errors="replace")
-
-
-def increment_sequence(sequence: int, increment: int) -> int:
-    """Kafka's DefaultRecordBatch.incrementSequence: add, wrapping past Int.MaxValue to 0."""
-    if sequence > INT32_MAX - increment:
-        return increment - (INT32_MAX - sequence) - 1
-    return sequence + increment
-
-
-def decrement_sequence(sequence: int, decrement: int) -> int:
-    """Kafka's DefaultRecordBatch.decrementSequence, the inverse of `increment_sequence`."""
-    if sequence < decrement:
-        return INT32_MAX - (decrement - sequence) + 1
-    return sequence - decrement
 
 
 def record_sequence(batch: Any, offset: int) -> int:
