@@ -18,6 +18,20 @@ from pathlib import Path
 from typing import Any
 
 from logstore.cli._common import ExitCode, Progress, add_command, corruption_detail, write_json
+from logstore.cli.dump import (
+    EPOCHS,
+    INDEX,
+    LOG,
+    OFFSETS,
+    SNAPSHOT,
+    TIMEINDEX,
+    TXNINDEX,
+    MappedFile,
+    base_offset_of,
+    file_kind,
+    first_batch_last_offset,
+    read_bytes,
+)
 
 SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex|snapshot)$")
 PARTITION_DIR = re.compile(r"^.+-\d+$")
@@ -141,10 +155,9 @@ def verify_partition(path: Path, report: Report, deep: bool, bar: Progress) -> N
             report.problem(log_path, f"segment starts at offset {base}, below the previous "
                                      f"segment's next offset {previous_end}")
         previous_end = verify_log(log_path, report, deep, bar)
-        for suffix, check in ((".index", verify_offset_index), (".timeindex", verify_time_index),
-                              (".txnindex", verify_txn_index)):
-            if (path / f"{base:020d}{suffix}").exists():
-                check(path / f"{base:020d}{suffix}", report)
+        for kind in (INDEX, TIMEINDEX, TXNINDEX):
+            if (path / f"{base:020d}.{kind}").exists():
+                FILE_CHECKS[kind](path / f"{base:020d}.{kind}", report)
     live = set(segments)
     for name in names:
         match = SEGMENT_FILE.match(name)
@@ -161,39 +174,11 @@ def verify_partition(path: Path, report: Report, deep: bool, bar: Progress) -> N
 
 def verify_file(path: Path, report: Report, deep: bool, bar: Progress) -> None:
     """One file, by its name (as `logstore dump` recognises them)."""
-    from logstore.cli.dump import (
-        EPOCHS,
-        INDEX,
-        LOG,
-        OFFSETS,
-        SNAPSHOT,
-        TIMEINDEX,
-        TXNINDEX,
-        file_kind,
-    )
-
     kind = file_kind(str(path))
     if kind == LOG:
         verify_log(path, report, deep, bar)
-    elif kind == INDEX:
-        verify_offset_index(path, report)
-    elif kind == TIMEINDEX:
-        verify_time_index(path, report)
-    elif kind == TXNINDEX:
-        verify_txn_index(path, report)
-    elif kind == SNAPSHOT:
-        verify_snapshot(path, report)
-    elif kind == EPOCHS:
-        verify_epoch_checkpoint(path, report)
-    elif kind == OFFSETS:
-        verify_offsets_checkpoint(path, report)
-
-
-def base_offset_of(path: Path) -> int:
-    """Base offset from a segment file name (via dump's rule)."""
-    from logstore.cli.dump import base_offset_of as parse
-
-    return parse(str(path))
+    else:
+        FILE_CHECKS[kind](path, report)
 
 
 def iter_batches_checked(data: Any, path: Path, report: Report) -> Iterator[tuple[int, int]]:
@@ -210,12 +195,11 @@ def iter_batches_checked(data: Any, path: Path, report: Report) -> Iterator[tupl
 def verify_log(path: Path, report: Report, deep: bool, bar: Progress) -> int:
     """Batches of one `.log`: CRC, offsets, torn tail. Returns the segment's next offset."""
     from logstore import dump
-    from logstore.cli.dump import MappedFile
     from logstore.errors import CorruptRecordError
     from logstore.records import RecordBatch
 
     report.files += 1
-    base = base_offset_of(path)
+    base = base_offset_of(str(path))
     next_offset = base
     valid_end = 0
     with MappedFile(str(path)) as mapped:
@@ -258,13 +242,12 @@ def read_index(path: Path, report: Report, dtype: Any, read: Any) -> tuple[Any, 
 
     A size that is not a whole number of `dtype` entries is reported as a problem.
     """
-    from logstore.cli.dump import read_bytes
 
     report.files += 1
     data = read_bytes(str(path))
     if len(data) % dtype.itemsize:
         report.problem(path, f"{len(data)} bytes is not a multiple of the {dtype.itemsize}-byte entry size")
-    first, second = read(data, base_offset_of(path))
+    first, second = read(data, base_offset_of(str(path)))
     log_path = path.parent / (path.name.split(".")[0] + ".log")  # Kafka: the name up to the first dot
     return first, second, str(log_path) if log_path.exists() else None
 
@@ -272,11 +255,10 @@ def read_index(path: Path, report: Report, dtype: Any, read: Any) -> tuple[Any, 
 def verify_offset_index(path: Path, report: Report) -> None:
     """Offset-index entries ascending and each pointing at the batch ending at its offset."""
     from logstore import dump
-    from logstore.cli.dump import MappedFile, first_batch_last_offset
     from logstore.errors import CorruptRecordError
 
     offsets, positions, log_path = read_index(path, report, dump.OFFSET_INDEX_DTYPE, dump.read_offset_index)
-    base = base_offset_of(path)
+    base = base_offset_of(str(path))
     n = dump.sparse_entry_count(offsets, base)
     if log_path is None:
         return
@@ -303,11 +285,10 @@ def verify_offset_index(path: Path, report: Report) -> None:
 def verify_time_index(path: Path, report: Report) -> None:
     """Time-index entries increasing and each matching the max timestamp of its batch."""
     from logstore import dump
-    from logstore.cli.dump import MappedFile
     from logstore.records import read_batch_header
 
     timestamps, offsets, log_path = read_index(path, report, dump.TIME_INDEX_DTYPE, dump.read_time_index)
-    n = dump.sparse_entry_count(offsets, base_offset_of(path))
+    n = dump.sparse_entry_count(offsets, base_offset_of(str(path)))
     if log_path is None:
         return
     with MappedFile(log_path) as log:
@@ -333,7 +314,6 @@ def verify_time_index(path: Path, report: Report) -> None:
 def verify_txn_index(path: Path, report: Report) -> None:
     """Aborted-transaction entries: whole, a known version, ordered offsets."""
     from logstore import dump
-    from logstore.cli.dump import read_bytes
     from logstore.errors import CorruptRecordError
 
     report.files += 1
@@ -355,7 +335,6 @@ def verify_txn_index(path: Path, report: Report) -> None:
 def verify_snapshot(path: Path, report: Report) -> None:
     """A producer snapshot decodes with a good version and CRC."""
     from logstore import dump
-    from logstore.cli.dump import read_bytes
     from logstore.errors import CorruptSnapshotError
     from logstore.records.crc import crc32c
 
@@ -391,3 +370,8 @@ def verify_epoch_checkpoint(path: Path, report: Report) -> None:
 def verify_offsets_checkpoint(path: Path, report: Report) -> None:
     """A data-directory offset checkpoint parses."""
     read_checkpoint_checked(path, report, (str, int, int))
+
+
+# The check of each kind of file but `.log` (which also takes --deep and the progress bar).
+FILE_CHECKS = {INDEX: verify_offset_index, TIMEINDEX: verify_time_index, TXNINDEX: verify_txn_index,
+               SNAPSHOT: verify_snapshot, EPOCHS: verify_epoch_checkpoint, OFFSETS: verify_offsets_checkpoint}
