@@ -80,6 +80,24 @@ def int32(text: str) -> int:
     return value
 
 
+def add_partition_arguments(parser: argparse.ArgumentParser) -> None:
+    """The `DIR TOPIC-PARTITION` positionals of a command that works on one partition."""
+    parser.add_argument("data_dir", metavar="DIR", help="data directory (holds <topic>-<partition>)")
+    parser.add_argument("topic_partition", metavar="TOPIC-PARTITION", help="e.g. orders-0")
+
+
+def partition_path(args: argparse.Namespace) -> Path:
+    """DIR/TOPIC-PARTITION of `add_partition_arguments`; UsageError when it is not `<topic>-<n>`."""
+    from logstore.errors import InvalidTopicError
+    from logstore.log import parse_partition_dir
+
+    try:
+        topic, partition = parse_partition_dir(args.topic_partition)
+    except InvalidTopicError as exc:
+        raise UsageError(str(exc)) from None
+    return Path(args.data_dir) / f"{topic}-{partition}"
+
+
 def parse_config_options(items: list[str], defaults: dict[str, str] | None = None) -> LogConfig:
     """`--config KEY=VALUE` strings over `defaults` -> LogConfig; UsageError naming a bad one."""
     from logstore.config import LogConfig

@@ -12,7 +12,15 @@ import base64
 import sys
 from typing import Any
 
-from logstore.cli._common import ExitCode, UsageError, add_command, non_negative_int, write_json
+from logstore.cli._common import (
+    ExitCode,
+    UsageError,
+    add_command,
+    add_partition_arguments,
+    non_negative_int,
+    partition_path,
+    write_json,
+)
 
 FETCH_BYTES = 1 << 20
 
@@ -29,8 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
         example="logstore consume ./data orders-0 --from 100 --max-records 10",
     )
-    parser.add_argument("data_dir", metavar="DIR", help="data directory (holds <topic>-<partition>)")
-    parser.add_argument("topic_partition", metavar="TOPIC-PARTITION", help="e.g. orders-0")
+    add_partition_arguments(parser)
     start = parser.add_mutually_exclusive_group()
     start.add_argument("--from", dest="from_offset", type=non_negative_int, metavar="OFFSET",
                        help="first offset (default: the log start offset)")
@@ -96,13 +103,9 @@ def is_aborted(batch: Any, aborted: dict[int, list[tuple[int, int]]]) -> bool:
 
 def run(args: argparse.Namespace) -> int:
     """Print records from the chosen start up to the log end (or the LSO)."""
-    from pathlib import Path
-
-    from logstore.cli.produce import split_topic_partition
     from logstore.log import Log
 
-    topic, partition = split_topic_partition(args.topic_partition)
-    path = Path(args.data_dir) / f"{topic}-{partition}"
+    path = partition_path(args)
     if not path.is_dir():
         raise FileNotFoundError(2, "No such partition directory", str(path))
     committed = args.isolation == "read_committed"
@@ -114,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             position = log.log_start_offset if args.from_offset is None else args.from_offset
         if position > log.log_end_offset or position < log.log_start_offset:
-            raise UsageError(f"offset {position} is out of range for {topic}-{partition}: valid "
+            raise UsageError(f"offset {position} is out of range for {path.name}: valid "
                              f"offsets are [{log.log_start_offset}, {log.log_end_offset}]")
         limit, aborted = transactions(log) if committed else (log.log_end_offset, {})
         remaining = args.max_records

@@ -21,7 +21,9 @@ from logstore.cli._common import (
     ExitCode,
     UsageError,
     add_command,
+    add_partition_arguments,
     parse_config_options,
+    partition_path,
     positive_int,
 )
 
@@ -42,8 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
         example="printf '{\"key\": \"k1\", \"value\": \"hello\"}\\n' | logstore produce ./data orders-0",
     )
-    parser.add_argument("data_dir", metavar="DIR", help="data directory (holds <topic>-<partition>)")
-    parser.add_argument("topic_partition", metavar="TOPIC-PARTITION", help="e.g. orders-0")
+    add_partition_arguments(parser)
     parser.add_argument("--format", choices=("jsonl", "tsv"), default="jsonl", help="input format")
     parser.add_argument("--base64", action="store_true",
                         help="keys, values and header values in the input are base64")
@@ -54,17 +55,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                         help="topic config override with Kafka's name, e.g. segment.bytes=1048576")
     parser.set_defaults(run=run)
-
-
-def split_topic_partition(text: str) -> tuple[str, int]:
-    """`orders-0` -> ("orders", 0); UsageError when it is not `<topic>-<partition>`."""
-    from logstore.errors import InvalidTopicError
-    from logstore.log import parse_partition_dir
-
-    try:
-        return parse_partition_dir(text)
-    except InvalidTopicError as exc:
-        raise UsageError(str(exc)) from None
 
 
 def _bytes(value: Any, line: int, what: str, b64: bool) -> bytes | None:
@@ -124,23 +114,20 @@ def read_records(stream: Any, fmt: str, b64: bool) -> Iterator[tuple]:
 
 def run(args: argparse.Namespace) -> int:
     """Append stdin's records in batches; print the first and last offsets assigned."""
-    from pathlib import Path
-
     from logstore.log import Log
     from logstore.partition_state import PartitionState
     from logstore.records import Record, build_batch
 
-    topic, partition = split_topic_partition(args.topic_partition)
+    path = partition_path(args)
     configs = parse_config_options(args.config)
-    data_dir = Path(args.data_dir)
-    if data_dir.exists() and not data_dir.is_dir():
-        raise NotADirectoryError(20, "Not a directory", str(data_dir))
+    if path.parent.exists() and not path.parent.is_dir():
+        raise NotADirectoryError(20, "Not a directory", str(path.parent))
     first = last = None
     count = 0
     records = read_records(sys.stdin, args.format, args.base64)
     batch_size = min(args.batch_size, sys.maxsize)
     pending = list(islice(records, batch_size))  # bad first lines fail before the log is touched
-    with Log.open(data_dir / f"{topic}-{partition}", configs, hooks=[PartitionState()]) as log:
+    with Log.open(path, configs, hooks=[PartitionState()]) as log:
         while pending:
             now = log.clock.time_ms()
             batch = [Record(i, now if ts is None else ts, key, value, headers)
@@ -151,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
             count += len(pending)
             pending = list(islice(records, batch_size))
     if count:
-        print(f"appended {count} records to {topic}-{partition} at offsets {first}..{last}")
+        print(f"appended {count} records to {path.name} at offsets {first}..{last}")
     else:
-        print(f"appended 0 records to {topic}-{partition}")
+        print(f"appended 0 records to {path.name}")
     return ExitCode.OK
