@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from logstore.errors import CorruptRecordError
+from logstore.errors import CorruptRecordError, InvalidRecordError
 from logstore.records import (
     COMPRESSION_NAMES,
     Record,
@@ -279,3 +279,11 @@ def test_random_multi_byte_mutations_never_escape_our_errors():
             mutated[where] = int(rng.integers(0, 256))
         with contextlib.suppress(CorruptRecordError):
             decode_everything(bytes(restamp_crc(mutated)))
+
+
+@pytest.mark.parametrize("position", [-20, -1, 81, 10**12])
+def test_iter_batches_from_outside_the_buffer_is_an_error_not_an_empty_walk(position):
+    data = build_batch(small_records()[:1])
+    assert len(data) == 80
+    with pytest.raises(InvalidRecordError, match=f"position {position} is outside"):
+        iter_batches(data, position)

@@ -398,14 +398,17 @@ class BatchIterator:
 
     A header that cannot be valid (unknown magic, length below the minimum) raises
     CorruptRecordError at its position; CRCs are not checked (use RecordBatch.validate()).
+    A start position outside the buffer raises InvalidRecordError.
     """
 
     def __init__(self, buffer, position: int = 0):
+        self._view = _byte_view(buffer)
+        self._end = len(self._view)
+        if not 0 <= position <= self._end:  # a negative one would read from the end
+            raise InvalidRecordError(f"position {position} is outside the {self._end}-byte buffer")
         self.buffer = buffer
         self.valid_end = position
         self.torn = False
-        self._view = _byte_view(buffer)
-        self._end = len(self._view)
 
     def __iter__(self) -> BatchIterator:
         return self
