@@ -101,9 +101,6 @@ def run(args: argparse.Namespace) -> int:
 
 def partition_stats(path: Path, bar: Progress) -> PartitionStats:
     """Walk every segment of one partition directory."""
-    import mmh3
-    import numpy as np
-
     from logstore import dump
     from logstore.cli.dump import MappedFile
     from logstore.cli.verify import SEGMENT_FILE
@@ -136,25 +133,30 @@ def partition_stats(path: Path, bar: Progress) -> PartitionStats:
                     bar.update(size)
                     if batch.is_control:
                         continue
-                    records = batch.records()
-                    stats.records += len(records)
-                    if records:
-                        timestamps = np.fromiter((dump.record_timestamp(batch, r) for r in records),
-                                                 dtype=np.int64, count=len(records))
-                        low, high = int(timestamps.min()), int(timestamps.max())
-                        stats.first_timestamp = low if stats.first_timestamp is None else min(
-                            stats.first_timestamp, low)
-                        stats.last_timestamp = high if stats.last_timestamp is None else max(
-                            stats.last_timestamp, high)
-                    for record in records:
-                        if record.key is None:
-                            stats.null_keys += 1
-                        else:
-                            stats.key_hashes.add(mmh3.hash64(record.key, signed=False)[0])
+                    add_records(stats, batch.columns())
             stats.invalid_bytes += len(data) - valid_end
             bar.update(len(data) - valid_end)
         stats.end_offset = next_offset
     return stats
+
+
+def add_records(stats: PartitionStats, cols: Any) -> None:
+    """Count one batch's decoded columns (records, time range, null and distinct keys)."""
+    import mmh3
+    import numpy as np
+
+    n = len(cols.offset)
+    if not n:
+        return
+    stats.records += n
+    # columns() already gives Kafka's timestamps: LogAppendTime stamps every record, magic 0 has -1.
+    low, high = int(cols.timestamp.min()), int(cols.timestamp.max())
+    stats.first_timestamp = low if stats.first_timestamp is None else min(stats.first_timestamp, low)
+    stats.last_timestamp = high if stats.last_timestamp is None else max(stats.last_timestamp, high)
+    stats.null_keys += int(np.count_nonzero(cols.key_null))
+    raw, bounds = cols.key_data.tobytes(), cols.key_offsets.tolist()
+    stats.key_hashes.update(mmh3.hash64(raw[bounds[i]:bounds[i + 1]], signed=False)[0]
+                            for i in np.flatnonzero(~cols.key_null).tolist())
 
 
 COLUMNS = (("partition", "PARTITION"), ("segments", "SEGMENTS"), ("bytes", "BYTES"),
