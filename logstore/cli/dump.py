@@ -12,7 +12,7 @@ import json
 import mmap
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -307,16 +307,24 @@ def dump_log(path: str, opts: Options, out: Output, problems: Problems) -> None:
 def write_records(batch: Any, path: str, position: int, opts: Options, out: Output) -> Any:
     """Write the record lines of one batch for a text deep dump; return the records' offsets."""
     from logstore import dump
-    from logstore.errors import CorruptRecordError
 
     if batch.magic < 2:
         records, legacy = decode_records(batch, path, position)
         out.lines(dump.record_line(batch, r, print_data=opts.print_data, skip_metadata=opts.skip_metadata,
                                    legacy=legacy[i]) for i, r in enumerate(records))
         return [r.offset for r in records]
-    try:
+    with decoding(path, position):
         out.lines(dump.record_lines(batch, print_data=opts.print_data, skip_metadata=opts.skip_metadata))
         return batch.columns().offset
+
+
+@contextlib.contextmanager
+def decoding(path: str, position: int) -> Iterator[None]:
+    """Re-raise a record decoding error as one naming the file and the batch's position."""
+    from logstore.errors import CorruptRecordError
+
+    try:
+        yield
     except CorruptRecordError as exc:
         raise CorruptRecordError(
             f"cannot decode the records of the batch at position {position}: {exc}",
@@ -339,14 +347,8 @@ def check_consecutive(offsets: Any, last_offset: int, path: str, problems: Probl
 
 def decode_records(batch: Any, path: str, position: int) -> tuple[list[Any], list[Any] | None]:
     """The batch's records (and, for magic 0/1, each message's validity and CRC)."""
-    from logstore.errors import CorruptRecordError
-
-    try:
+    with decoding(path, position):
         records = batch.records()
-    except CorruptRecordError as exc:
-        raise CorruptRecordError(
-            f"cannot decode the records of the batch at position {position}: {exc}",
-            path=path, position=position) from exc
     if batch.magic >= 2:
         return records, None
     return records, legacy_entries(batch)
