@@ -11,6 +11,7 @@ therefore cannot disagree with what the engine would do to the same files at the
 from __future__ import annotations
 
 import contextlib
+import functools
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -222,10 +223,17 @@ def distinct_pairs(h1: np.ndarray, h2: np.ndarray) -> int:
     return 1 + int(((s1[1:] != s1[:-1]) | (s2[1:] != s2[:-1])).sum())
 
 
-def compaction_row(log: Any, config: LogConfig, now_ms: int) -> dict[str, Any]:
-    """The compaction report row of an open Log (a dry-run Cleaner round; nothing changes)."""
+@functools.lru_cache(maxsize=4)
+def _cleaner(config: LogConfig) -> Any:
+    """One Cleaner per config and process, reused across partitions as Kafka's cleaner threads
+    reuse theirs (its offset map is cleared at the start of every round)."""
     from compaction.cleaner import Cleaner
 
+    return Cleaner(config)
+
+
+def compaction_row(log: Any, config: LogConfig, now_ms: int) -> dict[str, Any]:
+    """The compaction report row of an open Log (a dry-run Cleaner round; nothing changes)."""
     segments = log.segments
     row: dict[str, Any] = {
         "topic": log.topic,
@@ -243,7 +251,7 @@ def compaction_row(log: Any, config: LogConfig, now_ms: int) -> dict[str, Any]:
                    dirty_ratio=None, would_clean_now=False,
                    reason="not compacted (cleanup.policy has no compact)")
         return row
-    cleaner = Cleaner(config)
+    cleaner = _cleaner(config)
     rng = cleaner.cleanable_range(log, now_ms)
     result = cleaner.clean(log, now_ms=now_ms, dry_run=True)
     row.update(
