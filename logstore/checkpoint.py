@@ -11,6 +11,7 @@ the directory. Readers check the version, the count and every field, and name th
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,8 @@ from typing import Any
 from logstore.errors import CorruptCheckpointError
 
 CHECKPOINT_VERSION = 0
+LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
+_LONG = re.compile(r"[+-]?[0-9]{1,19}")
 TMP_SUFFIX = ".tmp"
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
@@ -63,7 +66,8 @@ def read_checkpoint(
 ) -> list[tuple[Any, ...]]:
     """Read a checkpoint file, converting each entry's fields with `fields` (e.g. `(str, int, int)`).
 
-    A missing file reads as no entries; a malformed one raises CorruptCheckpointError naming the line.
+    Integer fields are read as Java longs. A missing file reads as no entries; a malformed one
+    raises CorruptCheckpointError naming the line.
     """
     p = Path(path)
     try:
@@ -72,7 +76,7 @@ def read_checkpoint(
         return []
     except UnicodeDecodeError as exc:
         raise CorruptCheckpointError(f"{p}: not UTF-8 text ({exc})") from None
-    lines = text.split("\n")
+    lines = text.replace("\r\n", "\n").split("\n")  # Java's readLine takes either ending
     if lines and lines[-1] == "":
         lines.pop()
     if len(lines) < 2:
@@ -84,6 +88,7 @@ def read_checkpoint(
     body = lines[2:]
     if count != len(body):
         raise CorruptCheckpointError(f"{p} line 2: expected {count} entries but found {len(body)}")
+    converters = [_long if conv is int else conv for conv in fields]
     entries = []
     for number, line in enumerate(body, start=3):
         parts = line.split(" ")
@@ -92,7 +97,7 @@ def read_checkpoint(
                 f"{p} line {number}: expected {len(fields)} fields, got {line!r}"
             )
         try:
-            entries.append(tuple(conv(part) for conv, part in zip(fields, parts, strict=True)))
+            entries.append(tuple(conv(part) for conv, part in zip(converters, parts, strict=True)))
         except ValueError:
             raise CorruptCheckpointError(f"{p} line {number}: malformed entry {line!r}") from None
     return entries
@@ -100,9 +105,19 @@ def read_checkpoint(
 
 def _int_field(path: Path, number: int, line: str, what: str) -> int:
     try:
-        return int(line.strip())
+        return _long(line.strip())
     except ValueError:
         raise CorruptCheckpointError(f"{path} line {number}: malformed {what} {line!r}") from None
+
+
+def _long(text: str) -> int:
+    """Java's Long.parseLong: ASCII digits with an optional sign, within int64; else ValueError."""
+    if not _LONG.fullmatch(text):
+        raise ValueError(f"not a long: {text!r}")
+    value = int(text)
+    if not LONG_MIN <= value <= LONG_MAX:
+        raise ValueError(f"out of the long range: {text!r}")
+    return value
 
 
 def _topic(text: str) -> str:

@@ -110,3 +110,17 @@ def test_checkpoint_round_trip_and_atomic_replace(tmp_path):
     atomic_write(path, b"0\n0\n")
     assert read_checkpoint(path, (int, int)) == []
     assert sorted(os.listdir(tmp_path)) == ["leader-epoch-checkpoint"]
+
+
+@pytest.mark.parametrize("offset", ["99999999999999999999", "1_000", "\u0661\u0662", "0x10", " 5"])
+def test_checkpoint_offsets_are_java_longs(tmp_path, offset):
+    path = tmp_path / "log-start-offset-checkpoint"
+    path.write_text(f"0\n1\nt 0 {offset}\n")
+    with pytest.raises(CorruptCheckpointError, match="line 3"):
+        read_offsets_checkpoint(path)
+
+
+def test_checkpoint_with_crlf_line_endings_reads(tmp_path):
+    path = tmp_path / "log-start-offset-checkpoint"
+    path.write_bytes(b"0\r\n1\r\nt 0 -9223372036854775808\r\n")
+    assert read_offsets_checkpoint(path) == {("t", 0): -(2**63)}
