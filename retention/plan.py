@@ -121,9 +121,9 @@ def plan_retention(
 ) -> RetentionPlan:
     """Plan one retention pass over ``segments`` (ordered by base offset, last = active).
 
-    ``config`` is a LogConfig or a dict of Kafka keys (missing keys take Kafka's defaults;
-    unknown or invalid ones raise InvalidConfigError). Reads ``next_offset`` of the last segment only and ``largest_timestamp`` only where the
-    time rule looks. Raises InvalidSegmentTableError if base offsets are not ascending.
+    ``config`` is a LogConfig or a dict of Kafka keys (defaults for missing ones; unknown or
+    invalid ones raise InvalidConfigError). Raises InvalidSegmentTableError if base offsets
+    are not ascending. Reads ``largest_timestamp`` only where the time rule looks.
     """
     cfg = LogConfig.coerce(config)
     table = list(segments)
