@@ -1,13 +1,19 @@
-"""Offset-index lookups on a mapped 100,000-entry index, next to `bisect` over a Python list.
+"""Offset-index lookups on a mapped 100,000-entry index, next to `bisect` over a Python list;
+and the first appends into a new (preallocated, sparse) index, next to writing the same bytes.
 
-The baseline keeps the same keys in a list in memory (no file, no decoding), the floor for a
-binary search from Python; ours searches the big-endian bytes of the mapped index file.
+The lookup baseline keeps the same keys in a list in memory (no file, no decoding), the floor
+for a binary search from Python; ours searches the big-endian bytes of the mapped index file.
+The append baseline writes the entries' bytes to a new file and fsyncs it; ours creates the
+10 MiB preallocated index, appends, trims and msyncs it, as a cleaned segment's index does.
 """
 
 from __future__ import annotations
 
 import bisect
+import itertools
+import os
 import random
+import struct
 
 from index import OffsetIndex, TimeIndex
 
@@ -15,6 +21,10 @@ N_ENTRIES = 100_000
 N_LOOKUPS = 1_000
 BASE = 1_000_000
 GROUP = "index lookup, 100k entries"
+# One offset-index entry per 256 KiB chunk of a ~32 MiB cleaned segment (bench_compaction).
+NEW_INDEX_ENTRIES = 133
+NEW_INDEX_GROUP = f"new index, {NEW_INDEX_ENTRIES} appends then flush"
+MAX_INDEX_SIZE = 10 * 1024 * 1024
 
 
 def extra(benchmark, role: str) -> None:
@@ -71,3 +81,45 @@ def test_bisect_over_a_list(benchmark):
         return out
 
     assert len(benchmark(run)) == N_LOOKUPS
+
+
+def _fresh_dirs(tmp_path):
+    counter = itertools.count()
+
+    def setup():
+        directory = tmp_path / str(next(counter))
+        directory.mkdir()
+        return (directory,), {}
+
+    return setup
+
+
+def test_new_offset_index_appends(benchmark, tmp_path):
+    benchmark.group = NEW_INDEX_GROUP
+    benchmark.extra_info.update(items=NEW_INDEX_ENTRIES, unit="records", role="ours")
+
+    def run(directory):
+        index = OffsetIndex(directory / "00000000000000000000.index", 0, MAX_INDEX_SIZE)
+        for i in range(NEW_INDEX_ENTRIES):
+            index.append(i + 1, i * 262_144)
+        index.trim_to_valid_size()
+        index.flush()
+        index.close()
+
+    benchmark.pedantic(run, setup=_fresh_dirs(tmp_path), rounds=30)
+
+
+def test_new_file_write_and_fsync(benchmark, tmp_path):
+    benchmark.group = NEW_INDEX_GROUP
+    benchmark.extra_info.update(items=NEW_INDEX_ENTRIES, unit="records", role="baseline")
+    data = b"".join(struct.pack(">ii", i + 1, i * 262_144) for i in range(NEW_INDEX_ENTRIES))
+
+    def run(directory):
+        fd = os.open(directory / "plain", os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    benchmark.pedantic(run, setup=_fresh_dirs(tmp_path), rounds=30)
