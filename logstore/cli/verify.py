@@ -69,12 +69,22 @@ class Report:
     files: int = 0
     partitions: int = 0
     batches: int = 0
+    _seen: set[tuple[str, int | None, str]] = field(default_factory=set)
+    _last_position: dict[str, int] = field(default_factory=dict)
 
     def problem(self, path: Path | str, message: str, position: int | None = None) -> None:
         """Record one problem in `path` (at byte `position` when known), once."""
-        problem = {"file": str(path), "position": position, "message": message}
-        if problem not in self.problems:  # an index check walks its log again
-            self.problems.append(problem)
+        key = (str(path), position, message)
+        if key in self._seen:  # an index check walks its log again
+            return
+        self._seen.add(key)
+        self.problems.append({"file": key[0], "position": position, "message": message})
+        if position is not None:
+            self._last_position[key[0]] = max(position, self._last_position.get(key[0], position))
+
+    def has_problem_from(self, path: Path | str, position: int) -> bool:
+        """True when a problem at or after byte `position` of `path` is already recorded."""
+        return self._last_position.get(str(path), -1) >= position
 
 
 def run(args: argparse.Namespace) -> int:
@@ -228,9 +238,7 @@ def verify_log(path: Path, report: Report, deep: bool, bar: Progress) -> int:
             next_offset = max(next_offset, last + 1)
             valid_end = position + size
             bar.update(size)
-        if len(data) > valid_end and not any(
-                p["file"] == str(path) and p["position"] is not None and p["position"] >= valid_end
-                for p in report.problems):
+        if len(data) > valid_end and not report.has_problem_from(path, valid_end):
             report.problem(path, f"{len(data) - valid_end} invalid bytes at the end (a torn write; "
                                  "recovery truncates them)", valid_end)
         bar.update(len(data) - valid_end)
