@@ -214,11 +214,6 @@ class LogConfig(Mapping[str, Any]):
         self.__dict__["_overrides"] = frozenset(parsed)
 
     @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> LogConfig:
-        """Build from a mapping of Kafka key names to values (native or strings)."""
-        return cls(values)
-
-    @classmethod
     def from_properties(cls, path: str | PathLike[str]) -> LogConfig:
         """Read a UTF-8 Java `.properties` file of Kafka config keys (InvalidConfigError if it is not)."""
         try:
