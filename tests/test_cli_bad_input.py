@@ -137,7 +137,9 @@ def test_produce_rejects_a_timestamp_outside_int64_ms(work, line):
                                   ["dump", "--max-message-size", "99999999999", f"data/plain-0/{ZERO}.log"],
                                   ["consume", "data", "plain-0", "--from", "abc"],
                                   ["consume", "data", "plain-0", "--from", "99999999999999999999"],
+                                  ["consume", "data", "plain-0", "--from-time", "99999999999999999999"],
                                   ["retention", "--dry-run", "--now", "-1", "data"],
+                                  ["retention", "--dry-run", "--now", "99999999999999999999", "data"],
                                   ["produce", "--batch-size", "0", "data", "plain-0"]])
 def test_bad_option_values_exit_2(work, args):
     assert logstore(work, *args).returncode == 2

@@ -74,9 +74,17 @@ def positive_int(text: str) -> int:
 
 def int32(text: str) -> int:
     """argparse type: an integer in [0, 2**31 - 1] (Kafka's int options)."""
-    value = non_negative_int(text)
-    if value > 2**31 - 1:
-        raise argparse.ArgumentTypeError(f"must be <= 2147483647: {value}")
+    return _at_most(non_negative_int(text), 2**31 - 1)
+
+
+def int64(text: str) -> int:
+    """argparse type: an integer in [0, 2**63 - 1] (offsets, timestamps in ms)."""
+    return _at_most(non_negative_int(text), 2**63 - 1)
+
+
+def _at_most(value: int, high: int) -> int:
+    if value > high:
+        raise argparse.ArgumentTypeError(f"must be <= {high}: {value}")
     return value
 
 

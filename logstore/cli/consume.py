@@ -17,6 +17,7 @@ from logstore.cli._common import (
     UsageError,
     add_command,
     add_partition_arguments,
+    int64,
     non_negative_int,
     partition_path,
     write_json,
@@ -39,9 +40,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_partition_arguments(parser)
     start = parser.add_mutually_exclusive_group()
-    start.add_argument("--from", dest="from_offset", type=non_negative_int, metavar="OFFSET",
+    start.add_argument("--from", dest="from_offset", type=int64, metavar="OFFSET",
                        help="first offset (default: the log start offset)")
-    start.add_argument("--from-time", type=non_negative_int, metavar="TS",
+    start.add_argument("--from-time", type=int64, metavar="TS",
                        help="start at the first record with timestamp >= TS (ms)")
     parser.add_argument("--isolation", choices=("read_uncommitted", "read_committed"),
                         default="read_uncommitted", help="Kafka's isolation level")

@@ -15,7 +15,7 @@ from typing import Any
 from logstore.cli._common import (
     ExitCode,
     add_command,
-    non_negative_int,
+    int64,
     parse_config_options,
     partition_dirs,
     write_json,
@@ -41,7 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         example="logstore retention --dry-run --now 1700000000000 --config retention.ms=86400000 orders-0",
     )
     parser.add_argument("paths", nargs="+", metavar="DIR", help="partition or data directories")
-    parser.add_argument("--now", type=non_negative_int, metavar="MS",
+    parser.add_argument("--now", type=int64, metavar="MS",
                         help="the clock, in ms since the epoch (default: now)")
     parser.add_argument("--dry-run", action="store_true", help="print the plan; change nothing")
     parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
