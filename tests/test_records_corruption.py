@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import struct
 import tracemalloc
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -43,6 +44,18 @@ def raw_batch(records_section: bytes, *, attributes: int = 0, count: int = 1) ->
     header = V2_HEADER.pack(0, 61 - 12 + len(records_section), -1, 2, 0, attributes,
                             max(count - 1, 0), 0, 0, -1, -1, -1, count)
     return bytes(restamp_crc(bytearray(header + records_section)))
+
+
+@contextlib.contextmanager
+def allocation_peak() -> Iterator[list[int]]:
+    """Trace allocations in the block; afterwards the list holds the peak in bytes."""
+    peak = [0]
+    tracemalloc.start()
+    try:
+        yield peak
+    finally:
+        peak[0] = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
 
 
 def decode_everything(data) -> None:
@@ -101,15 +114,13 @@ def test_truncated_batches_are_torn_tails_or_corrupt():
 def test_length_field_past_the_end_is_a_torn_tail_without_allocation(length):
     data = bytearray(build_batch(small_records()))
     struct.pack_into(">i", data, 8, length)
-    tracemalloc.start()
-    batches = iter_batches(bytes(data))
-    assert list(batches) == []
-    with pytest.raises(CorruptRecordError):
-        RecordBatch(bytes(data))
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
+    with allocation_peak() as peak:
+        batches = iter_batches(bytes(data))
+        assert list(batches) == []
+        with pytest.raises(CorruptRecordError):
+            RecordBatch(bytes(data))
     assert batches.torn and batches.valid_end == 0
-    assert peak < 1 << 20
+    assert peak[0] < 1 << 20
 
 
 @pytest.mark.parametrize("length", [-1, -(2**31), 0, 5])
@@ -134,14 +145,12 @@ def test_huge_record_count_raises_without_allocation():
     struct.pack_into(">i", data, RECORDS_COUNT_OFFSET, 2**31 - 1)
     restamp_crc(data)
     batch = RecordBatch(data)
-    tracemalloc.start()
-    with pytest.raises(CorruptRecordError):
-        batch.validate()
-    with pytest.raises(CorruptRecordError):
-        batch.records()
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    assert peak < 1 << 20
+    with allocation_peak() as peak:
+        with pytest.raises(CorruptRecordError):
+            batch.validate()
+        with pytest.raises(CorruptRecordError):
+            batch.records()
+    assert peak[0] < 1 << 20
 
 
 @pytest.mark.parametrize("compression", ["gzip", "lz4", "zstd", "snappy"])
@@ -189,12 +198,9 @@ def test_header_key_must_be_utf8():
 def test_decompression_bomb_stops_at_the_limit(compression):
     bomb = compress(CODES[compression], bytes(32 << 20))
     batch = RecordBatch(raw_batch(bomb, attributes=CODES[compression]))
-    tracemalloc.start()
-    with pytest.raises(CorruptRecordError, match="inflate past"):
+    with allocation_peak() as peak, pytest.raises(CorruptRecordError, match="inflate past"):
         batch.records(max_inflated_bytes=1 << 20)
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    assert peak < 8 << 20
+    assert peak[0] < 8 << 20
 
 
 def test_decompression_bomb_stops_at_the_default_limit():
@@ -214,12 +220,9 @@ def test_snappy_block_declaring_a_huge_length_raises_before_inflating(declared):
     xerial = XERIAL_HEADER.pack(XERIAL_MAGIC, 1, 1) + struct.pack(">i", len(block)) + block
     for section in (block, xerial):
         batch = RecordBatch(raw_batch(section, attributes=CODES["snappy"]))
-        tracemalloc.start()
-        with pytest.raises(CorruptRecordError):
+        with allocation_peak() as peak, pytest.raises(CorruptRecordError):
             batch.records(max_inflated_bytes=1 << 20)
-        peak = tracemalloc.get_traced_memory()[1]
-        tracemalloc.stop()
-        assert peak < 4 << 20
+        assert peak[0] < 4 << 20
 
 
 def test_xerial_blocks_together_exceeding_the_limit_raise():

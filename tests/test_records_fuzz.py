@@ -4,7 +4,6 @@ errors escape, nothing hangs, and no length field makes a reader allocate what i
 from __future__ import annotations
 
 import struct
-import tracemalloc
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -22,6 +21,7 @@ from logstore.records import (
     parse_control_record,
     read_batch_header,
 )
+from tests.test_records_corruption import allocation_peak
 
 LIMIT = 1 << 20  # max_inflated_bytes for every decode: a bomb must stop here
 PROPERTIES = ("base_offset", "last_offset", "next_offset", "size_in_bytes", "partition_leader_epoch",
@@ -122,10 +122,6 @@ def test_random_bytes_at_any_position_raise_only_our_errors(data, position):
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(mutated())
 def test_no_length_field_makes_a_reader_allocate_what_it_claims(data):
-    tracemalloc.start()
-    try:
+    with allocation_peak() as peak:
         only_our_errors(data)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    assert peak < 16 * LIMIT
+    assert peak[0] < 16 * LIMIT
