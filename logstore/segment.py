@@ -56,6 +56,8 @@ INT32_MAX = 2**31 - 1
 
 # sync_file_range(2) flag: start writeback of the range's dirty pages, do not wait.
 SYNC_FILE_RANGE_WRITE = 2
+# write_behind() waits for this many new bytes: fewer, larger writeback submissions.
+WRITE_BEHIND_MIN_BYTES = 4 * 1024 * 1024
 
 DEFAULT_INDEX_INTERVAL_BYTES = 4096
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
@@ -505,11 +507,12 @@ class LogSegment:
                 parts[first] = memoryview(parts[first]).cast("B")[written:]
 
     def write_behind(self) -> None:
-        """Start writing the bytes appended since the last call to disk, without waiting
-        (Linux sync_file_range; a no-op elsewhere). Not a durability point (`flush()` is):
-        it lets the device work while the caller prepares the next bytes."""
+        """Start writing the bytes appended since the last call to disk, without waiting, once
+        there are WRITE_BEHIND_MIN_BYTES of them (Linux sync_file_range; a no-op elsewhere).
+        Not a durability point (`flush()` is): the device works while the caller prepares
+        the next bytes."""
         start = self._written_behind
-        if _SYNC_FILE_RANGE is None or self._fd is None or self._size <= start:
+        if _SYNC_FILE_RANGE is None or self._fd is None or self._size - start < WRITE_BEHIND_MIN_BYTES:
             return
         # Only a hint: a write error surfaces at flush()'s fsync.
         _SYNC_FILE_RANGE(self._fd, start, self._size - start, SYNC_FILE_RANGE_WRITE)
