@@ -312,3 +312,9 @@ def test_batches_read_from_any_buffer_type():
     padded = b"\x00" * 7 + data
     assert RecordBatch(padded, 7).records() == expected
     assert RecordBatch(padded, 7).position == 7 and bytes(RecordBatch(padded, 7)) == data
+
+
+@pytest.mark.parametrize("timestamp", [2**63, -(2**63) - 1, 2**64])
+def test_a_timestamp_outside_int64_is_named_as_out_of_range(timestamp):
+    with pytest.raises(InvalidRecordError, match="timestamps out of the int64 range"):
+        build_batch([Record(0, timestamp, b"k", b"v")])

@@ -108,6 +108,8 @@ def _int64_column(column, n: int, name: str, default: int) -> np.ndarray:
                 raise InvalidRecordError(f"{name} must not contain nulls")
             column = column.to_numpy(zero_copy_only=False)
         arr = np.asarray(column)
+        if arr.dtype == object and all(isinstance(v, int) for v in arr.flat):
+            raise InvalidRecordError(f"{name} out of the int64 range")  # numpy fell back to objects
         if arr.dtype.kind not in "iub" and arr.size:
             raise InvalidRecordError(f"{name} must be integers, not {arr.dtype}")
         if arr.dtype.kind == "u" and arr.size and int(arr.max()) > np.iinfo(np.int64).max:
