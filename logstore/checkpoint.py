@@ -11,16 +11,14 @@ the directory. Readers check the version, the count and every field, and name th
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from logstore.config import LONG_MAX, LONG_MIN, java_integer
 from logstore.errors import CorruptCheckpointError
 
 CHECKPOINT_VERSION = 0
-LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
-_LONG = re.compile(r"[+-]?[0-9]{1,19}")
 TMP_SUFFIX = ".tmp"
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
@@ -112,9 +110,7 @@ def _int_field(path: Path, number: int, line: str, what: str) -> int:
 
 def _long(text: str) -> int:
     """Java's Long.parseLong: ASCII digits with an optional sign, within int64; else ValueError."""
-    if not _LONG.fullmatch(text):
-        raise ValueError(f"not a long: {text!r}")
-    value = int(text)
+    value = java_integer(text)
     if not LONG_MIN <= value <= LONG_MAX:
         raise ValueError(f"out of the long range: {text!r}")
     return value

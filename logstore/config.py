@@ -8,6 +8,7 @@ Names, types, defaults and ranges follow Apache Kafka 4.0 (`TopicConfig`, `LogCo
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from os import PathLike
@@ -99,6 +100,17 @@ _BY_NAME: dict[str, ConfigKey] = {k.name: k for k in CONFIG_KEYS}
 _BY_ATTR: dict[str, ConfigKey] = {k.attr: k for k in CONFIG_KEYS}
 
 
+_JAVA_INTEGER = re.compile(r"[+-]?[0-9]+")
+
+
+def java_integer(text: str) -> int:
+    """Parse integer text as Java's Long.parseLong does: ASCII digits, an optional sign (ValueError
+    otherwise; Python's int() would also take '1_000', spaces and non-ASCII digits)."""
+    if not _JAVA_INTEGER.fullmatch(text):
+        raise ValueError(f"not an integer: {text!r}")
+    return int(text)
+
+
 def _parse(key: ConfigKey, raw: Any) -> Any:
     """Convert `raw` (native value or string) to the key's type and check its range."""
     name = key.name
@@ -107,7 +119,7 @@ def _parse(key: ConfigKey, raw: Any) -> Any:
             raise InvalidConfigError(f"{name}: expected an integer, got boolean {raw!r}")
         if isinstance(raw, str):
             try:
-                value = int(raw.strip())
+                value = java_integer(raw.strip())
             except ValueError:
                 raise InvalidConfigError(f"{name}: expected an integer, got {raw!r}") from None
         elif isinstance(raw, int):

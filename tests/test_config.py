@@ -170,3 +170,9 @@ def test_properties_file_that_is_not_utf8_names_the_file(tmp_path):
     path.write_bytes(b"segment.bytes=\xff\xfe\n")
     with pytest.raises(InvalidConfigError, match="topic.properties"):
         LogConfig.from_properties(path)
+
+
+@pytest.mark.parametrize("text", ["1_000", "\uff11\uff12", "0x10", "1e3", ""])
+def test_integer_configs_take_only_what_java_parses(text):
+    with pytest.raises(InvalidConfigError, match="retention.ms: expected an integer"):
+        LogConfig({"retention.ms": text})
