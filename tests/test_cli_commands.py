@@ -170,3 +170,19 @@ def test_consume_of_a_missing_partition_and_out_of_range_offset(tmp_path: Path, 
     assert missing.returncode == 3 and "No such partition directory" in missing.stderr
     out_of_range = run("consume", str(partition.parent), "plain-0", "--from", "999", cwd=tmp_path)
     assert out_of_range.returncode == 2 and "valid offsets are [0, 720]" in out_of_range.stderr
+
+
+def test_consume_read_committed_of_an_empty_control_batch_names_it(tmp_path: Path):
+    from logstore.records import build_batch_columnar
+
+    part = tmp_path / "data" / "txn-0"
+    part.mkdir(parents=True)
+    data = build_batch([Record(0, 1, b"a", b"v")], producer_id=7, producer_epoch=0, base_sequence=0,
+                       is_transactional=True)
+    empty_marker = build_batch_columnar([], [], base_offset=1, producer_id=7, producer_epoch=0,
+                                        is_transactional=True, is_control=True)
+    (part / "00000000000000000000.log").write_bytes(data + empty_marker)
+    result = run("consume", str(tmp_path / "data"), "txn-0", "--isolation", "read_committed", cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr.startswith("logstore: error: control batch without a marker record (")
+    assert f"00000000000000000000.log, position {len(data)})" in result.stderr

@@ -77,6 +77,7 @@ def transactions(log: Any) -> tuple[int, dict[int, list[tuple[int, int]]]]:
     high watermark). Read from the log itself, so no `.txnindex` or snapshot is needed.
     """
     from logstore import dump
+    from logstore.errors import CorruptRecordError
 
     open_first: dict[int, int] = {}
     aborted: dict[int, list[tuple[int, int]]] = {}
@@ -85,8 +86,11 @@ def transactions(log: Any) -> tuple[int, dict[int, list[tuple[int, int]]]]:
             if batch.producer_id < 0 or not batch.is_transactional:
                 continue
             if batch.is_control:
-                record = batch.records()[0]
-                marker = dump.control_fields(record.key, record.value).get("endTxnMarker")
+                records = batch.records()
+                if not records:  # Kafka reads the marker as the batch's first record
+                    raise CorruptRecordError("control batch without a marker record",
+                                             path=str(segment.log_path), position=batch.position)
+                marker = dump.control_fields(records[0].key, records[0].value).get("endTxnMarker")
                 first = open_first.pop(batch.producer_id, None)
                 if marker == "ABORT" and first is not None:
                     aborted.setdefault(batch.producer_id, []).append((first, batch.last_offset))
