@@ -33,6 +33,7 @@ from logstore.checkpoint import (
 )
 from logstore.clock import Clock, SystemClock
 from logstore.config import LONG_MAX, TIMESTAMP_TYPE_LOG_APPEND, LogConfig
+from logstore.epoch import LeaderEpochFileCache
 from logstore.errors import (
     CorruptIndexError,
     CorruptRecordError,
@@ -44,7 +45,7 @@ from logstore.errors import (
     RecordTooLargeError,
 )
 from logstore.lock import DirectoryLock
-from logstore.producer_state import committed_batches
+from logstore.producer_state import ProducerStateManager, committed_batches
 from logstore.records import (
     Record,
     RecordBatch,
@@ -272,6 +273,7 @@ class Log:
         self._on_start_offset_change: Callable[[Log], None] | None = None
         self._recovered_bytes = 0
         self._had_clean_shutdown = False
+        self._partition_state: Any = None  # the PartitionState hook, set by open()
         self._scratch = bytearray()
         self.high_watermark_follows_log_end = True
 
@@ -294,10 +296,18 @@ class Log:
         indexes and recovers from the recovery point unless the last shutdown was clean.
         `read_only=True` changes no byte on disk. `load_state` is passed by LogManager;
         standalone logs read the parent directory's checkpoints. Raises LogLockedError if
-        another Log owns the directory.
+        another Log owns the directory. A PartitionState hook (producer state, leader epochs,
+        transaction indexes) is always installed; pass one in `hooks` to configure it.
         """
+        from logstore.partition_state import PartitionState  # subclasses LogHooks: import here
+
+        state = next((h for h in hooks if isinstance(h, PartitionState)), None)
+        if state is None:  # producer state, leader epochs and txn indexes are always kept
+            state = PartitionState()
+            hooks = (state, *hooks)
         directory = Path(path)
         log = cls(directory, LogConfig.coerce(config), clock or SystemClock(), read_only, hooks)
+        log._partition_state = state
         if read_only:
             if not directory.is_dir():
                 raise FileNotFoundError(f"log directory {directory} does not exist")
@@ -983,6 +993,16 @@ class Log:
                     return FetchResult(data, first, hw, start, end, aborted)
                 i += 1
             return empty
+
+    @property
+    def producer_state(self) -> ProducerStateManager:
+        """Idempotent and transactional producers' state (Kafka's ProducerStateManager)."""
+        return self._partition_state.producer_state
+
+    @property
+    def leader_epoch_cache(self) -> LeaderEpochFileCache:
+        """Leader epochs and their start offsets (`leader-epoch-checkpoint`)."""
+        return self._partition_state.leader_epoch_cache(self)
 
     @property
     def last_stable_offset(self) -> int:

@@ -120,7 +120,7 @@ def test_aborted_data_goes_and_markers_last_until_their_horizon(tmp_path):
     for raw in (txn, abort, plain, tail):
         log.append_as_follower(raw)
     log.high_watermark = log.log_end_offset  # a follower's HW comes from its leader
-    log.active_segment.txn_index.append(AbortedTxn(5, 0, 2, 3))
+    assert log.active_segment.txn_index.all_aborted_txns() == [AbortedTxn(5, 0, 2, 3)]  # indexed by the log
     log.roll()
     cleaner = Cleaner(log.config)
     result = cleaner.clean(log)

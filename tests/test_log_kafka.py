@@ -108,8 +108,9 @@ def test_kafka_directory_answers_offset_for_timestamp_as_kafka(kafka_dir):
         # Pinned answers (ListOffsets on the Kafka broker that wrote the sample).
         assert log.offset_for_timestamp(0) == (1700000000000, 0, 0)
         assert log.offset_for_timestamp(1700000719001) is None
-        assert log.offset_for_timestamp(EARLIEST_TIMESTAMP) == (-1, 0, None)
-        assert log.offset_for_timestamp(LATEST_TIMESTAMP) == (-1, 720, None)
+        # Kafka answers EARLIEST/LATEST with the epoch from its leader-epoch cache.
+        assert log.offset_for_timestamp(EARLIEST_TIMESTAMP) == (-1, 0, 0)
+        assert log.offset_for_timestamp(LATEST_TIMESTAMP) == (-1, 720, 0)
         assert log.offset_for_timestamp(MAX_TIMESTAMP) == (1700000719000, 719, 0)
 
 
