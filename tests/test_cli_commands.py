@@ -186,3 +186,10 @@ def test_consume_read_committed_of_an_empty_control_batch_names_it(tmp_path: Pat
     assert result.returncode == 1
     assert result.stderr.startswith("logstore: error: control batch without a marker record (")
     assert f"00000000000000000000.log, position {len(data)})" in result.stderr
+
+
+def test_recover_of_an_empty_partition_directory_is_not_a_repair(tmp_path: Path):
+    (tmp_path / "data" / "fresh-0").mkdir(parents=True)
+    result = run("recover", str(tmp_path / "data"), cwd=tmp_path)
+    assert result.returncode == 0, result.stdout
+    assert "would create (now 0 bytes)" in result.stdout

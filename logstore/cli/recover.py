@@ -87,8 +87,10 @@ def changes(before: dict[str, FileState], after: dict[str, FileState]) -> list[d
 
 
 def is_repair(change: dict[str, Any]) -> bool:
-    """True for changes that fix damage (not the snapshot Kafka writes at every close)."""
-    return not (change["action"] == "create" and change["file"].endswith(".snapshot"))
+    """True for changes that fix damage: not the snapshot Kafka writes at every close, nor the
+    empty first segment it creates in an empty partition directory."""
+    created = change["action"] == "create"
+    return not (created and (change["file"].endswith(".snapshot") or change["bytes"] == 0))
 
 
 def recover_partition(path: Path) -> int:
