@@ -25,6 +25,9 @@ RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
+#: Every per-data-directory `topic partition offset` checkpoint Kafka keeps.
+OFFSET_CHECKPOINTS = (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
+                      CLEANER_OFFSET_CHECKPOINT)
 
 
 def fsync_dir(directory: str | os.PathLike[str]) -> None:

@@ -17,15 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from logstore.checkpoint import OFFSET_CHECKPOINTS
 from logstore.cli._common import ExitCode, Progress, UsageError, add_command, int32, naming_file
+from logstore.epoch import CHECKPOINT_FILE_NAME as LEADER_EPOCH_CHECKPOINT
 
 LOG, INDEX, TIMEINDEX, SNAPSHOT, TXNINDEX, EPOCHS, OFFSETS = (
     "log", "index", "timeindex", "snapshot", "txnindex", "epochs", "offsets")
 SUFFIX_KINDS = {".log": LOG, ".index": INDEX, ".timeindex": TIMEINDEX, ".snapshot": SNAPSHOT,
                 ".txnindex": TXNINDEX}
-LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
-OFFSET_CHECKPOINTS = ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
-                      "replication-offset-checkpoint", "cleaner-offset-checkpoint")
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024  # Kafka's --max-message-size default
 INT32_MAX = 2**31 - 1  # Kafka's --max-bytes default: "no limit"
 WRITE_CHUNK_BYTES = 1 << 20

@@ -21,7 +21,9 @@ from logstore.cli._common import ExitCode, Progress, add_command, corruption_det
 from logstore.cli.dump import (
     EPOCHS,
     INDEX,
+    LEADER_EPOCH_CHECKPOINT,
     LOG,
+    OFFSET_CHECKPOINTS,
     OFFSETS,
     SNAPSHOT,
     TIMEINDEX,
@@ -35,9 +37,6 @@ from logstore.cli.dump import (
 
 SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex|snapshot)$")
 PARTITION_DIR = re.compile(r"^.+-\d+$")
-DATA_DIR_CHECKPOINTS = ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
-                        "replication-offset-checkpoint", "cleaner-offset-checkpoint")
-LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -148,7 +147,7 @@ def verify_data_dir(path: Path, report: Report, deep: bool, bar: Progress) -> No
     for name in sorted(os.listdir(path)):
         if PARTITION_DIR.match(name) and (path / name).is_dir():
             verify_partition(path / name, report, deep, bar)
-    for name in DATA_DIR_CHECKPOINTS:
+    for name in OFFSET_CHECKPOINTS:
         if (path / name).exists():
             verify_offsets_checkpoint(path / name, report)
 
