@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import struct
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from logstore.errors import LogstoreError
+from logstore.errors import InvalidRecordError, LogstoreError
 from logstore.records import (
     COMPRESSION_NAMES,
     Record,
@@ -17,9 +18,12 @@ from logstore.records import (
     build_control_batch,
     build_legacy_entry,
     crc32c,
+    decode_varint,
+    encode_varint,
     iter_batches,
     parse_control_record,
     read_batch_header,
+    size_of_varint,
 )
 from tests.test_records_corruption import allocation_peak
 
@@ -125,3 +129,24 @@ def test_no_length_field_makes_a_reader_allocate_what_it_claims(data):
     with allocation_peak() as peak:
         only_our_errors(data)
     assert peak[0] < 16 * LIMIT
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=12), st.integers(-4, 14), st.sampled_from([5, 10]))
+def test_varint_decoding_of_random_bytes_raises_only_our_errors(data, position, max_bytes):
+    try:
+        value, end = decode_varint(data, position, max_bytes=max_bytes)
+    except LogstoreError:
+        return
+    assert 0 <= position < end <= len(data)
+    assert decode_varint(encode_varint(value), max_bytes=max_bytes) == (value, size_of_varint(value))
+
+
+def test_varint_from_a_negative_position_does_not_read_from_the_end():
+    with pytest.raises(InvalidRecordError, match="position -1"):
+        decode_varint(b"\x02", -1)
+
+
+def test_varint_encoding_outside_int64_is_our_error():
+    with pytest.raises(InvalidRecordError, match="does not fit in an int64"):
+        encode_varint(2**63)

@@ -6,7 +6,7 @@ decoding use the numba kernels in ``_kernels``, which property tests check again
 
 from __future__ import annotations
 
-from logstore.errors import CorruptRecordError
+from logstore.errors import CorruptRecordError, InvalidRecordError
 
 MAX_VARINT_BYTES = 5
 MAX_VARLONG_BYTES = 10
@@ -15,9 +15,9 @@ _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 def encode_varint(value: int) -> bytes:
-    """Encode a signed int64 as a zigzag varint (1 to 10 bytes)."""
+    """Encode a signed int64 as a zigzag varint (1 to 10 bytes); InvalidRecordError outside int64."""
     if not _INT64_MIN <= value <= _INT64_MAX:
-        raise OverflowError(f"{value} does not fit in an int64")
+        raise InvalidRecordError(f"{value} does not fit in an int64")
     z = (value << 1) ^ (value >> 63)
     out = bytearray()
     while z >= 0x80:
@@ -41,8 +41,11 @@ def decode_varint(buffer, position: int = 0, *, max_bytes: int = MAX_VARLONG_BYT
     """Decode a zigzag varint at ``position``; return (value, next position).
 
     ``max_bytes`` is 5 for Kafka's varint (int32) and 10 for varlong (int64).
-    Raises CorruptRecordError when the varint runs past the buffer or is too long.
+    Raises CorruptRecordError when the varint runs past the buffer or is too long, and
+    InvalidRecordError for a negative position (it would read from the end).
     """
+    if position < 0:
+        raise InvalidRecordError(f"position {position} is outside the buffer")
     z = 0
     shift = 0
     end = len(buffer)
