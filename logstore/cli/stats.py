@@ -31,7 +31,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "Summarise every partition of a data directory (or the given partition directories):\n"
             "segments, bytes, offset range, time range, records, distinct keys (approximate, by\n"
-            "64-bit murmur3 hash), compression mix and producer ids. Read-only."
+            "64-bit murmur3 hash), compression mix and producer ids. Read-only. Exit 1 when a\n"
+            "segment ends in invalid bytes (they are left out of the counts and named on stderr)."
         ),
         example="logstore stats --json /var/lib/kafka/data | jq .records",
     )
