@@ -14,7 +14,6 @@ from logstore.clock import ManualClock
 from logstore.errors import LogstoreError
 from logstore.log import Log
 from logstore.records import Record, build_batch, build_control_batch
-from logstore.txn_index import AbortedTxn
 from spark_tools import compaction_report, retention_report, write_report
 from spark_tools.reports import local_report
 from spark_tools.topic_configs import TopicConfigs
@@ -42,7 +41,8 @@ def _append(log: Log, clock: ManualClock, topic: str, partition: int, start: int
 
 
 def _append_transactions(log: Log, clock: ManualClock, partition: int) -> None:
-    """An aborted and a committed transaction between plain batches, as a follower gets them."""
+    """An aborted and a committed transaction between plain batches, as a follower gets them
+    (the Log indexes the aborted one in its `.txnindex`)."""
     ts = clock.time_ms()
     pid = 7 + partition
     batches = [
@@ -59,7 +59,6 @@ def _append_transactions(log: Log, clock: ManualClock, partition: int) -> None:
     for raw in batches:
         log.append_as_follower(raw)
     log.high_watermark = log.log_end_offset
-    log.active_segment.txn_index.append(AbortedTxn(pid, 0, 2, 3))
     log.roll()
     log.append([(b"a", b"4"), (b"d", b"4")])
 
