@@ -94,6 +94,9 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
     _k("log.cleaner.io.max.bytes.per.second", "double", DOUBLE_MAX, "Cleaner I/O throttle."),
     _k("log.cleaner.backoff.ms", "long", 15000, "Cleaner sleep when nothing is cleanable.", min=0),
     _k("replica.lag.time.max.ms", "long", 30000, "A follower lagging longer than this leaves the ISR."),
+    _k("producer.id.expiration.ms", "int", 86400000, "Forget an idle producer id after this long.", min=1, max=INT_MAX),
+    _k("producer.id.expiration.check.interval.ms", "int", 600000, "How often idle producer ids are expired.",
+       min=1, max=INT_MAX),
 )
 
 _BY_NAME: dict[str, ConfigKey] = {k.name: k for k in CONFIG_KEYS}

@@ -302,11 +302,12 @@ class Log:
         from logstore.partition_state import PartitionState  # subclasses LogHooks: import here
 
         state = next((h for h in hooks if isinstance(h, PartitionState)), None)
+        config = LogConfig.coerce(config)
         if state is None:  # producer state, leader epochs and txn indexes are always kept
-            state = PartitionState()
+            state = PartitionState(producer_id_expiration_ms=config.producer_id_expiration_ms)
             hooks = (state, *hooks)
         directory = Path(path)
-        log = cls(directory, LogConfig.coerce(config), clock or SystemClock(), read_only, hooks)
+        log = cls(directory, config, clock or SystemClock(), read_only, hooks)
         log._partition_state = state
         if read_only:
             if not directory.is_dir():
@@ -487,7 +488,7 @@ class Log:
             for hook in hooks:
                 hook.recovered_batch(self, batch)
 
-        dropped = segment.recover(self._config.max_message_bytes, on_batch=on_batch if hooks else None)
+        dropped = segment.recover(on_batch=on_batch if hooks else None)
         self._recovered_bytes += dropped
         return dropped
 
@@ -998,6 +999,11 @@ class Log:
     def producer_state(self) -> ProducerStateManager:
         """Idempotent and transactional producers' state (Kafka's ProducerStateManager)."""
         return self._partition_state.producer_state
+
+    def remove_expired_producers(self, now_ms: int | None = None) -> list[int]:
+        """Forget producer ids idle for `producer.id.expiration.ms` (no open transaction)."""
+        with self._lock:
+            return self._partition_state.producer_state.remove_expired_producers(now_ms)
 
     @property
     def leader_epoch_cache(self) -> LeaderEpochFileCache:

@@ -194,6 +194,9 @@ class LogManager:
                      config.log_flush_start_offset_checkpoint_interval_ms,
                      config.log_flush_start_offset_checkpoint_interval_ms)
         schedule("kafka-delete-logs", self.delete_expired_files, DELETE_CHECK_INTERVAL_MS)
+        schedule("PeriodicProducerExpirationCheck", self._expire_producers,
+                 config.producer_id_expiration_check_interval_ms,
+                 config.producer_id_expiration_check_interval_ms)
         if self.log_cleaner.enabled:
             schedule("kafka-log-cleaner", self.log_cleaner.run_until_idle, config.log_cleaner_backoff_ms,
                      config.log_cleaner_backoff_ms)
@@ -212,6 +215,11 @@ class LogManager:
             if not log.closed:
                 with self.log_cleaner.exclusive(log):  # never beside a clean of the same log
                     log.delete_old_segments(now_ms)
+
+    def _expire_producers(self, now_ms: int) -> None:
+        for log in self.logs():
+            if not log.closed and not log.read_only:
+                log.remove_expired_producers(now_ms)
 
     def _run_flush(self, now_ms: int) -> None:
         for log in self.logs():
