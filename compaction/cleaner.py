@@ -34,14 +34,17 @@ from compaction.plan import (
     map_batches,
 )
 from compaction.selection import CleanableRange, SegmentInfo, evaluate, group_segments_by_size
-from logstore.checkpoint import read_offsets_checkpoint, write_offsets_checkpoint
+from logstore.checkpoint import (
+    CLEANER_OFFSET_CHECKPOINT,
+    read_offsets_checkpoint,
+    write_offsets_checkpoint,
+)
 from logstore.config import LogConfig
 from logstore.errors import CorruptRecordError, LogCleaningAbortedError
 from logstore.records.header import MAX_TIMESTAMP_OFFSET
 from logstore.segment import LogSegment
 from logstore.txn_index import AbortedTxn as IndexAbortedTxn
 
-CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 _MAX_TIMESTAMP = struct.Struct(">q")
 CLEANED_SUFFIX = ".cleaned"
 # Source bytes of dirty segments whose decoded columns the map pass keeps for the cleaning

@@ -94,6 +94,7 @@ _TIMESTAMP_TYPE_BIT = 0x08
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_LENGTH = 249
+INT32_MAX = 2**31 - 1
 _COMPRESSION_CODES = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 _PARENT_CHECKPOINT_LOCK = threading.Lock()
 # Appends of immutable bytes up to this size are copied into one reused buffer per log.
@@ -121,7 +122,10 @@ def parse_partition_dir(name: str) -> tuple[str, int]:
         raise InvalidTopicError(f"{name!r} is not a partition directory name (<topic>-<partition>)")
     topic = match.group("topic")
     validate_topic(topic)
-    return topic, int(match.group("partition"))
+    partition = int(match.group("partition"))
+    if partition > INT32_MAX:  # Kafka's partition ids are int32
+        raise InvalidTopicError(f"{name!r}: partition {partition} is larger than {INT32_MAX}")
+    return topic, partition
 
 
 class AppendInfo(NamedTuple):
