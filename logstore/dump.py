@@ -18,7 +18,17 @@ from typing import Any
 import numpy as np
 
 from logstore.errors import CorruptRecordError, CorruptSnapshotError
-from logstore.producer_state import decrement_sequence, increment_sequence
+from logstore.producer_state import (
+    SNAPSHOT_CRC_END,
+    SNAPSHOT_ENTRY_DTYPE,
+    SNAPSHOT_ENTRY_SIZE,
+    SNAPSHOT_HEADER_DTYPE,
+    SNAPSHOT_HEADER_SIZE,
+    SNAPSHOT_VERSION,
+    decrement_sequence,
+    increment_sequence,
+)
+from logstore.txn_index import parse_aborted_txns
 
 RECORD_INDENT = "|"
 
@@ -35,15 +45,8 @@ V2_HEADER_SIZE = 61
 OFFSET_INDEX_DTYPE = np.dtype([("relative_offset", ">i4"), ("position", ">i4")])
 TIME_INDEX_DTYPE = np.dtype([("timestamp", ">i8"), ("relative_offset", ">i4")])
 
-# `.txnindex` entry: int16 version, int64 producerId, firstOffset, lastOffset, lastStableOffset.
-ABORTED_TXN = struct.Struct(">hqqqq")
-ABORTED_TXN_CURRENT_VERSION = 0
-
-# Producer snapshot (FORMAT.md "Producer-state snapshot"): the fields Kafka's schema names.
-SNAPSHOT_VERSION = 1
-SNAPSHOT_HEADER = struct.Struct(">hIi")
-SNAPSHOT_CRC_END = 6  # the CRC covers every byte after the version and the crc field
-SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")
+# Producer snapshot (FORMAT.md "Producer-state snapshot", layout in producer_state): the field
+# names Kafka's schema reports in its errors.
 SNAPSHOT_HEADER_FIELDS = (("version", 2), ("crc", 4), ("producer_entries", 4))
 SNAPSHOT_ENTRY_FIELDS = (
     ("producer_id", 8),
@@ -573,18 +576,10 @@ def lookup_position(offsets: np.ndarray, positions: np.ndarray, target: int) -> 
 
 
 def read_aborted_txns(data: bytes | memoryview, path: str) -> list[AbortedTxn]:
-    """Every whole 34-byte `.txnindex` entry; raises CorruptRecordError on an unknown version."""
-    entries = []
-    for position in range(0, len(data) - ABORTED_TXN.size + 1, ABORTED_TXN.size):
-        txn = AbortedTxn(*ABORTED_TXN.unpack_from(data, position))
-        if txn.version > ABORTED_TXN_CURRENT_VERSION:
-            raise CorruptRecordError(
-                f"Unexpected aborted transaction version {txn.version} in transaction index "
-                f"{path}, current version is {ABORTED_TXN_CURRENT_VERSION}",
-                position=position,
-            )
-        entries.append(txn)
-    return entries
+    """Every whole 34-byte `.txnindex` entry (txn_index's parser); raises CorruptTxnIndexError
+    (a CorruptRecordError) with Kafka's message on an unknown version."""
+    entries = parse_aborted_txns(data, path)
+    return [AbortedTxn(*row) for row in entries.tolist()]
 
 
 def _schema_error(fields: Sequence[tuple[str, int]], available: int) -> str | None:
@@ -605,8 +600,9 @@ def read_producer_snapshot(data: bytes | memoryview, crc32c: Any) -> list[Produc
     error = _schema_error(SNAPSHOT_HEADER_FIELDS, len(data))
     if error:
         raise CorruptSnapshotError(prefix + error)
-    version, crc, count = SNAPSHOT_HEADER.unpack_from(data)
-    remaining = len(data) - SNAPSHOT_HEADER.size
+    header = np.frombuffer(data, dtype=SNAPSHOT_HEADER_DTYPE, count=1)[0]
+    version, crc, count = int(header["version"]), int(header["crc"]), int(header["count"])
+    remaining = len(data) - SNAPSHOT_HEADER_SIZE
     if count < 0:
         raise CorruptSnapshotError(f"{prefix}Error reading field 'producer_entries': Array size {count} cannot be negative")
     if count > remaining:
@@ -614,9 +610,9 @@ def read_producer_snapshot(data: bytes | memoryview, crc32c: Any) -> list[Produc
             f"{prefix}Error reading field 'producer_entries': Error reading array of size {count},"
             f" only {remaining} bytes available"
         )
-    if count * SNAPSHOT_ENTRY.size > remaining:
-        whole = remaining // SNAPSHOT_ENTRY.size
-        inner = _schema_error(SNAPSHOT_ENTRY_FIELDS, remaining - whole * SNAPSHOT_ENTRY.size)
+    if count * SNAPSHOT_ENTRY_SIZE > remaining:
+        whole = remaining // SNAPSHOT_ENTRY_SIZE
+        inner = _schema_error(SNAPSHOT_ENTRY_FIELDS, remaining - whole * SNAPSHOT_ENTRY_SIZE)
         raise CorruptSnapshotError(f"{prefix}Error reading field 'producer_entries': {inner}")
     if version != SNAPSHOT_VERSION:
         raise CorruptSnapshotError(f"Snapshot contained an unknown file version {version}")
@@ -625,10 +621,8 @@ def read_producer_snapshot(data: bytes | memoryview, crc32c: Any) -> list[Produc
         raise CorruptSnapshotError(
             f"Snapshot is corrupt (CRC is no longer valid). Stored crc: {crc}. Computed crc: {computed}"
         )
-    return [
-        ProducerSnapshotEntry(*SNAPSHOT_ENTRY.unpack_from(data, SNAPSHOT_HEADER.size + i * SNAPSHOT_ENTRY.size))
-        for i in range(count)
-    ]
+    rows = np.frombuffer(data, dtype=SNAPSHOT_ENTRY_DTYPE, count=count, offset=SNAPSHOT_HEADER_SIZE)
+    return [ProducerSnapshotEntry(*row) for row in rows.tolist()]
 
 
 def index_mismatch_report(path: str, mismatches: Sequence[tuple[int, int]]) -> list[str]:

@@ -152,3 +152,8 @@ class FetchOffsetOutOfRangeError(OffsetOutOfRangeError):
         self.log_start_offset = log_start_offset
         self.log_end_offset = log_end_offset
         super().__init__(message)
+
+
+class CorruptTxnIndexError(CorruptIndexError, CorruptRecordError):
+    """A `.txnindex` entry that cannot be read (an unknown version); names the file and the
+    entry's byte position. Caught as either a corrupt index or corrupt bytes."""

@@ -14,7 +14,7 @@ from typing import NamedTuple, Protocol
 
 import numpy as np
 
-from logstore.errors import CorruptIndexError
+from logstore.errors import CorruptIndexError, CorruptTxnIndexError
 
 TXN_INDEX_SUFFIX = ".txnindex"
 ABORTED_TXN_VERSION = 0
@@ -30,6 +30,21 @@ ENTRY_DTYPE = np.dtype(
     ]
 )
 ENTRY_SIZE = ENTRY_DTYPE.itemsize  # 34
+
+
+def parse_aborted_txns(data: bytes | memoryview, path: Path | str | None = None) -> np.ndarray:
+    """The whole 34-byte entries of `.txnindex` bytes as an ENTRY_DTYPE array (a torn trailing
+    partial entry is ignored, as Kafka does). Raises CorruptTxnIndexError naming `path` and the
+    entry's byte position when an entry's version is newer than ABORTED_TXN_VERSION."""
+    entries = np.frombuffer(data, dtype=ENTRY_DTYPE, count=len(data) // ENTRY_SIZE)
+    bad = np.flatnonzero(entries["version"] > ABORTED_TXN_VERSION)
+    if len(bad):
+        raise CorruptTxnIndexError(
+            f"Unexpected aborted transaction version {int(entries['version'][bad[0]])} in "
+            f"transaction index {path}, current version is {ABORTED_TXN_VERSION}",
+            position=int(bad[0]) * ENTRY_SIZE,
+        )
+    return entries
 
 
 class AbortedTxn(NamedTuple):
@@ -81,15 +96,7 @@ class TransactionIndex:
             data = self.path.read_bytes()
         except FileNotFoundError:
             return np.empty(0, dtype=ENTRY_DTYPE)
-        usable = len(data) - len(data) % ENTRY_SIZE
-        entries = np.frombuffer(data, dtype=ENTRY_DTYPE, count=usable // ENTRY_SIZE)
-        bad = np.flatnonzero(entries["version"] > ABORTED_TXN_VERSION)
-        if len(bad):
-            raise CorruptIndexError(
-                f"{self.path}: unexpected aborted transaction version "
-                f"{int(entries['version'][bad[0]])} at position {int(bad[0]) * ENTRY_SIZE}"
-            )
-        return entries
+        return parse_aborted_txns(data, self.path)
 
     @staticmethod
     def _to_txns(entries: np.ndarray) -> list[AbortedTxn]:

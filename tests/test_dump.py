@@ -107,7 +107,7 @@ def test_sanity_checks_use_kafkas_messages():
 
 
 def _snapshot(entries: list[tuple]) -> bytes:
-    body = struct.pack(">i", len(entries)) + b"".join(dump.SNAPSHOT_ENTRY.pack(*e) for e in entries)
+    body = struct.pack(">i", len(entries)) + b"".join(struct.pack(">qhiqiqiq", *e) for e in entries)
     return struct.pack(">hI", 1, crc32c(body)) + body
 
 
@@ -136,12 +136,12 @@ def test_corrupt_snapshots_raise_kafkas_messages(data, message):
 
 
 def test_aborted_txns_ignore_a_partial_entry_and_reject_unknown_versions():
-    entry = dump.ABORTED_TXN.pack(0, 7, 10, 20, 30)
+    entry = struct.pack(">hqqqq", 0, 7, 10, 20, 30)
     (txn,) = dump.read_aborted_txns(entry + b"\x00" * 5, "/x")
     assert dump.aborted_txn_line(txn) == (
         "version: 0 producerId: 7 firstOffset: 10 lastOffset: 20 lastStableOffset: 30")
     with pytest.raises(CorruptRecordError, match="Unexpected aborted transaction version 1"):
-        dump.read_aborted_txns(dump.ABORTED_TXN.pack(1, 7, 10, 20, 30), "/x")
+        dump.read_aborted_txns(struct.pack(">hqqqq", 1, 7, 10, 20, 30), "/x")
 
 
 def test_reports_list_pairs_newest_first_like_kafkas_scala_lists():

@@ -6,8 +6,9 @@ import struct
 
 import pytest
 
-from logstore.errors import CorruptIndexError
-from logstore.txn_index import ENTRY_SIZE, AbortedTxn, TransactionIndex
+from logstore import dump
+from logstore.errors import CorruptIndexError, CorruptRecordError, CorruptTxnIndexError
+from logstore.txn_index import ENTRY_SIZE, AbortedTxn, TransactionIndex, parse_aborted_txns
 
 ENTRY = struct.Struct(">hqqqq")  # FORMAT.md: version, producerId, first, last, lastStableOffset
 
@@ -110,3 +111,31 @@ def test_rename_and_delete_follow_the_file(tmp_path, index):
     index.close()
     assert index.delete() is True
     assert index.delete() is False
+
+
+def test_parse_aborted_txns_reads_whole_entries_as_a_numpy_array():
+    data = ENTRY.pack(0, 7, 10, 20, 30) + ENTRY.pack(0, 8, 21, 25, 26) + b"\x00" * 5
+    entries = parse_aborted_txns(data, "/d/00000000000000000000.txnindex")
+    assert entries.dtype.itemsize == ENTRY_SIZE == 34
+    assert entries["producer_id"].tolist() == [7, 8]
+    assert entries["last_stable_offset"].tolist() == [30, 26]
+
+
+def test_parse_aborted_txns_names_the_file_and_position_of_an_unknown_version():
+    data = ENTRY.pack(0, 7, 10, 20, 30) + ENTRY.pack(3, 8, 21, 25, 26)
+    with pytest.raises(CorruptTxnIndexError) as caught:
+        parse_aborted_txns(data, "/d/00000000000000000000.txnindex")
+    assert caught.value.position == ENTRY_SIZE
+    assert "version 3 in transaction index /d/00000000000000000000.txnindex" in str(caught.value)
+    assert isinstance(caught.value, CorruptIndexError)
+    assert isinstance(caught.value, CorruptRecordError)
+
+
+def test_dump_and_the_index_read_entries_with_the_same_parser(tmp_path):
+    path = tmp_path / "00000000000000000000.txnindex"
+    path.write_bytes(ENTRY.pack(0, 7, 10, 20, 30) + ENTRY.pack(1, 8, 21, 25, 26))
+    with pytest.raises(CorruptTxnIndexError, match="position 34"):
+        TransactionIndex(0, path).all_aborted_txns()
+    with pytest.raises(CorruptTxnIndexError, match="position 34"):
+        dump.read_aborted_txns(path.read_bytes(), str(path))
+

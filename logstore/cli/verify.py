@@ -322,12 +322,13 @@ def verify_txn_index(path: Path, report: Report) -> None:
     """Aborted-transaction entries: whole, a known version, ordered offsets."""
     from logstore import dump
     from logstore.errors import CorruptRecordError
+    from logstore.txn_index import ENTRY_SIZE
 
     report.files += 1
     data = read_bytes(str(path))
-    if len(data) % dump.ABORTED_TXN.size:
+    if len(data) % ENTRY_SIZE:
         report.problem(path, f"{len(data)} bytes is not a multiple of the 34-byte entry size",
-                       len(data) - len(data) % dump.ABORTED_TXN.size)
+                       len(data) - len(data) % ENTRY_SIZE)
     try:
         txns = dump.read_aborted_txns(data, str(path))
     except CorruptRecordError as exc:
@@ -336,7 +337,7 @@ def verify_txn_index(path: Path, report: Report) -> None:
     for i, txn in enumerate(txns):
         if not txn.first_offset <= txn.last_offset:
             report.problem(path, f"aborted transaction {i} has first offset {txn.first_offset} after "
-                                 f"its last offset {txn.last_offset}", i * dump.ABORTED_TXN.size)
+                                 f"its last offset {txn.last_offset}", i * ENTRY_SIZE)
 
 
 def verify_snapshot(path: Path, report: Report) -> None:
