@@ -994,6 +994,10 @@ class Log:
                     first = _INT64.unpack_from(data, 0)[0]
                     aborted = ()
                     if isolation == "read_committed":
+                        if self._read_only:  # rebuild missing or corrupt .txnindex in memory
+                            first_segment = max(bisect.bisect_right(self._base_offsets, offset) - 1, 0)
+                            self._partition_state.index_aborts_in_memory(
+                                self, self._segments[first_segment:])
                         aborted = tuple(collect_aborted_txns(self._segments, offset, limit))
                     return FetchResult(data, first, hw, start, end, aborted)
                 i += 1

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from logstore.epoch import LeaderEpochFileCache
+from logstore.errors import CorruptIndexError
 from logstore.log import LogHooks
 from logstore.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
@@ -37,6 +38,18 @@ def segment_sources(
     return [(s.base_offset, reader(s)) for s in segments]
 
 
+def txn_index_is_sound(segment: LogSegment) -> bool:
+    """True when the segment's `.txnindex` file exists, parses and passes its sanity check."""
+    index = segment.txn_index
+    if not index.path.exists():
+        return False
+    try:
+        index.sanity_check()
+    except CorruptIndexError:
+        return False
+    return True
+
+
 class PartitionState(LogHooks):
     """Producer state, leader epochs and transaction indexes of one Log (install as a hook)."""
 
@@ -46,6 +59,7 @@ class PartitionState(LogHooks):
         self._epochs: LeaderEpochFileCache | None = None
         self._recovering: tuple[ProducerStateManager, LogSegment] | None = None
         self._pending: tuple[list[RecordBatch], AppendAnalysis] | None = None
+        self._sound_txn_indexes: set[int] = set()  # base offsets checked by index_aborts_in_memory
 
     # ---- state objects -------------------------------------------------------------------
 
@@ -83,6 +97,32 @@ class PartitionState(LogHooks):
             return hw
         first = max(first, log.log_start_offset)
         return first if first < hw else hw
+
+    def index_aborts_in_memory(self, log: Log, segments: Sequence[LogSegment]) -> None:
+        """Read-only logs: rebuild in memory the `.txnindex` of each of `segments` whose file is
+        missing or corrupt, replaying batches (not records) from the first such segment as
+        recovery would, from the producer state at its base offset. Writes no byte; each
+        segment is rebuilt once."""
+        todo = []
+        for segment in segments:
+            if segment.txn_index.in_memory or segment.base_offset in self._sound_txn_indexes:
+                continue
+            if txn_index_is_sound(segment):
+                self._sound_txn_indexes.add(segment.base_offset)
+            else:
+                todo.append(segment)
+        if not todo:
+            return
+        first, last = todo[0].base_offset, todo[-1].base_offset
+        psm = self._new_manager(log)
+        psm.rebuild(segment_sources([s for s in log.segments if s.base_offset < first]), 0, first)
+        for segment in todo:
+            segment.txn_index.keep_in_memory()
+        for segment in log.segments:
+            if first <= segment.base_offset <= last:
+                index = segment.txn_index if segment.txn_index.in_memory else None
+                for batch in segment.iter_batches():
+                    psm.load_batch(batch_info(batch), index)
 
     # ---- append --------------------------------------------------------------------------
 

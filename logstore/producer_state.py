@@ -758,7 +758,10 @@ class ProducerStateManager:
     ) -> None:
         for txn in completed:
             lso = self.last_stable_offset(txn)
-            if txn.is_aborted and txn_index is not None and not self.read_only:
+            # A read-only manager fills only an index kept in memory, never a file.
+            if txn.is_aborted and txn_index is not None and (
+                txn_index.in_memory or not self.read_only
+            ):
                 txn_index.append(
                     AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso)
                 )

@@ -80,23 +80,43 @@ class TransactionIndex:
         self.start_offset = start_offset
         self.path = Path(path)
         self._last_offset: int | None = None
+        self._last_offset_known = False
+        self._memory: bytearray | None = None  # entries held here instead of in the file
         if self.path.exists():
-            entries = self._read()
-            if len(entries):
-                self._last_offset = int(entries["last_offset"][-1])
+            self._known_last_offset()
 
     @classmethod
     def for_segment(cls, log_dir: Path | str, base_offset: int) -> TransactionIndex:
         """The index named after a segment's base offset (`<20 digits>.txnindex`)."""
         return cls(base_offset, Path(log_dir) / f"{base_offset:020d}{TXN_INDEX_SUFFIX}")
 
+    @property
+    def in_memory(self) -> bool:
+        """True once `keep_in_memory` was called: the file is no longer read or written."""
+        return self._memory is not None
+
+    def keep_in_memory(self) -> None:
+        """Hold the entries in memory from now on, starting empty, and never touch the file
+        again (a read-only log rebuilding a missing or corrupt index without writing)."""
+        self._memory = bytearray()
+        self._last_offset, self._last_offset_known = None, True
+
     def _read(self) -> np.ndarray:
         """All complete entries (a torn trailing partial entry is ignored, as Kafka does)."""
+        if self._memory is not None:
+            return parse_aborted_txns(bytes(self._memory), self.path)
         try:
             data = self.path.read_bytes()
         except FileNotFoundError:
             return np.empty(0, dtype=ENTRY_DTYPE)
         return parse_aborted_txns(data, self.path)
+
+    def _known_last_offset(self) -> int | None:
+        if not self._last_offset_known:
+            entries = self._read()
+            self._last_offset = int(entries["last_offset"][-1]) if len(entries) else None
+            self._last_offset_known = True
+        return self._last_offset
 
     @staticmethod
     def _to_txns(entries: np.ndarray) -> list[AbortedTxn]:
@@ -105,13 +125,17 @@ class TransactionIndex:
 
     def append(self, txn: AbortedTxn) -> None:
         """Append an entry; raises ValueError unless its last offset exceeds the previous one."""
-        if self._last_offset is not None and self._last_offset >= txn.last_offset:
+        last = self._known_last_offset()
+        if last is not None and last >= txn.last_offset:
             raise ValueError(
                 f"{self.path}: last offset of appended transactions must increase, but "
-                f"{txn.last_offset} is not greater than {self._last_offset}"
+                f"{txn.last_offset} is not greater than {last}"
             )
-        with open(self.path, "ab") as f:
-            f.write(txn.to_bytes())
+        if self._memory is not None:
+            self._memory += txn.to_bytes()
+        else:
+            with open(self.path, "ab") as f:
+                f.write(txn.to_bytes())
         self._last_offset = txn.last_offset
 
     def all_aborted_txns(self) -> list[AbortedTxn]:
@@ -141,21 +165,27 @@ class TransactionIndex:
 
     def truncate_to(self, offset: int) -> None:
         """Drop the first entry whose last offset is >= `offset` and everything after it."""
-        if not self.path.exists():
+        if self._memory is None and not self.path.exists():
             return
         entries = self._read()
         cut = np.flatnonzero(entries["last_offset"] >= offset)
         if not len(cut):
             return
         keep = int(cut[0])
-        os.truncate(self.path, keep * ENTRY_SIZE)
+        if self._memory is not None:
+            del self._memory[keep * ENTRY_SIZE :]
+        else:
+            os.truncate(self.path, keep * ENTRY_SIZE)
         self._last_offset = int(entries["last_offset"][keep - 1]) if keep else None
+        self._last_offset_known = True
 
     def reset(self) -> None:
         """Remove every entry (the file stays, empty, if it exists)."""
-        if self.path.exists():
+        if self._memory is not None:
+            self._memory.clear()
+        elif self.path.exists():
             os.truncate(self.path, 0)
-        self._last_offset = None
+        self._last_offset, self._last_offset_known = None, True
 
     def sanity_check(self) -> None:
         """Raise CorruptIndexError if an entry ends before this segment starts."""
@@ -169,8 +199,8 @@ class TransactionIndex:
             )
 
     def flush(self) -> None:
-        """fsync the file, if it exists."""
-        if self.path.exists():
+        """fsync the file, if it exists (nothing to do for entries held in memory)."""
+        if self._memory is None and self.path.exists():
             fd = os.open(self.path, os.O_RDONLY)
             try:
                 os.fsync(fd)

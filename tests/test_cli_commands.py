@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from logstore.log import Log
 from logstore.records import Record, build_batch
 from tests.test_cli_dump import digest, partition, run, run_in_process  # noqa: F401 - the fixture is used by name
 
@@ -172,7 +173,9 @@ def test_consume_of_a_missing_partition_and_out_of_range_offset(tmp_path: Path, 
     assert out_of_range.returncode == 2 and "valid offsets are [0, 720]" in out_of_range.stderr
 
 
-def test_consume_read_committed_of_an_empty_control_batch_names_it(tmp_path: Path):
+def test_consume_an_empty_control_batch_does_not_end_its_transaction(tmp_path: Path):
+    """What the cleaner leaves of a cleaned transaction's marker: Kafka's producer state and
+    consumer skip it, so the transaction stays open and holds the last stable offset at 0."""
     from logstore.records import build_batch_columnar
 
     part = tmp_path / "data" / "txn-0"
@@ -182,10 +185,38 @@ def test_consume_read_committed_of_an_empty_control_batch_names_it(tmp_path: Pat
     empty_marker = build_batch_columnar([], [], base_offset=1, producer_id=7, producer_epoch=0,
                                         is_transactional=True, is_control=True)
     (part / "00000000000000000000.log").write_bytes(data + empty_marker)
-    result = run("consume", str(tmp_path / "data"), "txn-0", "--isolation", "read_committed", cwd=tmp_path)
-    assert result.returncode == 1
-    assert result.stderr.startswith("logstore: error: control batch without a marker record (")
-    assert f"00000000000000000000.log, position {len(data)})" in result.stderr
+    committed = run("consume", str(tmp_path / "data"), "txn-0", "--isolation", "read_committed",
+                    cwd=tmp_path)
+    assert committed.returncode == 0, committed.stderr
+    assert committed.stdout == ""
+    uncommitted = run("consume", str(tmp_path / "data"), "txn-0", cwd=tmp_path)
+    assert [json.loads(line)["value"] for line in uncommitted.stdout.splitlines()] == ["v"]
+
+
+def test_consume_read_committed_drops_aborted_records_without_txn_index_files(tmp_path: Path):
+    from logstore.records import build_control_batch
+
+    def txn(producer_id: int, value: bytes) -> bytes:
+        return build_batch([Record(0, 1, b"k", value)], producer_id=producer_id, producer_epoch=0,
+                           base_sequence=0, is_transactional=True)
+
+    def end(kind: str, producer_id: int) -> bytes:
+        return build_control_batch(kind, producer_id=producer_id, producer_epoch=0,
+                                   coordinator_epoch=0, timestamp=1)
+
+    part = tmp_path / "data" / "txn-0"
+    with Log.open(part) as log:
+        log.append(txn(1, b"aborted"))
+        log.append(txn(2, b"committed"))
+        log.append(end("abort", 1), origin="coordinator")
+        log.append(end("commit", 2), origin="coordinator")
+    for path in part.glob("*.txnindex"):
+        path.unlink()
+    result = run("consume", str(tmp_path / "data"), "txn-0", "--isolation", "read_committed",
+                 cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert [json.loads(line)["value"] for line in result.stdout.splitlines()] == ["committed"]
+    assert not list(part.glob("*.txnindex"))
 
 
 def test_recover_of_an_empty_partition_directory_is_not_a_repair(tmp_path: Path):

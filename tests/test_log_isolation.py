@@ -62,3 +62,52 @@ def test_high_watermark_isolation_stops_at_the_high_watermark(tmp_path):
         assert log.last_stable_offset == 1
         with pytest.raises(ValueError, match="isolation"):
             log.read(0, isolation="read_uncommitted")
+
+
+def _dir_bytes(directory):
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
+
+
+def write_aborted_transactions_across_segments(directory):
+    """Producer 1's transaction spans a roll and is aborted in the second segment; producer 2
+    commits; producer 3 aborts inside the third. Returns the committed values."""
+    with Log.open(directory, {"segment.bytes": 200}, clock=ManualClock(NOW)) as log:
+        log.append(txn_batch(1, 0, [b"a1"]))
+        log.append(txn_batch(2, 0, [b"c1"]))
+        log.append(txn_batch(1, 1, [b"a2"]))
+        log.append(marker("abort", 1), origin="coordinator")
+        log.append(marker("commit", 2), origin="coordinator")
+        log.append([(b"k", b"plain")])
+        log.append(txn_batch(3, 0, [b"a3"]))
+        log.append(marker("abort", 3), origin="coordinator")
+        assert len(log.segments) >= 3
+        assert [r.value for r in log.records(isolation="read_committed")] == [b"c1", b"plain"]
+    return [b"c1", b"plain"]
+
+
+def test_read_only_read_committed_rebuilds_missing_txn_indexes_in_memory(tmp_path):
+    directory = tmp_path / "t-0"
+    committed = write_aborted_transactions_across_segments(directory)
+    for path in directory.glob("*.txnindex"):
+        path.unlink()
+    before = _dir_bytes(directory)
+    with Log.open(directory, read_only=True) as log:
+        assert [r.value for r in log.records(isolation="read_committed")] == committed
+        fetched = log.read(0, isolation="read_committed")
+        assert sorted((t.producer_id, t.first_offset) for t in fetched.aborted_transactions) == [
+            (1, 0), (3, 6)]
+        assert all(s.txn_index.in_memory for s in log.segments)
+    assert _dir_bytes(directory) == before
+
+
+def test_read_only_rebuilds_only_the_segments_missing_their_txn_index(tmp_path):
+    directory = tmp_path / "t-0"
+    committed = write_aborted_transactions_across_segments(directory)
+    kept = sorted(directory.glob("*.txnindex"))
+    kept[0].unlink()  # the index of producer 1's abort goes; producer 3's stays on disk
+    before = _dir_bytes(directory)
+    with Log.open(directory, read_only=True) as log:
+        assert [r.value for r in log.records(isolation="read_committed")] == committed
+        indexed = {s.base_offset: s.txn_index.in_memory for s in log.segments}
+        assert indexed[int(kept[1].name[:20])] is False
+    assert _dir_bytes(directory) == before

@@ -139,3 +139,18 @@ def test_dump_and_the_index_read_entries_with_the_same_parser(tmp_path):
     with pytest.raises(CorruptTxnIndexError, match="position 34"):
         dump.read_aborted_txns(path.read_bytes(), str(path))
 
+
+def test_an_index_kept_in_memory_never_touches_its_file(tmp_path):
+    path = tmp_path / "00000000000000000000.txnindex"
+    index = TransactionIndex(0, path)
+    path.write_bytes(ENTRY.pack(5, 1, 0, 10, 11))  # corrupt: left exactly as it is
+    index.keep_in_memory()
+    index.append(AbortedTxn(1, 0, 10, 11))
+    index.append(AbortedTxn(2, 12, 20, 21))
+    assert index.in_memory
+    assert index.collect_aborted_txns(0, 15).aborted == [AbortedTxn(1, 0, 10, 11),
+                                                        AbortedTxn(2, 12, 20, 21)]
+    index.truncate_to(20)
+    assert index.all_aborted_txns() == [AbortedTxn(1, 0, 10, 11)]
+    index.flush()
+    assert path.read_bytes() == ENTRY.pack(5, 1, 0, 10, 11)

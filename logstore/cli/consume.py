@@ -1,8 +1,10 @@
 """`logstore consume`: print a partition's records as JSON Lines, read-only.
 
 Opens the partition with `read_only=True` (no lock, no byte changed), so it works on a
-copied Kafka directory too. Control markers are never printed; READ_COMMITTED also stops
-at the last stable offset and drops aborted transactional data, as a Kafka consumer does.
+copied Kafka directory too. Control markers are never printed; READ_COMMITTED is the Log's
+own read_committed fetch (up to the last stable offset, with the aborted transactions, which
+a read-only Log rebuilds in memory when `.txnindex` files are missing) filtered as a Kafka
+consumer does.
 """
 
 from __future__ import annotations
@@ -69,46 +71,10 @@ def record_json(record: Any, b64: bool) -> dict[str, Any]:
     }
 
 
-def transactions(log: Any) -> tuple[int, dict[int, list[tuple[int, int]]]]:
-    """(last stable offset, aborted ranges per producer id) from one scan of batch headers.
-
-    A transaction runs from a producer's first transactional batch to its COMMIT/ABORT
-    marker; the LSO is the first offset of the earliest transaction still open (else the
-    high watermark). Read from the log itself, so no `.txnindex` or snapshot is needed.
-    """
-    from logstore import dump
-    from logstore.errors import CorruptRecordError
-
-    open_first: dict[int, int] = {}
-    aborted: dict[int, list[tuple[int, int]]] = {}
-    for segment in log.segments:
-        for batch in segment.iter_batches():
-            if batch.producer_id < 0 or not batch.is_transactional:
-                continue
-            if batch.is_control:
-                records = batch.records()
-                if not records:  # Kafka reads the marker as the batch's first record
-                    raise CorruptRecordError("control batch without a marker record",
-                                             path=str(segment.log_path), position=batch.position)
-                marker = dump.control_fields(records[0].key, records[0].value).get("endTxnMarker")
-                first = open_first.pop(batch.producer_id, None)
-                if marker == "ABORT" and first is not None:
-                    aborted.setdefault(batch.producer_id, []).append((first, batch.last_offset))
-            else:
-                open_first.setdefault(batch.producer_id, batch.base_offset)
-    lso = min([*open_first.values(), log.high_watermark])
-    return lso, aborted
-
-
-def is_aborted(batch: Any, aborted: dict[int, list[tuple[int, int]]]) -> bool:
-    """True for a transactional data batch inside one of its producer's aborted ranges."""
-    return batch.is_transactional and any(
-        first <= batch.base_offset <= last for first, last in aborted.get(batch.producer_id, ()))
-
-
 def run(args: argparse.Namespace) -> int:
     """Print records from the chosen start up to the log end (or the LSO)."""
     from logstore.log import Log
+    from logstore.producer_state import committed_batches
 
     path = partition_path(args)
     if not path.is_dir():
@@ -124,15 +90,17 @@ def run(args: argparse.Namespace) -> int:
         if position > log.log_end_offset or position < log.log_start_offset:
             raise UsageError(f"offset {position} is out of range for {path.name}: valid "
                              f"offsets are [{log.log_start_offset}, {log.log_end_offset}]")
-        limit, aborted = transactions(log) if committed else (log.log_end_offset, {})
+        isolation = "read_committed" if committed else "log_end"
+        limit = log.last_stable_offset if committed else log.log_end_offset
         remaining = args.max_records
         while position < limit and remaining != 0:
-            batches = list(log.read(position, FETCH_BYTES, max_offset=limit).batches())
+            fetched = log.read(position, FETCH_BYTES, max_offset=limit, isolation=isolation)
+            batches = list(fetched.batches())
             if not batches:
                 break
-            for batch in batches:
-                if batch.is_control or (committed and is_aborted(batch, aborted)):
-                    continue
+            kept = (committed_batches(batches, fetched.aborted_transactions) if committed
+                    else (b for b in batches if not b.is_control))
+            for batch in kept:
                 for record in batch.records():
                     if record.offset < position or remaining == 0:
                         continue
