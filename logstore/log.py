@@ -365,9 +365,14 @@ class Log:
             segments = self._load_segments_read_only()
         else:
             self._complete_swaps(self._remove_temp_files())
-            segments = self._load_segment_files(state)
+            segments, corrupt_txn_indexes = self._load_segment_files(state)
         self._set_segments(segments)
         if not self._read_only:
+            # Kafka recovers a segment on any index problem rather than failing the load; once
+            # the segment is live, PartitionState refills its .txnindex from the ABORT markers.
+            # A read-only log rebuilds such an index in memory on its first read_committed read.
+            for segment in corrupt_txn_indexes:
+                self._recover_segment(segment)
             self._recover(state)
         if not self._segments:
             if self._read_only:
@@ -457,10 +462,12 @@ class Log:
                 os.replace(entry.path, entry.path[: -len(SWAP_SUFFIX)])
         fsync_dir(self._dir)
 
-    def _load_segment_files(self, state: LoadState) -> list[LogSegment]:
+    def _load_segment_files(self, state: LoadState) -> tuple[list[LogSegment], list[LogSegment]]:
+        """(segments, those whose `.txnindex` is corrupt); recovers segments with missing or
+        corrupt offset/time indexes, except the corrupt-txnindex ones, recovered once live."""
         names = sorted(e.name for e in os.scandir(self._dir) if e.is_file())
         present = set(names)
-        segments = []
+        segments, corrupt_txn = [], []
         for name in names:
             base = _offset_from_file_name(name)
             if base is None:
@@ -471,17 +478,19 @@ class Log:
                     os.unlink(self._dir / name)  # an index without its log indexes nothing
             elif suffix == LOG_SUFFIX:
                 segment = self._open_segment(base)
-                if not _index_files_look_sane(segment):
+                if f"{base:020d}{TXN_INDEX_SUFFIX}" in present and not segment.txn_index.is_sound():
+                    corrupt_txn.append(segment)
+                elif not _index_files_look_sane(segment):
                     self._recover_segment(segment)
                 segments.append(segment)
-        if segments:
+        if segments and (not corrupt_txn or corrupt_txn[-1] is not segments[-1]):
             # Older segments' indexes stay unmapped until first use (fast open of thousands of
             # segments); the active one is checked in full, as Kafka checks every segment.
             try:
                 segments[-1].sanity_check()
             except CorruptIndexError:
                 self._recover_segment(segments[-1])
-        return segments
+        return segments, corrupt_txn
 
     def _recover_segment(self, segment: LogSegment) -> int:
         hooks = self._hooks

@@ -10,7 +10,6 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from logstore.epoch import LeaderEpochFileCache
-from logstore.errors import CorruptIndexError
 from logstore.log import LogHooks
 from logstore.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
@@ -36,18 +35,6 @@ def segment_sources(
         return lambda: (batch_info(b) for b in segment.iter_batches())
 
     return [(s.base_offset, reader(s)) for s in segments]
-
-
-def txn_index_is_sound(segment: LogSegment) -> bool:
-    """True when the segment's `.txnindex` file exists, parses and passes its sanity check."""
-    index = segment.txn_index
-    if not index.path.exists():
-        return False
-    try:
-        index.sanity_check()
-    except CorruptIndexError:
-        return False
-    return True
 
 
 class PartitionState(LogHooks):
@@ -107,7 +94,7 @@ class PartitionState(LogHooks):
         for segment in segments:
             if segment.txn_index.in_memory or segment.base_offset in self._sound_txn_indexes:
                 continue
-            if txn_index_is_sound(segment):
+            if segment.txn_index.is_sound():
                 self._sound_txn_indexes.add(segment.base_offset)
             else:
                 todo.append(segment)

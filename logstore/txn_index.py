@@ -74,7 +74,8 @@ class TxnIndexSearchResult(NamedTuple):
 
 
 class TransactionIndex:
-    """The `.txnindex` of the segment starting at `start_offset`, stored at `path`."""
+    """The `.txnindex` of the segment starting at `start_offset`, stored at `path`; the file is
+    read on use, so a corrupt one is reported by `sanity_check` or a read, not on construction."""
 
     def __init__(self, start_offset: int, path: Path | str):
         self.start_offset = start_offset
@@ -82,8 +83,6 @@ class TransactionIndex:
         self._last_offset: int | None = None
         self._last_offset_known = False
         self._memory: bytearray | None = None  # entries held here instead of in the file
-        if self.path.exists():
-            self._known_last_offset()
 
     @classmethod
     def for_segment(cls, log_dir: Path | str, base_offset: int) -> TransactionIndex:
@@ -197,6 +196,17 @@ class TransactionIndex:
                 f"{self.path}: last offset of aborted transaction {txn} is less than the "
                 f"segment start offset {self.start_offset}"
             )
+
+    def is_sound(self) -> bool:
+        """True when the file exists, parses and passes `sanity_check` (False if it is missing
+        or corrupt: the segment's recovery, or a read-only rebuild in memory, must refill it)."""
+        if not self.path.exists():
+            return False
+        try:
+            self.sanity_check()
+        except CorruptIndexError:
+            return False
+        return True
 
     def flush(self) -> None:
         """fsync the file, if it exists (nothing to do for entries held in memory)."""

@@ -92,6 +92,24 @@ def test_recover_in_place_truncates_and_drops_later_segments(partition: Path):  
     assert run("recover", str(partition), cwd=partition).stdout == f"{partition}: nothing to recover\n"
 
 
+def test_recover_in_place_rebuilds_a_corrupt_txn_index(tmp_path: Path):
+    from logstore.records import build_control_batch
+
+    part = tmp_path / "data" / "txn-0"
+    with Log.open(part) as log:
+        log.append(build_batch([Record(0, 1, b"k", b"v")], producer_id=1, producer_epoch=0,
+                               base_sequence=0, is_transactional=True))
+        log.append(build_control_batch("abort", producer_id=1, producer_epoch=0,
+                                       coordinator_epoch=0, timestamp=1), origin="coordinator")
+    index = part / "00000000000000000000.txnindex"
+    sound = index.read_bytes()
+    index.write_bytes(b"\x00\x09" + sound[2:])  # version 9: "unexpected aborted transaction version"
+    result = run("recover", "--in-place", str(part), cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert f"{index}: rebuilt" in result.stdout
+    assert index.read_bytes() == sound
+
+
 def test_recover_of_a_clean_log_and_of_a_non_log(partition: Path, tmp_path: Path):  # noqa: F811
     assert run("recover", str(partition.parent), cwd=partition).returncode == 0
     (tmp_path / "notes").mkdir()

@@ -111,3 +111,30 @@ def test_read_only_rebuilds_only_the_segments_missing_their_txn_index(tmp_path):
         indexed = {s.base_offset: s.txn_index.in_memory for s in log.segments}
         assert indexed[int(kept[1].name[:20])] is False
     assert _dir_bytes(directory) == before
+
+
+def corrupt_first_txn_index(directory):
+    """Give the first `.txnindex` entry version 7; returns (path, its sound bytes)."""
+    path = sorted(directory.glob("*.txnindex"))[0]
+    sound = path.read_bytes()
+    path.write_bytes(b"\x00\x07" + sound[2:])
+    return path, sound
+
+
+def test_open_recovers_a_segment_whose_txn_index_is_corrupt(tmp_path):
+    directory = tmp_path / "t-0"
+    committed = write_aborted_transactions_across_segments(directory)
+    path, sound = corrupt_first_txn_index(directory)
+    with Log.open(directory, clock=ManualClock(NOW)) as log:
+        assert path.read_bytes() == sound
+        assert [r.value for r in log.records(isolation="read_committed")] == committed
+
+
+def test_read_only_open_of_a_corrupt_txn_index_rebuilds_it_in_memory(tmp_path):
+    directory = tmp_path / "t-0"
+    committed = write_aborted_transactions_across_segments(directory)
+    corrupt_first_txn_index(directory)
+    before = _dir_bytes(directory)
+    with Log.open(directory, read_only=True) as log:
+        assert [r.value for r in log.records(isolation="read_committed")] == committed
+    assert _dir_bytes(directory) == before
