@@ -22,6 +22,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from index.offset_index import OffsetIndex
+from index.time_index import TimeIndex
 from logstore import _kernels
 from logstore.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
@@ -37,6 +39,7 @@ from logstore.epoch import LeaderEpochFileCache
 from logstore.errors import (
     CorruptIndexError,
     CorruptRecordError,
+    InvalidConfigError,
     InvalidRecordError,
     InvalidTopicError,
     LogClosedError,
@@ -244,6 +247,16 @@ def _index_files_look_sane(segment: LogSegment) -> bool:
     return True
 
 
+def _check_writable_config(config: LogConfig) -> None:
+    """Raise InvalidConfigError for a setting a segment's index files would reject, before
+    the open creates the directory or its `.lock` (LogConfig allows Kafka's minimum of 4)."""
+    for index in (OffsetIndex, TimeIndex):
+        if config.segment_index_bytes < index.ENTRY_SIZE:
+            raise InvalidConfigError(
+                f"segment.index.bytes {config.segment_index_bytes} is smaller than one "
+                f"{index.ENTRY_SIZE}-byte entry of a {index.KIND}")
+
+
 def _set_max_timestamp(buf: bytearray | memoryview, position: int, end: int, timestamp: int) -> None:
     """Rewrite a CreateTime batch's maxTimestamp and its CRC (Kafka's setMaxTimestamp)."""
     _INT64.pack_into(buf, position + MAX_TIMESTAMP_OFFSET, timestamp)
@@ -317,6 +330,7 @@ class Log:
             if not directory.is_dir():
                 raise FileNotFoundError(f"log directory {directory} does not exist")
         else:
+            _check_writable_config(config)  # a failed open leaves no trace
             directory.mkdir(parents=True, exist_ok=True)
             log._dir_lock = DirectoryLock(directory).acquire()
         try:

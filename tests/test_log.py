@@ -9,6 +9,7 @@ from logstore import Log, LogConfig, Record
 from logstore.clock import ManualClock
 from logstore.errors import (
     CorruptRecordError,
+    InvalidConfigError,
     InvalidRecordError,
     LogClosedError,
     LogLockedError,
@@ -583,3 +584,18 @@ def test_appends_reads_and_deletions_on_threads(tmp_path, clock):
         assert log.log_end_offset == 600
         got = [r.offset for r in log.records()]
         assert got == list(range(log.log_start_offset, 600))
+
+
+@pytest.mark.parametrize("index_bytes", [4, 8, 11])
+def test_open_with_index_bytes_the_indexes_reject_creates_nothing(tmp_path, index_bytes):
+    with pytest.raises(InvalidConfigError, match="segment.index.bytes"):
+        Log.open(tmp_path / "new" / "t-0", {"segment.index.bytes": index_bytes})
+    assert not (tmp_path / "new").exists()
+
+
+def test_open_of_an_existing_directory_with_rejected_index_bytes_adds_no_lock(tmp_path):
+    directory = tmp_path / "t-0"
+    directory.mkdir()
+    with pytest.raises(InvalidConfigError, match="segment.index.bytes"):
+        Log.open(directory, {"segment.index.bytes": 4})
+    assert list(directory.iterdir()) == []
