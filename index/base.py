@@ -247,6 +247,17 @@ class AbstractIndex:
         """Remove every entry (the file keeps its size)."""
         self._truncate_to_entries(0)
 
+    def truncate_to(self, offset: int) -> None:
+        """Remove every entry with an offset >= `offset` (no effect past the last entry)."""
+        slot = self._largest_lower_bound_slot(offset - self.base_offset, "relative_offset")
+        if slot < 0:
+            keep = 0
+        elif self.entry(slot).offset == offset:
+            keep = slot
+        else:
+            keep = slot + 1
+        self._truncate_to_entries(keep)
+
     def _truncate_to_entries(self, entries: int) -> None:
         self._ensure_loaded()
         self._require_writable("truncate")

@@ -100,17 +100,6 @@ class TimeIndex(AbstractIndex):
             )
             self._entries = n + 1
 
-    def truncate_to(self, offset: int) -> None:
-        """Remove every entry with an offset >= `offset` (no effect past the last entry)."""
-        slot = self._largest_lower_bound_slot(offset - self.base_offset, "relative_offset")
-        if slot < 0:
-            keep = 0
-        elif self.entry(slot).offset == offset:
-            keep = slot
-        else:
-            keep = slot + 1
-        self._truncate_to_entries(keep)
-
     def sanity_check(self) -> None:
         """Raise CorruptIndexError if the size is not a whole number of entries, the last
         offset is below the base offset, or timestamps are not strictly ascending."""
