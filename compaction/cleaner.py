@@ -41,7 +41,7 @@ from logstore.checkpoint import (
 )
 from logstore.config import LogConfig
 from logstore.errors import CorruptRecordError, LogCleaningAbortedError
-from logstore.records.header import MAX_TIMESTAMP_OFFSET
+from logstore.records.header import MAX_TIMESTAMP_OFFSET, V2_HEADER_SIZE
 from logstore.segment import LogSegment
 from logstore.txn_index import AbortedTxn as IndexAbortedTxn
 
@@ -244,10 +244,13 @@ class Cleaner:
 
     # ------------------------------------------------------------------ cleaning
 
-    def clean(self, log: Any, *, now_ms: int | None = None, dry_run: bool = False) -> CleanResult:
+    def clean(self, log: Any, *, now_ms: int | None = None, dry_run: bool = False,
+              decoded: Mapping[int, dec.DecodedBatches] | None = None) -> CleanResult:
         """Run one cleaning round on `log` (due or not) and return its statistics.
 
         `dry_run` decides everything and counts what would be written, changing no file.
+        `decoded` maps segment base offsets to `decode_segment` results the caller already
+        holds (an audit that read the segments for other statistics), so they are not read again.
         Raises LogCleaningAbortedError when aborted; the checkpoint then stays where it was.
         """
         started = time.perf_counter()
@@ -278,14 +281,16 @@ class Cleaner:
             end - s.base_offset for s, end in zip(dirty, ends, strict=True)))
         tracker = TxnTracker(aborted_txns(dirty))
         full = False
-        decoded: dict[int, dec.DecodedBatches] = {}  # reused by the cleaning pass, bounded
+        cache = dict(decoded or {})  # reused by the cleaning pass; what we decode is bounded
         cached_bytes = 0
         for i, seg in enumerate(dirty):
             self._check_abort()
-            d = decode_segment(seg)
-            if cached_bytes + seg.size <= DECODE_CACHE_BYTES:
-                decoded[seg.base_offset] = d
-                cached_bytes += seg.size
+            d = cache.get(seg.base_offset)
+            if d is None:
+                d = decode_segment(seg)
+                if cached_bytes + seg.size <= DECODE_CACHE_BYTES:
+                    cache[seg.base_offset] = d
+                    cached_bytes += seg.size
             full = map_batches(omap, d.records, d.batches, start, tracker)
             if full:
                 break
@@ -301,13 +306,13 @@ class Cleaner:
         sizes = [(s.base_offset, s.size, s.offset_index.size_in_bytes, s.time_index.size_in_bytes)
                  for s in to_clean]
         groups = group_segments_by_size(sizes, cfg["segment.bytes"], cfg["segment.index.bytes"], upper)
-        producers = producers_of(log, segments, decoded)
+        producers = producers_of(log, segments, cache)
         tracker = TxnTracker(aborted_txns(to_clean))
         removed = np.zeros(len(REASON_NAMES), np.int64)
         for group in groups:
             self._check_abort()
             self._clean_group(log, [to_clean[i] for i in group], now, upper, producers, tracker,
-                              legacy_horizon, result, removed, dry_run, decoded)
+                              legacy_horizon, result, removed, dry_run, cache)
         result.removed_by_reason = {name: int(removed[i]) for i, name in enumerate(REASON_NAMES) if i}
         if not dry_run:
             self.write_checkpoint(log, end)
@@ -374,6 +379,11 @@ class Cleaner:
         removed += np.bincount(plan.reason, minlength=len(REASON_NAMES))
         action = plan.batch_action
         rewrite = np.flatnonzero((action != COPY) & (action != DROP) & (action != EMPTY))
+        if cleaned is None:  # a dry run only counts the bytes the chunks below would write
+            sizes = np.where(action == COPY, d.size, np.where(action == EMPTY, V2_HEADER_SIZE, 0))
+            sizes[rewrite] = dec.rebuilt_sizes(d, rewrite, plan.keep, plan.batch_delete_horizon[rewrite])
+            result.bytes_written += int(sizes.sum())
+            return
         rebuilt = dict(zip(rewrite.tolist(), dec.rebuild_batches(
             d, rewrite, plan.keep, plan.batch_delete_horizon[rewrite]), strict=True))
         max_ts = d.header["max_timestamp"].astype(np.int64)
@@ -410,9 +420,8 @@ class Cleaner:
                 elif actions[b] != DROP:
                     parts.append(rebuilt[b])
             result.bytes_written += sum(len(part) for part in parts)
-            if cleaned is not None:
-                # The segment's time index takes the first batch with the largest timestamp.
-                top = kept[int(np.argmax(max_ts[kept]))]
-                cleaned.append(int(d.batches.last_offset[kept[-1]]), int(max_ts[top]),
-                               int(d.batches.last_offset[top]), parts)
-                cleaned.write_behind()  # the disk writes while the next chunk is prepared
+            # The segment's time index takes the first batch with the largest timestamp.
+            top = kept[int(np.argmax(max_ts[kept]))]
+            cleaned.append(int(d.batches.last_offset[kept[-1]]), int(max_ts[top]),
+                           int(d.batches.last_offset[top]), parts)
+            cleaned.write_behind()  # the disk writes while the next chunk is prepared

@@ -220,6 +220,52 @@ def _finish_header(base_offset: int, leader_epoch: int, attributes: int, last_de
     return bytes(header) + body
 
 
+@dataclass
+class _RewrittenV2:
+    """The kept records of some v2 batches laid out batch after batch in `buf` (a header's
+    room before each), record timestamps rewritten; headers, CRCs and compression still to do."""
+
+    pos: np.ndarray  # index into the caller's batch_ids of each v2 batch
+    ids: np.ndarray  # the v2 batches (indexes into d)
+    buf: np.ndarray
+    batch_start: np.ndarray
+    batch_end: np.ndarray
+    attrs: np.ndarray
+    base_ts: np.ndarray
+    max_ts: np.ndarray
+    counts: np.ndarray
+
+
+def _rewrite_v2(d: DecodedBatches, batch_ids: np.ndarray, keep: np.ndarray,
+                delete_horizons: np.ndarray) -> _RewrittenV2 | None:
+    v2_pos = np.flatnonzero(d.header["magic"][batch_ids] >= 2)
+    if not v2_pos.size:
+        return None
+    ids = batch_ids[v2_pos]
+    member = np.zeros(len(d.position), np.bool_)
+    member[ids] = True
+    bi = d.records.batch_index
+    rows = np.flatnonzero(keep & member[bi])
+    counts = np.bincount(bi[rows], minlength=len(d.position))[ids]
+    first = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    horizons = np.asarray(delete_horizons, np.int64)[v2_pos]
+    ts = d.timestamp[rows]
+    base_ts = np.where(horizons != NO_TIMESTAMP, horizons, ts[first])
+    attrs = d.header["attributes"][ids].astype(np.int32)
+    attrs = np.where(horizons != NO_TIMESTAMP, attrs | ATTR_DELETE_HORIZON, attrs & ~ATTR_DELETE_HORIZON)
+    max_ts = np.where((attrs & TIMESTAMP_TYPE_BIT) != 0, d.header["max_timestamp"][ids],
+                      np.maximum.reduceat(ts, first))
+    gaps = np.zeros(len(rows), np.int64)
+    gaps[first] = V2_HEADER_SIZE
+    starts, ends = d.rec_start[rows], d.rec_end[rows]
+    buf = np.empty(int((ends - starts).sum()) + 20 * len(rows) + V2_HEADER_SIZE * len(ids), np.uint8)
+    rec_end = np.empty(len(rows), np.int64)
+    _kernels.rewrite_records(d.arena, starts, ends, ts - np.repeat(base_ts, counts), gaps, buf, rec_end)
+    batch_end = rec_end[first + counts - 1]
+    batch_start = np.concatenate([[0], batch_end[:-1]])
+    return _RewrittenV2(v2_pos, ids, buf, batch_start, batch_end, attrs, base_ts, max_ts, counts)
+
+
 def rebuild_batches(d: DecodedBatches, batch_ids: np.ndarray, keep: np.ndarray,
                     delete_horizons: np.ndarray) -> list[bytes | memoryview]:
     """Batches `batch_ids` rebuilt from their kept records, as Kafka's buildRetainedRecordsInto does.
@@ -233,61 +279,62 @@ def rebuild_batches(d: DecodedBatches, batch_ids: np.ndarray, keep: np.ndarray,
     """
     batch_ids = np.asarray(batch_ids, np.int64)
     out: list[bytes | memoryview | None] = [None] * len(batch_ids)
-    v2_pos = np.flatnonzero(d.header["magic"][batch_ids] >= 2)
-    if v2_pos.size:
-        ids = batch_ids[v2_pos]
-        member = np.zeros(len(d.position), np.bool_)
-        member[ids] = True
-        bi = d.records.batch_index
-        rows = np.flatnonzero(keep & member[bi])
-        counts = np.bincount(bi[rows], minlength=len(d.position))[ids]
-        first = np.concatenate([[0], np.cumsum(counts)[:-1]])
-        horizons = np.asarray(delete_horizons, np.int64)[v2_pos]
-        ts = d.timestamp[rows]
-        base_ts = np.where(horizons != NO_TIMESTAMP, horizons, ts[first])
-        attrs = d.header["attributes"][ids].astype(np.int32)
-        attrs = np.where(horizons != NO_TIMESTAMP, attrs | ATTR_DELETE_HORIZON, attrs & ~ATTR_DELETE_HORIZON)
-        max_ts = np.where((attrs & TIMESTAMP_TYPE_BIT) != 0, d.header["max_timestamp"][ids],
-                          np.maximum.reduceat(ts, first))
-        gaps = np.zeros(len(rows), np.int64)
-        gaps[first] = V2_HEADER_SIZE
-        starts, ends = d.rec_start[rows], d.rec_end[rows]
-        buf = np.empty(int((ends - starts).sum()) + 20 * len(rows) + V2_HEADER_SIZE * len(ids), np.uint8)
-        rec_end = np.empty(len(rows), np.int64)
-        _kernels.rewrite_records(d.arena, starts, ends, ts - np.repeat(base_ts, counts), gaps, buf, rec_end)
-        batch_end = rec_end[first + counts - 1]
-        batch_start = np.concatenate([[0], batch_end[:-1]])
-        hdr = d.header[ids].copy()
-        hdr["batch_length"] = batch_end - batch_start - LOG_OVERHEAD
-        hdr["attributes"] = attrs
-        hdr["base_timestamp"] = base_ts
-        hdr["max_timestamp"] = max_ts
-        hdr["record_count"] = counts
+    r = _rewrite_v2(d, batch_ids, keep, delete_horizons)
+    if r is not None:
+        buf = r.buf
+        hdr = d.header[r.ids].copy()
+        hdr["batch_length"] = r.batch_end - r.batch_start - LOG_OVERHEAD
+        hdr["attributes"] = r.attrs
+        hdr["base_timestamp"] = r.base_ts
+        hdr["max_timestamp"] = r.max_ts
+        hdr["record_count"] = r.counts
         hdr["crc"] = 0
-        buf[batch_start[:, None] + _HEADER_RANGE] = hdr.view(np.uint8).reshape(-1, V2_HEADER_SIZE)
-        codes = attrs & COMPRESSION_MASK
+        buf[r.batch_start[:, None] + _HEADER_RANGE] = hdr.view(np.uint8).reshape(-1, V2_HEADER_SIZE)
+        codes = r.attrs & COMPRESSION_MASK
         view = memoryview(buf)
-        crcs = np.zeros(len(ids), np.uint32)
-        for j in range(len(ids)):
-            s, e = int(batch_start[j]), int(batch_end[j])
+        crcs = np.zeros(len(r.ids), np.uint32)
+        for j in range(len(r.ids)):
+            s, e = int(r.batch_start[j]), int(r.batch_end[j])
             if codes[j]:
                 h = hdr[j]
                 body = compress(int(codes[j]), view[s + V2_HEADER_SIZE:e])
-                out[v2_pos[j]] = _finish_header(
-                    int(h["base_offset"]), int(h["partition_leader_epoch"]), int(attrs[j]),
-                    int(h["last_offset_delta"]), int(base_ts[j]), int(max_ts[j]), int(h["producer_id"]),
-                    int(h["producer_epoch"]), int(h["base_sequence"]), int(counts[j]), body)
+                out[r.pos[j]] = _finish_header(
+                    int(h["base_offset"]), int(h["partition_leader_epoch"]), int(r.attrs[j]),
+                    int(h["last_offset_delta"]), int(r.base_ts[j]), int(r.max_ts[j]),
+                    int(h["producer_id"]), int(h["producer_epoch"]), int(h["base_sequence"]),
+                    int(r.counts[j]), body)
             else:
                 crcs[j] = crc32c(view[s + ATTRIBUTES_OFFSET:e])
-                out[v2_pos[j]] = view[s:e]
+                out[r.pos[j]] = view[s:e]
         plain = codes == 0
-        buf[(batch_start[plain] + CRC_OFFSET)[:, None] + np.arange(4)] = \
+        buf[(r.batch_start[plain] + CRC_OFFSET)[:, None] + np.arange(4)] = \
             crcs[plain].astype(">u4").view(np.uint8).reshape(-1, 4)
     for k in np.flatnonzero([o is None for o in out]):
         b = int(batch_ids[k])
         rows = np.flatnonzero(keep & (d.records.batch_index == b))
         out[k] = _rebuild_legacy(d, b, rows)
     return out
+
+
+def rebuilt_sizes(d: DecodedBatches, batch_ids: np.ndarray, keep: np.ndarray,
+                  delete_horizons: np.ndarray) -> np.ndarray:
+    """The byte size of each batch `rebuild_batches` would return (same arguments), without
+    headers or CRCs: what a dry-run cleaning round counts as written. Compressed and legacy
+    batches are still compressed and built, since their size depends on it."""
+    batch_ids = np.asarray(batch_ids, np.int64)
+    sizes = np.full(len(batch_ids), -1, np.int64)
+    r = _rewrite_v2(d, batch_ids, keep, delete_horizons)
+    if r is not None:
+        sizes[r.pos] = r.batch_end - r.batch_start
+        codes = r.attrs & COMPRESSION_MASK
+        view = memoryview(r.buf)
+        for j in np.flatnonzero(codes).tolist():
+            body = view[int(r.batch_start[j]) + V2_HEADER_SIZE:int(r.batch_end[j])]
+            sizes[r.pos[j]] = V2_HEADER_SIZE + len(compress(int(codes[j]), body))
+    for k in np.flatnonzero(sizes < 0).tolist():
+        b = int(batch_ids[k])
+        sizes[k] = len(_rebuild_legacy(d, b, np.flatnonzero(keep & (d.records.batch_index == b))))
+    return sizes
 
 
 def _rebuild_legacy(d: DecodedBatches, b: int, rows: np.ndarray) -> bytes:

@@ -6,7 +6,7 @@ ProducerStateManager and LeaderEpochFileCache.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from logstore.epoch import LeaderEpochFileCache
@@ -32,7 +32,15 @@ def segment_sources(
     """(base offset, batches) pairs for `ProducerStateManager.rebuild`; batches are read lazily."""
 
     def reader(segment: LogSegment) -> Callable[[], Iterable[BatchInfo]]:
-        return lambda: (batch_info(b) for b in segment.iter_batches())
+        def infos() -> Iterator[BatchInfo]:
+            # Headers only: the body is read just for a producer's control batch (its marker).
+            for position, header in segment.batch_headers():
+                info = BatchInfo.from_header(header)
+                if info.is_control and info.has_producer_id:
+                    info = batch_info(RecordBatch(segment.read_bytes(position, header.size_in_bytes), 0))
+                yield info
+
+        return infos
 
     return [(s.base_offset, reader(s)) for s in segments]
 

@@ -323,7 +323,7 @@ class LogSegment:
         """Scan from the last offset-index entry to the last batch: its last offset + 1."""
         next_offset = self._base_offset
         start = self._offset_index.lookup(self._offset_index.last_offset).position
-        for _, header in self._headers(start):
+        for _, header in self.batch_headers(start):
             next_offset = header.next_offset
         return next_offset
 
@@ -373,7 +373,8 @@ class LogSegment:
             return b""
         return os.pread(self._file(), size, position)
 
-    def _headers(self, start: int = 0) -> Iterator[tuple[int, BatchHeader]]:
+    def batch_headers(self, start: int = 0) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of every complete batch from byte `start`, reading only headers."""
         for position, header, _, _ in self._scan(start, full=False):
             yield position, header
 
@@ -526,7 +527,7 @@ class LogSegment:
         Starts at the offset index's entry for `offset` and scans batch headers only.
         """
         start = max(self._offset_index.lookup(offset).position, starting_position)
-        for position, header in self._headers(start):
+        for position, header in self.batch_headers(start):
             if header.last_offset >= offset:
                 return LogOffsetPosition(header.last_offset, position, header.size_in_bytes)
         return None
@@ -587,7 +588,7 @@ class LogSegment:
     def largest_timestamp_after(self, position: int) -> TimestampOffset:
         """Largest batch max timestamp from `position` on, with its batch's last offset."""
         best = TimestampOffset(NO_TIMESTAMP, -1)
-        for _, header in self._headers(position):
+        for _, header in self.batch_headers(position):
             if header.max_timestamp > best.timestamp:
                 best = TimestampOffset(header.max_timestamp, header.last_offset)
         return best
@@ -693,7 +694,7 @@ class LogSegment:
 
     def _load_first_batch_timestamp(self) -> None:
         if self._rolling_based_timestamp is None:
-            for _, header in self._headers(0):
+            for _, header in self.batch_headers(0):
                 self._rolling_based_timestamp = header.max_timestamp
                 break
 

@@ -169,20 +169,35 @@ def retention_row(log: Any, config: LogConfig, now_ms: int) -> dict[str, Any]:
     }
 
 
-def _key_stats(segments: Sequence[Any]) -> dict[str, int]:
-    """Records, keyed records, distinct keys and tombstones of a Log's segments, decoded and
-    hashed (128-bit mmh3) exactly as the cleaner reads them; every v2 batch's CRC is checked
-    (CorruptRecordError naming the file and position)."""
-    from compaction.cleaner import read_segment
+def _decode_segments(segments: Sequence[Any]) -> tuple[list[Any], dict[int, Any]]:
+    """Every segment decoded once, as the cleaner reads it, with every v2 batch's CRC checked
+    (CorruptRecordError naming the file and position). Returns the decoded segments and the
+    {base offset: decoded} cache handed to the cleaner (bounded like the cleaner's own; the
+    active segment, which may end in a torn tail, is never cleaned and not cached)."""
+    from compaction.cleaner import DECODE_CACHE_BYTES, decode_segment, read_segment
     from compaction.decode import decode
 
+    out, cache, cached_bytes = [], {}, 0
+    for i, segment in enumerate(segments):
+        path = str(segment.log_path)
+        active = i + 1 == len(segments)
+        d = (decode(read_segment(segment), segment_base=segment.base_offset, path=path)
+             if active else decode_segment(segment))
+        _check_crcs(d, path)
+        out.append(d)
+        if not active and cached_bytes + segment.size <= DECODE_CACHE_BYTES:
+            cache[segment.base_offset] = d
+            cached_bytes += segment.size
+    return out, cache
+
+
+def _key_stats(decoded: Sequence[Any]) -> dict[str, int]:
+    """Records, keyed records, distinct keys (128-bit mmh3, as the cleaner hashes them) and
+    tombstones of a Log's decoded segments."""
     records = tombstones = 0
     words1, words2 = [], []
-    for segment in segments:
-        decoded = decode(read_segment(segment), segment_base=segment.base_offset,
-                         path=str(segment.log_path))
-        _check_crcs(decoded, str(segment.log_path))
-        columns = decoded.records
+    for d in decoded:
+        columns = d.records
         records += len(columns)
         tombstones += int(columns.is_tombstone.sum())
         words1.append(columns.key_hash1[columns.has_key])
@@ -209,18 +224,13 @@ def _check_crcs(decoded: Any, path: str) -> None:
 
 
 def distinct_pairs(h1: np.ndarray, h2: np.ndarray) -> int:
-    """Number of distinct (h1, h2) pairs: a sort by the first word, and a full lexicographic
-    sort only when some first words carry different second words."""
-    if len(h1) == 0:
-        return 0
-    order = np.argsort(h1)
-    s1, s2 = h1[order], h2[order]
-    starts = np.flatnonzero(np.concatenate([[True], s1[1:] != s1[:-1]]))
-    if (np.minimum.reduceat(s2, starts) == np.maximum.reduceat(s2, starts)).all():
-        return len(starts)
-    order = np.lexsort((h2, h1))
-    s1, s2 = h1[order], h2[order]
-    return 1 + int(((s1[1:] != s1[:-1]) | (s2[1:] != s2[:-1])).sum())
+    """Number of distinct (h1, h2) key hashes: the size of an offset map holding them all."""
+    from compaction.offset_map import BYTES_PER_SLOT, MIN_WORKING_SLOTS, OffsetMap
+
+    n = len(h1)
+    counter = OffsetMap(memory=BYTES_PER_SLOT * max(2 * n, MIN_WORKING_SLOTS), load_factor=1.0)
+    counter.put_hashes(h1, h2, np.zeros(n, np.int64))
+    return counter.size
 
 
 @functools.lru_cache(maxsize=4)
@@ -235,13 +245,14 @@ def _cleaner(config: LogConfig) -> Any:
 def compaction_row(log: Any, config: LogConfig, now_ms: int) -> dict[str, Any]:
     """The compaction report row of an open Log (a dry-run Cleaner round; nothing changes)."""
     segments = log.segments
+    decoded, cache = _decode_segments(segments)
     row: dict[str, Any] = {
         "topic": log.topic,
         "partition": log.partition,
         "cleanup_policy": _policy(config),
         "segments": len(segments),
         "log_bytes": sum(s.size for s in segments),
-        **_key_stats(segments),
+        **_key_stats(decoded),
         "min_cleanable_dirty_ratio": config.min_cleanable_dirty_ratio,
     }
     if not config.compact:
@@ -253,7 +264,7 @@ def compaction_row(log: Any, config: LogConfig, now_ms: int) -> dict[str, Any]:
         return row
     cleaner = _cleaner(config)
     rng = cleaner.cleanable_range(log, now_ms)
-    result = cleaner.clean(log, now_ms=now_ms, dry_run=True)
+    result = cleaner.clean(log, now_ms=now_ms, dry_run=True, decoded=cache)
     row.update(
         tombstones_removable=result.tombstones_removed,
         records_removable=result.records_removed,
