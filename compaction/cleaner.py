@@ -77,6 +77,7 @@ class CleanResult:
     bytes_per_key: float = 0.0
     elapsed_s: float = 0.0
     dry_run: bool = False
+    cleanable: CleanableRange | None = None  # the selection the round started from
 
     @property
     def cleaned(self) -> bool:
@@ -261,7 +262,8 @@ class Cleaner:
                              first_uncleanable_offset=rng.first_uncleanable_offset,
                              dirty_ratio=rng.dirty_ratio, due_reason=rng.due_reason, dry_run=dry_run,
                              bytes_per_key=self.offset_map.bytes_per_key,
-                             removed_by_reason={name: 0 for name in REASON_NAMES[1:]})
+                             removed_by_reason={name: 0 for name in REASON_NAMES[1:]},
+                             cleanable=rng)
         if rng.force_update_checkpoint and not dry_run:
             self.write_checkpoint(log, rng.first_dirty_offset)
         start, upper = rng.first_dirty_offset, rng.first_uncleanable_offset

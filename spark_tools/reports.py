@@ -225,12 +225,19 @@ def _check_crcs(decoded: Any, path: str) -> None:
 
 def distinct_pairs(h1: np.ndarray, h2: np.ndarray) -> int:
     """Number of distinct (h1, h2) key hashes: the size of an offset map holding them all."""
-    from compaction.offset_map import BYTES_PER_SLOT, MIN_WORKING_SLOTS, OffsetMap
-
-    n = len(h1)
-    counter = OffsetMap(memory=BYTES_PER_SLOT * max(2 * n, MIN_WORKING_SLOTS), load_factor=1.0)
-    counter.put_hashes(h1, h2, np.zeros(n, np.int64))
+    counter = _key_counter(max(len(h1), 1).bit_length())
+    counter.clear(expected_keys=len(h1))
+    counter.put_hashes(h1, h2, np.zeros(len(h1), np.int64))
     return counter.size
+
+
+@functools.lru_cache(maxsize=1)
+def _key_counter(bits: int) -> Any:
+    """An offset map with room for 2**bits keys, kept for the next partition of similar size
+    (a fresh one would fault in its pages on every partition)."""
+    from compaction.offset_map import BYTES_PER_SLOT, OffsetMap
+
+    return OffsetMap(memory=BYTES_PER_SLOT * 2 ** (bits + 1), load_factor=1.0)
 
 
 @functools.lru_cache(maxsize=4)
@@ -262,9 +269,8 @@ def compaction_row(log: Any, config: LogConfig, now_ms: int) -> dict[str, Any]:
                    dirty_ratio=None, would_clean_now=False,
                    reason="not compacted (cleanup.policy has no compact)")
         return row
-    cleaner = _cleaner(config)
-    rng = cleaner.cleanable_range(log, now_ms)
-    result = cleaner.clean(log, now_ms=now_ms, dry_run=True, decoded=cache)
+    result = _cleaner(config).clean(log, now_ms=now_ms, dry_run=True, decoded=cache)
+    rng = result.cleanable
     row.update(
         tombstones_removable=result.tombstones_removed,
         records_removable=result.records_removed,

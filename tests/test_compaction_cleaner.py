@@ -16,7 +16,13 @@ from compaction.cleaner import CLEANER_OFFSET_CHECKPOINT, Cleaner, kafka_read_ch
 from logstore import Log
 from logstore.clock import ManualClock
 from logstore.errors import InvalidRecordError, LogCleaningAbortedError
-from logstore.records import Record, build_batch, build_control_batch, build_legacy_entry, iter_batches
+from logstore.records import (
+    Record,
+    build_batch,
+    build_control_batch,
+    build_legacy_entry,
+    iter_batches,
+)
 from logstore.txn_index import AbortedTxn
 
 DAY = 24 * 3600 * 1000
