@@ -254,12 +254,13 @@ def _varint_size(value):
 
 
 @njit(cache=True)
-def rewrite_records(buf, rec_start, rec_end, new_ts_deltas, gaps, out, out_end):
-    """Copy records into out with a new timestampDelta each (rest of the record unchanged),
+def rewrite_records(buf, rec_start, rec_end, new_ts_deltas, gaps, out, out_end, write):
+    """Lay records out with a new timestampDelta each (rest of the record unchanged),
     leaving gaps[i] bytes free before record i (room for a batch header).
 
-    out_end[i] receives the end of record i in out; returns the bytes written. out must have
-    room for the records' lengths + gaps + 20 bytes per record.
+    out_end[i] receives the end of record i in the layout; returns the bytes it spans. With
+    `write` the records are copied into out, which must have room for the records' lengths +
+    gaps + 20 bytes per record; without, only the ends are computed (a size count).
     """
     w = 0
     for i in range(rec_start.shape[0]):
@@ -270,12 +271,15 @@ def rewrite_records(buf, rec_start, rec_end, new_ts_deltas, gaps, out, out_end):
         _, after_ts = _read_varint(buf, body + 1)
         rest = rec_end[i] - after_ts
         new_len = 1 + _varint_size(new_ts_deltas[i]) + rest
-        w = _write_varint(out, w, new_len)
-        out[w] = buf[body]
-        w += 1
-        w = _write_varint(out, w, new_ts_deltas[i])
-        out[w:w + rest] = buf[after_ts:after_ts + rest]
-        w += rest
+        if write:
+            w = _write_varint(out, w, new_len)
+            out[w] = buf[body]
+            w += 1
+            w = _write_varint(out, w, new_ts_deltas[i])
+            out[w:w + rest] = buf[after_ts:after_ts + rest]
+            w += rest
+        else:
+            w += _varint_size(new_len) + new_len
         out_end[i] = w
     return w
 

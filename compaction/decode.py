@@ -237,7 +237,7 @@ class _RewrittenV2:
 
 
 def _rewrite_v2(d: DecodedBatches, batch_ids: np.ndarray, keep: np.ndarray,
-                delete_horizons: np.ndarray) -> _RewrittenV2 | None:
+                delete_horizons: np.ndarray, *, write: bool = True) -> _RewrittenV2 | None:
     v2_pos = np.flatnonzero(d.header["magic"][batch_ids] >= 2)
     if not v2_pos.size:
         return None
@@ -258,9 +258,11 @@ def _rewrite_v2(d: DecodedBatches, batch_ids: np.ndarray, keep: np.ndarray,
     gaps = np.zeros(len(rows), np.int64)
     gaps[first] = V2_HEADER_SIZE
     starts, ends = d.rec_start[rows], d.rec_end[rows]
-    buf = np.empty(int((ends - starts).sum()) + 20 * len(rows) + V2_HEADER_SIZE * len(ids), np.uint8)
+    room = int((ends - starts).sum()) + 20 * len(rows) + V2_HEADER_SIZE * len(ids) if write else 0
+    buf = np.empty(room, np.uint8)
     rec_end = np.empty(len(rows), np.int64)
-    _kernels.rewrite_records(d.arena, starts, ends, ts - np.repeat(base_ts, counts), gaps, buf, rec_end)
+    _kernels.rewrite_records(d.arena, starts, ends, ts - np.repeat(base_ts, counts), gaps, buf,
+                             rec_end, write)
     batch_end = rec_end[first + counts - 1]
     batch_start = np.concatenate([[0], batch_end[:-1]])
     return _RewrittenV2(v2_pos, ids, buf, batch_start, batch_end, attrs, base_ts, max_ts, counts)
@@ -318,19 +320,23 @@ def rebuild_batches(d: DecodedBatches, batch_ids: np.ndarray, keep: np.ndarray,
 
 def rebuilt_sizes(d: DecodedBatches, batch_ids: np.ndarray, keep: np.ndarray,
                   delete_horizons: np.ndarray) -> np.ndarray:
-    """The byte size of each batch `rebuild_batches` would return (same arguments), without
-    headers or CRCs: what a dry-run cleaning round counts as written. Compressed and legacy
-    batches are still compressed and built, since their size depends on it."""
+    """The byte size of each batch `rebuild_batches` would return (same arguments): what a
+    dry-run cleaning round counts as written. Uncompressed v2 batches are only measured (no
+    bytes copied, no headers or CRCs); compressed and legacy ones are built, since their size
+    depends on the compressed bytes."""
     batch_ids = np.asarray(batch_ids, np.int64)
     sizes = np.full(len(batch_ids), -1, np.int64)
-    r = _rewrite_v2(d, batch_ids, keep, delete_horizons)
+    v2 = d.header["magic"][batch_ids] >= 2
+    compressed = v2 & ((d.header["attributes"][batch_ids] & COMPRESSION_MASK) != 0)
+    r = _rewrite_v2(d, batch_ids[v2 & ~compressed], keep, delete_horizons[v2 & ~compressed],
+                    write=False)
     if r is not None:
-        sizes[r.pos] = r.batch_end - r.batch_start
-        codes = r.attrs & COMPRESSION_MASK
-        view = memoryview(r.buf)
-        for j in np.flatnonzero(codes).tolist():
-            body = view[int(r.batch_start[j]) + V2_HEADER_SIZE:int(r.batch_end[j])]
-            sizes[r.pos[j]] = V2_HEADER_SIZE + len(compress(int(codes[j]), body))
+        sizes[np.flatnonzero(v2 & ~compressed)] = r.batch_end - r.batch_start
+    if compressed.any():  # the size is known once the kept records are compressed
+        for k, raw in zip(np.flatnonzero(compressed).tolist(),
+                          rebuild_batches(d, batch_ids[compressed], keep, delete_horizons[compressed]),
+                          strict=True):
+            sizes[k] = len(raw)
     for k in np.flatnonzero(sizes < 0).tolist():
         b = int(batch_ids[k])
         sizes[k] = len(_rebuild_legacy(d, b, np.flatnonzero(keep & (d.records.batch_index == b))))

@@ -91,7 +91,7 @@ def session_settings(master: str, conf: dict[str, str] | None = None) -> dict[st
     return {
         **(_LOOPBACK_CONF if local else {}),
         **_BASE_CONF,
-        "spark.driver.extraJavaOptions": log_conf,
+        "spark.driver.extraJavaOptions": log_conf + " -XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
         **({"spark.executor.extraJavaOptions": log_conf} if local else {}),
         **(conf or {}),
     }
