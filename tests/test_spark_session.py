@@ -63,6 +63,8 @@ def test_local_masters_bind_to_loopback_and_cluster_masters_keep_spark_addresses
     assert local["spark.ui.enabled"] == "false"
     cluster = session_settings("spark://head:7077", {"spark.ui.enabled": "true"})
     assert "spark.driver.host" not in cluster and "spark.executor.extraJavaOptions" not in cluster
+    assert "-XX:+UseSerialGC" in local["spark.driver.extraJavaOptions"]
+    assert "-XX:" not in cluster["spark.driver.extraJavaOptions"]
     assert cluster["spark.ui.enabled"] == "true"
 
 
