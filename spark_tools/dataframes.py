@@ -27,7 +27,6 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 _FILE_FIELDS = ("path", "topic", "partition", "mtime_ms")
-_TASK_SCHEMA = "files array<struct<path:string,topic:string,partition:int,mtime_ms:long>>"
 
 
 _SPARK_TYPES = {
@@ -69,31 +68,38 @@ def default_tasks(spark: SparkSession) -> int:
 
 
 def distribute(spark: SparkSession, items: Sequence[Any], weights: Sequence[int],
-               schema: str, num_tasks: int | None = None) -> DataFrame:
-    """A one-column DataFrame ``files`` with one row per task, items packed by weight."""
-    groups = balanced_groups(weights, num_tasks or default_tasks(spark))
-    rows = [([items[i] for i in g],) for g in groups]
-    rdd = spark.sparkContext.parallelize(rows, max(1, len(rows)))
-    return spark.createDataFrame(rdd, schema)
+               work: Callable[[list[Any]], Iterator[pa.RecordBatch]], schema: str,
+               num_tasks: int | None = None) -> DataFrame:
+    """``work`` run on the executors over ``items`` packed by weight into about one group per
+    task: a DataFrame of ``schema`` holding every batch ``work`` yields.
+
+    The groups travel with the function and each task finds its own by its id, so no input
+    rows are built (a one-column ``range`` drives the tasks).
+    """
+    groups = [[items[i] for i in g]
+              for g in balanced_groups(weights, num_tasks or default_tasks(spark))]
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for task in batch.column("id").to_pylist():
+                yield from work(groups[task])
+
+    return spark.range(len(groups), numPartitions=max(1, len(groups))).mapInArrow(run, schema)
 
 
-def _file_tasks(spark: SparkSession, paths: PathArg | Sequence[PathArg],
-                filesystem: pafs.FileSystem, num_tasks: int | None) -> DataFrame:
+def _over_files(spark: SparkSession, paths: PathArg | Sequence[PathArg],
+                filesystem: pafs.FileSystem, num_tasks: int | None,
+                read: Callable[[dict], Iterator[pa.RecordBatch]], schema: str) -> DataFrame:
+    """``read`` run on the executors for every segment file under ``paths`` (a dict of
+    path, topic, partition and mtime_ms each), files packed by size."""
     segments = [s for p in list_partitions(paths, filesystem) for s in p.segments]
-    items = [tuple(getattr(s, f) for f in _FILE_FIELDS) for s in segments]
-    return distribute(spark, items, [s.size for s in segments], _TASK_SCHEMA, num_tasks)
+    items = [{f: getattr(s, f) for f in _FILE_FIELDS} for s in segments]
 
+    def work(files: list[dict]) -> Iterator[pa.RecordBatch]:
+        for f in files:
+            yield from read(f)
 
-def _per_file(
-    read: Callable[..., Iterator[pa.RecordBatch]],
-) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    def run(tasks: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for task in tasks:
-            for files in task.column("files").to_pylist():
-                for f in files:
-                    yield from read(f)
-
-    return run
+    return distribute(spark, items, [s.size for s in segments], work, schema, num_tasks)
 
 
 def segments_dataframe(
@@ -122,8 +128,7 @@ def segments_dataframe(
         for batch in read_segments(f["path"], f["topic"], f["partition"], filesystem=fs):
             yield batch.select(names) if columns is not None else batch
 
-    tasks = _file_tasks(spark, inner, fs, num_tasks)
-    return tasks.mapInArrow(_per_file(read), spark_schema(schema))
+    return _over_files(spark, inner, fs, num_tasks, read, spark_schema(schema))
 
 
 def segment_metadata_dataframe(
@@ -142,5 +147,4 @@ def segment_metadata_dataframe(
                                     last_modified_ms=f["mtime_ms"])
         yield pa.RecordBatch.from_pylist([row], schema=METADATA_SCHEMA)
 
-    tasks = _file_tasks(spark, inner, fs, num_tasks)
-    return tasks.mapInArrow(_per_file(read), spark_schema(METADATA_SCHEMA))
+    return _over_files(spark, inner, fs, num_tasks, read, spark_schema(METADATA_SCHEMA))

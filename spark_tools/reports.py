@@ -377,21 +377,14 @@ def audit_reports(
         raise LogstoreError(f"unknown report kinds {unknown} (choose from {', '.join(REPORTS)})")
     settings, inner = _settings(paths, config_overrides, now_ms, filesystem)
     parts = list_partitions(inner, settings.filesystem)
-    by_key = {(p.topic, p.partition): p for p in parts}
     combined = pa.schema([(kind, pa.struct(list(_ROW_BUILDERS[kind][1]))) for kind in kinds])
 
-    def run(tasks: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for task in tasks:
-            for keys in task.column("files").to_pylist():
-                rows = [partition_rows(by_key[(k["topic"], k["partition"])], settings, kinds)
-                        for k in keys]
-                yield pa.RecordBatch.from_pylist(rows, schema=combined)
+    def work(group: list[PartitionFiles]) -> Iterator[pa.RecordBatch]:
+        rows = [partition_rows(part, settings, kinds) for part in group]
+        yield pa.RecordBatch.from_pylist(rows, schema=combined)
 
-    items = [(p.topic, p.partition) for p in parts]
-    weights = [sum(s.size for s in p.segments) for p in parts]
-    tasks = distribute(spark, items, weights, "files array<struct<topic:string,partition:int>>",
-                       num_tasks)
-    df = tasks.mapInArrow(run, spark_schema(combined))
+    df = distribute(spark, parts, [sum(s.size for s in p.segments) for p in parts], work,
+                    spark_schema(combined), num_tasks)
     if len(kinds) == 1:
         return {kinds[0]: df.select(f"`{kinds[0]}`.*")}
     table = df.toArrow()
