@@ -9,6 +9,14 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+# Why a record was dropped (per record, int8). KEPT for records that stay.
+KEPT = 0
+DUPLICATE = 1  # a later record has the same key
+TOMBSTONE_EXPIRED = 2  # a tombstone past its batch's delete horizon
+ABORTED = 3  # data of an aborted transaction
+MARKER_EXPIRED = 4  # a transaction marker whose data is gone and whose horizon passed
+KEYLESS = 5  # a record without a key in the cleaned range
+
 EMPTY_SLOT = np.uint32(0)  # an unused offset-map slot; slots store relative offset + 1
 
 _C1 = np.uint64(0x87C37B91114253D5)
@@ -153,6 +161,38 @@ def map_get(h1s, h2s, rels, k1, k2, base_offset, out):
             pos += 1
             if pos == slots:
                 pos = 0
+
+
+@njit(cache=True)
+def decide_records(batch_index, offsets, has_key, is_tombstone, found, latest_offset,
+                   retain_deletes, discard, is_control, keep, reason, kept, kept_tombstone, total):
+    """Per record: keep it or give the reason code for dropping it, and per batch
+    count records, kept records and whether a kept one is a tombstone.
+
+    found[i] is the offset map's offset for record i's key (-1: absent); retain_deletes,
+    discard and is_control are per batch. kept, kept_tombstone and total must start zeroed.
+    """
+    for i in range(offsets.shape[0]):
+        b = batch_index[i]
+        total[b] += 1
+        latest_for_key = offsets[i] >= found[i]
+        if discard[b]:
+            keep[i] = False
+            reason[i] = MARKER_EXPIRED if is_control[b] else ABORTED
+            continue
+        keep[i] = is_control[b] or offsets[i] > latest_offset or (
+            has_key[i] and latest_for_key and (not is_tombstone[i] or retain_deletes[b]))
+        if keep[i]:
+            reason[i] = KEPT
+            kept[b] += 1
+            if is_tombstone[i]:
+                kept_tombstone[b] = True
+        elif not has_key[i]:
+            reason[i] = KEYLESS
+        elif not latest_for_key:
+            reason[i] = DUPLICATE
+        else:
+            reason[i] = TOMBSTONE_EXPIRED
 
 
 @njit(cache=True, inline="always")

@@ -25,15 +25,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from compaction import _kernels
+from compaction._kernels import (  # noqa: F401 - the reason codes are part of this module's API
+    ABORTED,
+    DUPLICATE,
+    KEPT,
+    KEYLESS,
+    MARKER_EXPIRED,
+    TOMBSTONE_EXPIRED,
+)
 from compaction.offset_map import OffsetMap
 
-# Why a record was dropped (per record, int8). KEPT for records that stay.
-KEPT = 0
-DUPLICATE = 1  # a later record has the same key
-TOMBSTONE_EXPIRED = 2  # a tombstone past its batch's delete horizon
-ABORTED = 3  # data of an aborted transaction
-MARKER_EXPIRED = 4  # a transaction marker whose data is gone and whose horizon passed
-KEYLESS = 5  # a record without a key in the cleaned range
+# Why a record was dropped (per record, int8; defined beside the kernel that decides it).
 REASON_NAMES = ("kept", "duplicate", "tombstone_expired", "aborted", "marker_expired", "keyless")
 
 # What happens to each batch (per batch, int8).
@@ -383,34 +386,21 @@ def decide(records: RecordColumns, batches: BatchColumns, offset_map: OffsetMap,
         if hit:
             retain_empty[b] = True
 
-    # Record decisions, vectorised.
-    bi = records.batch_index
+    # Record decisions, one pass (compaction/_kernels.py).
+    n = len(records)
     found = offset_map.get_hashes(records.key_hash1, records.key_hash2)
-    beyond = records.offset > offset_map.latest_offset
-    legacy = batches.magic < 2
-    rb_horizon = horizon[bi]
-    retain_deletes = np.where(legacy[bi], batches.legacy_retain_deletes[bi],
-                              (rb_horizon == NO_TIMESTAMP) | (now_ms < rb_horizon))
-    latest_for_key = records.offset >= found
-    keep_data = beyond | (records.has_key & latest_for_key & (~records.is_tombstone | retain_deletes))
-    rec_discard = discard_records[bi]
-    rec_control = is_control[bi]
-    keep = ~rec_discard & (rec_control | keep_data)
-
-    reason = np.zeros(len(records), np.int8)
-    drop = ~keep
-    reason[drop & rec_discard & rec_control] = MARKER_EXPIRED
-    reason[drop & rec_discard & ~rec_control] = ABORTED
-    plain = drop & ~rec_discard
-    reason[plain & ~records.has_key] = KEYLESS
-    reason[plain & records.has_key & ~latest_for_key] = DUPLICATE
-    reason[plain & records.has_key & latest_for_key] = TOMBSTONE_EXPIRED
-
-    kept = np.bincount(bi[keep], minlength=nb).astype(np.int64)
-    kept_tomb = np.bincount(bi[keep & records.is_tombstone], minlength=nb) > 0
+    retain_deletes = np.where(batches.magic < 2, batches.legacy_retain_deletes,
+                              (horizon == NO_TIMESTAMP) | (now_ms < horizon))
+    keep = np.empty(n, np.bool_)
+    reason = np.empty(n, np.int8)
+    kept = np.zeros(nb, np.int64)
+    kept_tomb = np.zeros(nb, np.bool_)
+    total = np.zeros(nb, np.int64)
+    _kernels.decide_records(records.batch_index, records.offset, records.has_key,
+                            records.is_tombstone, found, offset_map.latest_offset, retain_deletes,
+                            discard_records, is_control, keep, reason, kept, kept_tomb, total)
     marker_for_empty_txn = can_discard & is_control
     need_horizon = (batches.magic >= 2) & (kept_tomb | marker_for_empty_txn) & (horizon == NO_TIMESTAMP)
-    total = np.bincount(bi, minlength=nb)
 
     action = np.full(nb, DROP, np.int8)
     has_kept = kept > 0
