@@ -192,21 +192,17 @@ def _decode_segments(segments: Sequence[Any]) -> tuple[list[Any], dict[int, Any]
 
 
 def _key_stats(decoded: Sequence[Any]) -> dict[str, int]:
-    """Records, keyed records, distinct keys (128-bit mmh3, as the cleaner hashes them) and
-    tombstones of a Log's decoded segments."""
-    records = tombstones = 0
-    words1, words2 = [], []
-    for d in decoded:
-        columns = d.records
-        records += len(columns)
-        tombstones += int(columns.is_tombstone.sum())
-        words1.append(columns.key_hash1[columns.has_key])
-        words2.append(columns.key_hash2[columns.has_key])
-    h1 = np.concatenate(words1) if words1 else np.empty(0, np.uint64)
-    h2 = np.concatenate(words2) if words2 else np.empty(0, np.uint64)
-    distinct = distinct_pairs(h1, h2)
-    return {"records": records, "keyed_records": len(h1), "distinct_keys": distinct,
-            "duplicate_records": len(h1) - distinct, "tombstones": tombstones}
+    """Records, keyed records, distinct keys (128-bit mmh3, as the cleaner hashes them, counted
+    in an offset map) and tombstones of a Log's decoded segments."""
+    columns = [d.records for d in decoded]
+    keyed = sum(int(c.has_key.sum()) for c in columns)
+    counter = _key_counter(max(keyed, 1).bit_length())
+    counter.clear(expected_keys=keyed)
+    for c in columns:
+        counter.put_hashes(c.key_hash1, c.key_hash2, np.zeros(len(c), np.int64), c.has_key)
+    return {"records": sum(len(c) for c in columns), "keyed_records": keyed,
+            "distinct_keys": counter.size, "duplicate_records": keyed - counter.size,
+            "tombstones": sum(int(c.is_tombstone.sum()) for c in columns)}
 
 
 def _check_crcs(decoded: Any, path: str) -> None:
@@ -221,14 +217,6 @@ def _check_crcs(decoded: Any, path: str) -> None:
         end = start + int(decoded.size[i])
         if crc32c(buf[start + ATTRIBUTES_OFFSET:end]) != int(header["crc"][i]):
             raise CorruptRecordError("batch CRC-32C mismatch", position=start, path=path)
-
-
-def distinct_pairs(h1: np.ndarray, h2: np.ndarray) -> int:
-    """Number of distinct (h1, h2) key hashes: the size of an offset map holding them all."""
-    counter = _key_counter(max(len(h1), 1).bit_length())
-    counter.clear(expected_keys=len(h1))
-    counter.put_hashes(h1, h2, np.zeros(len(h1), np.int64))
-    return counter.size
 
 
 @functools.lru_cache(maxsize=1)
