@@ -43,9 +43,11 @@ _LOOPBACK_CONF = {
     "spark.driver.host": "127.0.0.1",
     "spark.driver.bindAddress": "127.0.0.1",
 }
-# In local mode one JVM schedules and Python does the work on the same cores: C1-only JIT and
-# the serial collector keep it from spending a few hundred ms per job compiling and marking.
-_LOCAL_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# In local mode one JVM schedules while Python does the work on the same cores: the serial
+# collector keeps G1's concurrent marking threads off those cores (an audit of 1 GiB on
+# local[2] went from 1.12 s to 1.03 s, the JVM-side aggregation of the reader from 2.18 s to
+# 2.09 s). A C1-only JIT saved another 0.08 s on the audit but made JVM-side work 2.4x slower.
+_LOCAL_JVM_OPTIONS = "-XX:+UseSerialGC"
 _BASE_CONF = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
@@ -86,9 +88,9 @@ def _log4j2_config_path() -> Path:
 def session_settings(master: str, conf: dict[str, str] | None = None) -> dict[str, str]:
     """The Spark settings ``spark_session`` applies for ``master`` (``conf`` entries win).
 
-    Local masters bind to loopback, log quietly through a generated log4j2 file and start a
-    lighter JVM (C1 JIT, serial GC); cluster masters keep Spark's own address, JVM and
-    executor settings.
+    Local masters bind to loopback, log quietly through a generated log4j2 file and use the
+    serial garbage collector; cluster masters keep Spark's own address, JVM and executor
+    settings.
     """
     log_conf = f"-Dlog4j2.configurationFile=file:{_log4j2_config_path()}"
     local = master.startswith("local")
