@@ -196,13 +196,27 @@ def _key_stats(decoded: Sequence[Any]) -> dict[str, int]:
     in an offset map) and tombstones of a Log's decoded segments."""
     columns = [d.records for d in decoded]
     keyed = sum(int(c.has_key.sum()) for c in columns)
-    counter = _key_counter(max(keyed, 1).bit_length())
-    counter.clear(expected_keys=keyed)
+    counter = _key_counter(keyed)
     for c in columns:
         counter.put_hashes(c.key_hash1, c.key_hash2, np.zeros(len(c), np.int64), c.has_key)
     return {"records": sum(len(c) for c in columns), "keyed_records": keyed,
             "distinct_keys": counter.size, "duplicate_records": keyed - counter.size,
             "tombstones": sum(int(c.is_tombstone.sum()) for c in columns)}
+
+
+_counters: list[Any] = []  # this process's key counter, grown to the largest partition seen
+
+
+def _key_counter(keys: int) -> Any:
+    """An empty offset map with room for `keys` distinct keys, reused across partitions (a
+    fresh one would fault in its pages for every partition)."""
+    from compaction.offset_map import BYTES_PER_SLOT, OffsetMap
+
+    if not _counters or _counters[0].slots < 2 * keys:
+        _counters[:] = [OffsetMap(memory=BYTES_PER_SLOT * 2 * max(keys, 1024), load_factor=1.0)]
+    counter = _counters[0]
+    counter.clear(expected_keys=keys)
+    return counter
 
 
 def _check_crcs(decoded: Any, path: str) -> None:
@@ -217,15 +231,6 @@ def _check_crcs(decoded: Any, path: str) -> None:
         end = start + int(decoded.size[i])
         if crc32c(buf[start + ATTRIBUTES_OFFSET:end]) != int(header["crc"][i]):
             raise CorruptRecordError("batch CRC-32C mismatch", position=start, path=path)
-
-
-@functools.lru_cache(maxsize=1)
-def _key_counter(bits: int) -> Any:
-    """An offset map with room for 2**bits keys, kept for the next partition of similar size
-    (a fresh one would fault in its pages on every partition)."""
-    from compaction.offset_map import BYTES_PER_SLOT, OffsetMap
-
-    return OffsetMap(memory=BYTES_PER_SLOT * 2 ** (bits + 1), load_factor=1.0)
 
 
 @functools.lru_cache(maxsize=4)
