@@ -105,6 +105,13 @@ def murmur3_128(buf, start, length):
     return h1, h2
 
 
+@njit(cache=True, inline="always")
+def _slot(h, slots):
+    """Home slot of hash h in a table of `slots` (< 2**32) slots: the high 32 bits scaled to
+    the table (a multiply and a shift, where a modulo would divide)."""
+    return np.int64(((h >> np.uint64(32)) * np.uint64(slots)) >> np.uint64(32))
+
+
 @njit(cache=True)
 def map_put(h1s, h2s, rels, size, max_size, k1, k2, offsets, base_offset, valid):
     """Insert (hash -> offset) in order, Kafka-style: stop before a put once size >= max_size.
@@ -127,7 +134,7 @@ def map_put(h1s, h2s, rels, size, max_size, k1, k2, offsets, base_offset, valid)
         stored = np.uint32(rel + 1)
         a = k1[i]
         b = k2[i]
-        pos = np.int64(a % np.uint64(slots))
+        pos = _slot(a, slots)
         while True:
             if rels[pos] == EMPTY_SLOT:
                 h1s[pos] = a
@@ -152,7 +159,7 @@ def map_get(h1s, h2s, rels, k1, k2, base_offset, out):
     for i in range(k1.shape[0]):
         a = k1[i]
         b = k2[i]
-        pos = np.int64(a % np.uint64(slots))
+        pos = _slot(a, slots)
         out[i] = -1
         while rels[pos] != EMPTY_SLOT:
             if h1s[pos] == a and h2s[pos] == b:
