@@ -35,6 +35,10 @@ CONFIGS = {"cleanup.policy": "compact,delete", "segment.bytes": SEGMENT_BYTES,
            "retention.bytes": 8 * SEGMENT_BYTES}
 NOW_MS = 1_800_000_000_000
 SPARK_MASTER = "local[2]"
+# The whole group (Spark and the single-process baselines alike) runs the same rounds; two
+# warm-up rounds let the JVM finish compiling its side of the job before timing starts.
+SPARK_ROUNDS = 5
+SPARK_WARMUP_ROUNDS = 2
 
 
 def write_partition(directory: Path, target_bytes: float, seed: int) -> None:
@@ -169,24 +173,29 @@ def local_audit(root: Path) -> int:
     return int(pc.sum(compaction.column("records")).as_py())
 
 
+def spark_rounds(benchmark, fn, *args):
+    """fn(*args) timed over the group's rounds (SPARK_ROUNDS after SPARK_WARMUP_ROUNDS)."""
+    return benchmark.pedantic(fn, args=args, rounds=SPARK_ROUNDS, warmup_rounds=SPARK_WARMUP_ROUNDS)
+
+
 def test_spark_audit_local2(benchmark, spark, data_dir):
     nbytes = _total_bytes(_files(data_dir))
     tag(benchmark, "spark audit local[2]", "ours", nbytes, partitions=PARTITIONS)
-    rows = benchmark.pedantic(spark_audit, args=(spark, data_dir), rounds=3, warmup_rounds=1)
+    rows = spark_rounds(benchmark, spark_audit, spark, data_dir)
     assert rows > 0
 
 
 def test_single_process_reader_same_files(benchmark, data_dir):
     files = _files(data_dir)
     tag(benchmark, "spark audit local[2]", "baseline", _total_bytes(files), partitions=PARTITIONS)
-    assert benchmark.pedantic(read_all, args=(files,), rounds=3, warmup_rounds=1) > 0
+    assert spark_rounds(benchmark, read_all, files) > 0
 
 
 def test_single_process_audit_same_files(benchmark, data_dir):
     files = _files(data_dir)
     tag(benchmark, "spark audit local[2]", "baseline", _total_bytes(files), partitions=PARTITIONS,
         what="same reports without Spark")
-    assert benchmark.pedantic(local_audit, args=(data_dir,), rounds=3, warmup_rounds=1) > 0
+    assert spark_rounds(benchmark, local_audit, data_dir) > 0
 
 
 def spark_read(spark, root: Path) -> int:
@@ -209,4 +218,4 @@ def test_spark_read_local2(benchmark, spark, data_dir):
     nbytes = _total_bytes(_files(data_dir))
     tag(benchmark, "spark audit local[2]", "ours", nbytes, partitions=PARTITIONS,
         what="distributed reader, per-partition aggregates")
-    assert benchmark.pedantic(spark_read, args=(spark, data_dir), rounds=3, warmup_rounds=1) > 0
+    assert spark_rounds(benchmark, spark_read, spark, data_dir) > 0
