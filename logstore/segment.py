@@ -374,9 +374,16 @@ class LogSegment:
         return os.pread(self._file(), size, position)
 
     def batch_headers(self, start: int = 0) -> Iterator[tuple[int, BatchHeader]]:
-        """(position, header) of every complete batch from byte `start`, reading only headers."""
+        """(position, header) of every complete batch from byte `start`, reading only headers.
+
+        A read-only segment scanned from its start to its end also learns its next offset
+        (it never changes), so a later `next_offset` needs no second scan.
+        """
+        header = None
         for position, header, _, _ in self._scan(start, full=False):
             yield position, header
+        if start == 0 and self._read_only and self._next_offset is None:
+            self._next_offset = self._base_offset if header is None else header.next_offset
 
     def _scan(
         self, start: int, *, full: bool, max_entry_size: int | None = None
