@@ -73,6 +73,7 @@ def data_dir(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("bench-spark") / "data"
     for p in range(PARTITIONS):
         write_partition(root / f"{TOPIC}-{p}", TOTAL_MB * 2**20 / PARTITIONS, seed=p)
+    os.sync()  # the kernel's writeback of this (and earlier suites') data is not what we time
     return root
 
 
