@@ -169,39 +169,41 @@ def retention_row(log: Any, config: LogConfig, now_ms: int) -> dict[str, Any]:
     }
 
 
-def _decode_segments(segments: Sequence[Any]) -> tuple[list[Any], dict[int, Any]]:
-    """Every segment decoded once, as the cleaner reads it, with every v2 batch's CRC checked
-    (CorruptRecordError naming the file and position). Returns the decoded segments and the
-    {base offset: decoded} cache handed to the cleaner (bounded like the cleaner's own; the
-    active segment, which may end in a torn tail, is never cleaned and not cached)."""
+def _read_segments(segments: Sequence[Any]) -> tuple[dict[str, int], dict[int, Any]]:
+    """Decode every segment once, as the cleaner reads it (every v2 batch's CRC checked:
+    CorruptRecordError naming the file and position), for the key statistics: records, keyed
+    records, distinct keys (128-bit mmh3, as the cleaner hashes them, counted in an offset
+    map) and tombstones.
+
+    Returns them and the {base offset: decoded} segments kept for the cleaner's dry run,
+    bounded like the cleaner's own cache; never the active segment, which is never cleaned
+    and may end in a torn tail. Of the others only the key hash columns stay in memory.
+    """
     from compaction.cleaner import DECODE_CACHE_BYTES, decode_segment, read_segment
     from compaction.decode import decode
 
-    out, cache, cached_bytes = [], {}, 0
+    records = tombstones = cached_bytes = 0
+    hashes, cache = [], {}
     for i, segment in enumerate(segments):
         path = str(segment.log_path)
         active = i + 1 == len(segments)
         d = (decode(read_segment(segment), segment_base=segment.base_offset, path=path)
              if active else decode_segment(segment))
         _check_crcs(d, path)
-        out.append(d)
+        c = d.records
+        records += len(c)
+        tombstones += int(c.is_tombstone.sum())
+        hashes.append((c.key_hash1, c.key_hash2, c.has_key))
         if not active and cached_bytes + segment.size <= DECODE_CACHE_BYTES:
             cache[segment.base_offset] = d
             cached_bytes += segment.size
-    return out, cache
-
-
-def _key_stats(decoded: Sequence[Any]) -> dict[str, int]:
-    """Records, keyed records, distinct keys (128-bit mmh3, as the cleaner hashes them, counted
-    in an offset map) and tombstones of a Log's decoded segments."""
-    columns = [d.records for d in decoded]
-    keyed = sum(int(c.has_key.sum()) for c in columns)
+    keyed = sum(int(has_key.sum()) for _, _, has_key in hashes)
     counter = _key_counter(keyed)
-    for c in columns:
-        counter.put_hashes(c.key_hash1, c.key_hash2, np.zeros(len(c), np.int64), c.has_key)
-    return {"records": sum(len(c) for c in columns), "keyed_records": keyed,
-            "distinct_keys": counter.size, "duplicate_records": keyed - counter.size,
-            "tombstones": sum(int(c.is_tombstone.sum()) for c in columns)}
+    for h1, h2, has_key in hashes:
+        counter.put_hashes(h1, h2, np.zeros(len(h1), np.int64), has_key)
+    stats = {"records": records, "keyed_records": keyed, "distinct_keys": counter.size,
+             "duplicate_records": keyed - counter.size, "tombstones": tombstones}
+    return stats, cache
 
 
 _counters: list[Any] = []  # this process's key counter, grown to the largest partition seen
@@ -245,14 +247,14 @@ def _cleaner(config: LogConfig) -> Any:
 def compaction_row(log: Any, config: LogConfig, now_ms: int) -> dict[str, Any]:
     """The compaction report row of an open Log (a dry-run Cleaner round; nothing changes)."""
     segments = log.segments
-    decoded, cache = _decode_segments(segments)
+    key_stats, cache = _read_segments(segments)
     row: dict[str, Any] = {
         "topic": log.topic,
         "partition": log.partition,
         "cleanup_policy": _policy(config),
         "segments": len(segments),
         "log_bytes": sum(s.size for s in segments),
-        **_key_stats(decoded),
+        **key_stats,
         "min_cleanable_dirty_ratio": config.min_cleanable_dirty_ratio,
     }
     if not config.compact:
