@@ -164,6 +164,16 @@ def test_local_compaction_report_matches_the_engines_cleaner(data_dir, tmp_path)
             assert row["records_removable"] == 0 and not row["would_clean_now"]
 
 
+def test_compaction_report_is_the_same_when_no_decoded_segment_is_kept(data_dir, monkeypatch):
+    """A partition too large for the decode cache: the cleaner's dry run decodes again and
+    the report does not change."""
+    import compaction.cleaner
+
+    full = local_report("compaction", data_dir, CONFIGS, NOW).to_pylist()
+    monkeypatch.setattr(compaction.cleaner, "DECODE_CACHE_BYTES", 0)
+    assert local_report("compaction", data_dir, CONFIGS, NOW).to_pylist() == full
+
+
 def test_local_retention_report_matches_the_engines_retention(data_dir, tmp_path):
     directory = _copy(data_dir, tmp_path)
     report = _by_partition(local_report("retention", directory, CONFIGS, NOW).to_pylist())
