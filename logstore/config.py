@@ -82,6 +82,8 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
     _k("unclean.leader.election.enable", "boolean", False, "Allow out-of-sync replicas to lead."),
     _k("preallocate", "boolean", False, "Preallocate a new segment's .log file."),
     # Broker-level settings the engine's background work uses (Kafka's `log.` names).
+    _k("log.initial.task.delay.ms", "long", 30000,
+       "Delay before the first retention, flush, checkpoint and file-deletion run after start.", min=0),
     _k("log.retention.check.interval.ms", "long", 300000, "How often retention runs.", min=1),
     _k("log.flush.scheduler.interval.ms", "long", LONG_MAX, "How often the flusher checks flush.ms."),
     _k("log.flush.offset.checkpoint.interval.ms", "int", 60000, "How often recovery points are checkpointed.", min=0, max=INT_MAX),

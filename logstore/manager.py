@@ -182,18 +182,18 @@ class LogManager:
     def _schedule_default_tasks(self) -> None:
         config = self._default_config
         schedule = self.scheduler.schedule
-        schedule("kafka-log-retention", self._run_retention, config.log_retention_check_interval_ms,
-                 config.log_retention_check_interval_ms)
-        schedule("kafka-log-flusher", self._run_flush, config.log_flush_scheduler_interval_ms,
-                 config.log_flush_scheduler_interval_ms)
+        # As Kafka's LogManager.startup: the log tasks first run log.initial.task.delay.ms after
+        # start, then every period; producer expiry and the cleaner keep their own timing.
+        delay = config.log_initial_task_delay_ms
+        schedule("kafka-log-retention", self._run_retention, config.log_retention_check_interval_ms, delay)
+        schedule("kafka-log-flusher", self._run_flush, config.log_flush_scheduler_interval_ms, delay)
         if config.log_flush_offset_checkpoint_interval_ms > 0:
             schedule("kafka-recovery-point-checkpoint", lambda _now: self.checkpoint_recovery_points(),
-                     config.log_flush_offset_checkpoint_interval_ms, config.log_flush_offset_checkpoint_interval_ms)
+                     config.log_flush_offset_checkpoint_interval_ms, delay)
         if config.log_flush_start_offset_checkpoint_interval_ms > 0:
             schedule("kafka-log-start-offset-checkpoint", lambda _now: self.checkpoint_log_start_offsets(),
-                     config.log_flush_start_offset_checkpoint_interval_ms,
-                     config.log_flush_start_offset_checkpoint_interval_ms)
-        schedule("kafka-delete-logs", self.delete_expired_files, DELETE_CHECK_INTERVAL_MS)
+                     config.log_flush_start_offset_checkpoint_interval_ms, delay)
+        schedule("kafka-delete-logs", self.delete_expired_files, DELETE_CHECK_INTERVAL_MS, delay)
         schedule("PeriodicProducerExpirationCheck", self._expire_producers,
                  config.producer_id_expiration_check_interval_ms,
                  config.producer_id_expiration_check_interval_ms)

@@ -116,14 +116,15 @@ def test_leftover_delete_directories_are_removed_in_the_background(tmp_path, clo
     (tmp_path / "not a partition").mkdir()
     with LogManager(tmp_path, clock=clock) as manager:
         assert manager.logs() == []
-        assert "kafka-delete-logs" in manager.run_pending(NOW)
+        assert "kafka-delete-logs" in manager.run_pending(NOW + 30_000)
         assert not (tmp_path / "t-0.abc-delete").exists()
         assert (tmp_path / "not a partition").exists()
 
 
 def test_background_tasks_run_on_the_clock_without_sleeping(tmp_path, clock):
     config = {"log.retention.check.interval.ms": 10_000, "retention.ms": 1000, "segment.bytes": 200,
-              "file.delete.delay.ms": 0, "log.flush.scheduler.interval.ms": 100, "flush.ms": 500}
+              "file.delete.delay.ms": 0, "log.flush.scheduler.interval.ms": 100, "flush.ms": 500,
+              "log.initial.task.delay.ms": 0}
     with LogManager(tmp_path, config, clock=clock) as manager:
         log = manager.get_or_create("t", 0)
         for _ in range(4):
@@ -137,6 +138,18 @@ def test_background_tasks_run_on_the_clock_without_sleeping(tmp_path, clock):
         clock.advance(10_000)
         assert "kafka-log-retention" in manager.run_pending()
         assert log.log_start_offset > 0 and len(log.segments) < segments
+
+
+def test_log_tasks_first_run_after_the_initial_task_delay(tmp_path, clock):
+    """Kafka's log.initial.task.delay.ms (30 s): retention, flush, checkpoints and file
+    deletion wait that long after start, then run every period."""
+    log_tasks = {"kafka-log-retention", "kafka-log-flusher", "kafka-recovery-point-checkpoint",
+                 "kafka-log-start-offset-checkpoint", "kafka-delete-logs"}
+    with LogManager(tmp_path, clock=clock) as manager:
+        assert not log_tasks & set(manager.run_pending(NOW + 29_999))
+        assert log_tasks <= set(manager.run_pending(NOW + 30_000))
+        assert "kafka-log-retention" not in manager.run_pending(NOW + 30_000 + 299_999)
+        assert "kafka-log-retention" in manager.run_pending(NOW + 30_000 + 300_000)
 
 
 def test_scheduler_runs_due_tasks_once_per_call():

@@ -20,7 +20,7 @@ def deleted_files(directory) -> list[str]:
 def test_retention_runs_every_check_interval_and_files_go_after_the_delay(tmp_path):
     clock = ManualClock(T0)
     config = {"segment.bytes": 400, "retention.ms": 60_000, "file.delete.delay.ms": 60_000,
-              "log.retention.check.interval.ms": CHECK_MS}
+              "log.retention.check.interval.ms": CHECK_MS, "log.initial.task.delay.ms": CHECK_MS}
     manager = LogManager(tmp_path, config, clock=clock)
     log = manager.get_or_create("orders", 0)
     for i in range(30):
