@@ -279,7 +279,7 @@ class Log:
         self._dir_lock: DirectoryLock | None = None
         self._segments: list[LogSegment] = []
         self._base_offsets: list[int] = []
-        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._pending_deletes: list[tuple[int, LogSegment | Path]] = []
         self._log_start_offset = 0
         self._log_end_offset = 0
         self._recovery_point = 0
@@ -1252,14 +1252,24 @@ class Log:
         if self._config.file_delete_delay_ms == 0:
             self.delete_expired_files()
 
+    def delete_file_later(self, path: Path) -> None:
+        """Remove `path`, a file already renamed `.deleted`, once file.delete.delay.ms has
+        passed, as the segments deleted with it (a hook's file, e.g. a producer snapshot)."""
+        with self._lock:
+            self._pending_deletes.append((self._clock.time_ms() + self._config.file_delete_delay_ms, path))
+
     def delete_expired_files(self, now_ms: int | None = None) -> int:
-        """Physically delete `.deleted` segments whose delay has passed; returns how many."""
+        """Physically delete `.deleted` segments (and hooks' `.deleted` files) whose delay has
+        passed; returns how many."""
         now = self._clock.time_ms() if now_ms is None else now_ms
         with self._lock:
             due = [s for t, s in self._pending_deletes if t <= now]
             self._pending_deletes = [(t, s) for t, s in self._pending_deletes if t > now]
-        for segment in due:
-            segment.delete()
+        for item in due:
+            if isinstance(item, LogSegment):
+                item.delete()
+            else:
+                item.unlink(missing_ok=True)
         return len(due)
 
     def delete_old_segments(self, now_ms: int | None = None) -> Any:
@@ -1273,7 +1283,7 @@ class Log:
     @property
     def pending_deletes(self) -> list[LogSegment]:
         """Segments renamed `.deleted` and waiting for `file.delete.delay.ms`."""
-        return [s for _, s in self._pending_deletes]
+        return [s for _, s in self._pending_deletes if isinstance(s, LogSegment)]
 
     def replace_segments(self, new_segments: Sequence[LogSegment], old_segments: Sequence[LogSegment]) -> None:
         """Swap cleaned segments (files ending `.cleaned`) in for `old_segments`, crash-safely:

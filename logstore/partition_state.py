@@ -226,10 +226,14 @@ class PartitionState(LogHooks):
         self.producer_state.on_log_start_offset_incremented(log_start_offset)
 
     def segments_deleted(self, log: Log, segments: list[LogSegment]) -> None:
+        # As Kafka: a deleted segment's snapshot is renamed `.snapshot.deleted` now and
+        # removed with the segment's files once file.delete.delay.ms has passed.
         live = {s.base_offset for s in log.segments}
         for segment in segments:
             if segment.base_offset not in live:
-                self.producer_state.delete_snapshot(segment.base_offset)
+                renamed = self.producer_state.mark_snapshot_for_deletion(segment.base_offset)
+                if renamed is not None:
+                    log.delete_file_later(renamed)
 
     # ---- epochs --------------------------------------------------------------------------
 

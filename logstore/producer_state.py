@@ -37,6 +37,7 @@ from logstore.errors import (
     UnknownProducerIdError,
 )
 from logstore.records import RecordBatch, parse_control_record
+from logstore.segment import DELETED_SUFFIX
 from logstore.txn_index import AbortedTxn, TransactionIndex
 
 log = logging.getLogger(__name__)
@@ -888,11 +889,20 @@ class ProducerStateManager:
         for snap in [o for o in self._snapshots if o < offset]:
             self._remove_snapshot(snap)
 
-    def delete_snapshot(self, offset: int) -> bool:
-        """Forget and delete the snapshot at `offset` (its segment left the log); True if known."""
-        known = offset in self._snapshots
-        self._remove_snapshot(offset)
-        return known
+    def mark_snapshot_for_deletion(self, offset: int) -> Path | None:
+        """Forget the snapshot at `offset` (its segment left the log) and rename its file
+        `.snapshot.deleted`, to be removed with the segment's files (Kafka's
+        removeAndMarkSnapshotForDeletion). Returns the renamed file, or None when there was
+        no snapshot (or its file was already gone)."""
+        path = self._snapshots.pop(offset, None)
+        if path is None or self.read_only:
+            return None
+        target = path.with_name(path.name + DELETED_SUFFIX)
+        try:
+            os.replace(path, target)
+        except FileNotFoundError:
+            return None
+        return target
 
     def remove_stray_snapshots(self, segment_base_offsets: Iterable[int]) -> None:
         """Delete snapshots that match no segment, except the largest stray one when it lies

@@ -368,8 +368,9 @@ def test_delete_snapshots_before_and_one_by_one(log, tmp_path):
         log.psm.take_snapshot()
     log.psm.delete_snapshots_before(2)
     assert log.psm.snapshot_offsets() == [2, 3]
-    assert log.psm.delete_snapshot(2) is True
-    assert log.psm.delete_snapshot(2) is False
+    renamed = log.psm.mark_snapshot_for_deletion(2)
+    assert renamed is not None and renamed.name == "00000000000000000002.snapshot.deleted"
+    assert log.psm.mark_snapshot_for_deletion(2) is None
     assert log.psm.snapshot_offsets() == [3]
     assert [p.name for p in tmp_path.glob("*.snapshot")] == ["00000000000000000003.snapshot"]
 

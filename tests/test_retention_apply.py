@@ -68,6 +68,9 @@ def test_time_retention_renames_then_deletes_after_file_delete_delay(tmp_path, c
     segments = log.segments
     assert len(segments) > 3
     clock.set(segments[2].largest_timestamp + 10_001)  # segments 0..2 expired, 3 is not
+    snapshots = {f"{s.base_offset:020d}.snapshot.deleted" for s in segments[:3]
+                 if (log.dir / f"{s.base_offset:020d}.snapshot").exists()}
+    assert snapshots  # taken at the rolls: they go with their segments, after the same delay
     plan = log.delete_old_segments()
     assert [d.segment for d in plan.deletions] == segments[:3]
     assert {d.reason for d in plan.deletions} == {REASON_RETENTION_MS}
@@ -75,15 +78,17 @@ def test_time_retention_renames_then_deletes_after_file_delete_delay(tmp_path, c
     assert log.segments == segments[3:]
     base_names = {f"{s.base_offset:020d}" for s in segments[:3]}
     assert {n.split(".")[0] for n in deleted_files(log.dir)} == base_names
-    assert {n.rsplit(".", 1)[0].split(".", 1)[1] for n in deleted_files(log.dir)} == {"log", "index", "timeindex"}
+    assert {n.rsplit(".", 1)[0].split(".", 1)[1] for n in deleted_files(log.dir)} == \
+        {"log", "index", "timeindex", "snapshot"}
+    assert {n for n in deleted_files(log.dir) if ".snapshot." in n} == snapshots
     with pytest.raises(OffsetOutOfRangeError, match=rf"\[{log.log_start_offset}, {log.log_end_offset}\]"):
         log.read(0)
 
     clock.advance(59_999)
     assert log.delete_expired_files() == 0
-    assert len(deleted_files(log.dir)) == 9
+    assert len(deleted_files(log.dir)) == 9 + len(snapshots)
     clock.advance(1)
-    assert log.delete_expired_files() == 3
+    assert log.delete_expired_files() == 3 + len(snapshots)
     assert deleted_files(log.dir) == []
     assert read_offsets_checkpoint(tmp_path / "log-start-offset-checkpoint")[("t", 0)] == log.log_start_offset
     log.close()
