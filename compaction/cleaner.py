@@ -42,7 +42,13 @@ from logstore.checkpoint import (
 from logstore.config import LogConfig
 from logstore.errors import CorruptRecordError, LogCleaningAbortedError
 from logstore.records.header import MAX_TIMESTAMP_OFFSET, V2_HEADER_SIZE
-from logstore.segment import LogSegment
+from logstore.segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    LogSegment,
+)
 from logstore.txn_index import AbortedTxn as IndexAbortedTxn
 
 _MAX_TIMESTAMP = struct.Struct(">q")
@@ -172,6 +178,13 @@ def aborted_txns(segments: list[LogSegment]) -> list[AbortedTxn]:
             for t in seg.txn_index.all_aborted_txns():
                 out.append(AbortedTxn(t.first_offset, t.producer_id, t.last_offset, t.last_stable_offset))
     return sorted(set(out))
+
+
+def _remove_cleaned_files(directory: str | Path, base_offset: int) -> None:
+    """Delete the `.cleaned` files of the segment at `base_offset`, by name: a directory scan
+    per group costs a clean of a log with many segments time quadratic in their number."""
+    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+        (Path(directory) / f"{base_offset:020d}{suffix}{CLEANED_SUFFIX}").unlink(missing_ok=True)
 
 
 def kafka_read_chunks(position: np.ndarray, size: np.ndarray, buffer_size: int) -> list[tuple[int, int]]:
@@ -328,8 +341,7 @@ class Cleaner:
         cfg = log.config
         cleaned = None
         if not dry_run:
-            for path in Path(log.dir).glob(f"{group[0].base_offset:020d}.*{CLEANED_SUFFIX}"):
-                path.unlink()  # leftovers of an aborted clean
+            _remove_cleaned_files(log.dir, group[0].base_offset)  # leftovers of an aborted clean
             cleaned = LogSegment.create(log.dir, group[0].base_offset, file_suffix=CLEANED_SUFFIX,
                                         index_interval_bytes=cfg["index.interval.bytes"],
                                         max_index_size=cfg["segment.index.bytes"], clock=log.clock)
@@ -356,8 +368,7 @@ class Cleaner:
         except BaseException:
             if cleaned is not None:
                 cleaned.close()
-                for path in Path(log.dir).glob(f"{group[0].base_offset:020d}.*{CLEANED_SUFFIX}"):
-                    path.unlink()
+                _remove_cleaned_files(log.dir, group[0].base_offset)
             raise
 
     def _clean_segment(self, d: dec.DecodedBatches, cleaned: LogSegment | None, cfg: Any, now: int,

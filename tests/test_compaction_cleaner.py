@@ -316,8 +316,10 @@ def test_cleaning_while_appends_and_reads_continue(tmp_path):
             errors.append(e)
 
     def reader():
+        # A short pause between full reads: a thread spinning on the GIL would otherwise make
+        # every syscall of the cleaner wait out a whole switch interval (minutes in total).
         try:
-            while not stop.is_set():
+            while not stop.wait(0.001):
                 offsets = [r.offset for r in log.records()]
                 assert offsets == sorted(offsets)
         except BaseException as e:  # surfaced below
