@@ -43,6 +43,7 @@ from logstore.config import LogConfig
 from logstore.errors import CorruptRecordError, LogCleaningAbortedError
 from logstore.records.header import MAX_TIMESTAMP_OFFSET, V2_HEADER_SIZE
 from logstore.segment import (
+    CLEANED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
@@ -52,7 +53,6 @@ from logstore.segment import (
 from logstore.txn_index import AbortedTxn as IndexAbortedTxn
 
 _MAX_TIMESTAMP = struct.Struct(">q")
-CLEANED_SUFFIX = ".cleaned"
 # Source bytes of dirty segments whose decoded columns the map pass keeps for the cleaning
 # pass (saves decoding them twice); beyond this they are decoded again.
 DECODE_CACHE_BYTES = 512 << 20

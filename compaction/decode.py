@@ -325,6 +325,7 @@ def rebuilt_sizes(d: DecodedBatches, batch_ids: np.ndarray, keep: np.ndarray,
     bytes copied, no headers or CRCs); compressed and legacy ones are built, since their size
     depends on the compressed bytes."""
     batch_ids = np.asarray(batch_ids, np.int64)
+    delete_horizons = np.asarray(delete_horizons, np.int64)
     sizes = np.full(len(batch_ids), -1, np.int64)
     v2 = d.header["magic"][batch_ids] >= 2
     compressed = v2 & ((d.header["attributes"][batch_ids] & COMPRESSION_MASK) != 0)
