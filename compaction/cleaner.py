@@ -41,15 +41,15 @@ from logstore.checkpoint import (
 )
 from logstore.config import LogConfig
 from logstore.errors import CorruptRecordError, LogCleaningAbortedError
-from logstore.records.header import MAX_TIMESTAMP_OFFSET, V2_HEADER_SIZE
-from logstore.segment import (
+from logstore.log_files import (
     CLEANED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
-    LogSegment,
 )
+from logstore.records.header import MAX_TIMESTAMP_OFFSET, V2_HEADER_SIZE
+from logstore.segment import LogSegment
 from logstore.txn_index import AbortedTxn as IndexAbortedTxn
 
 _MAX_TIMESTAMP = struct.Struct(">q")

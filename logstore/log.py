@@ -12,7 +12,6 @@ from __future__ import annotations
 import bisect
 import os
 import random
-import re
 import struct
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -41,13 +40,23 @@ from logstore.errors import (
     CorruptRecordError,
     InvalidConfigError,
     InvalidRecordError,
-    InvalidTopicError,
     LogClosedError,
     OffsetOutOfRangeError,
     ReadOnlyLogError,
     RecordTooLargeError,
 )
 from logstore.lock import DirectoryLock
+from logstore.log_files import (
+    CLEAN_SHUTDOWN_FILE,
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    INDEX_SUFFIXES,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    offset_from_file_name,
+    parse_partition_dir,
+)
 from logstore.producer_state import ProducerStateManager, committed_batches
 from logstore.records import (
     Record,
@@ -68,17 +77,7 @@ from logstore.records.header import (
     SIZE_OFFSET,
     V2_HEADER_SIZE,
 )
-from logstore.segment import (
-    CLEANED_SUFFIX,
-    DELETED_SUFFIX,
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    SWAP_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    TXN_INDEX_SUFFIX,
-    LogSegment,
-    TimestampAndOffset,
-)
+from logstore.segment import LogSegment, TimestampAndOffset
 from logstore.txn_index import collect_aborted_txns
 
 # ListOffsets special timestamps (Kafka's ListOffsetsRequest).
@@ -87,48 +86,15 @@ EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 
-CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 ORIGINS = ("client", "coordinator", "replication")
-_INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 _INT64 = struct.Struct(">q")
 _UINT32 = struct.Struct(">I")
 _SIZE = struct.Struct(">i")
 _TIMESTAMP_TYPE_BIT = 0x08
-_PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
-_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
-MAX_TOPIC_LENGTH = 249
-INT32_MAX = 2**31 - 1
 _COMPRESSION_CODES = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 _PARENT_CHECKPOINT_LOCK = threading.Lock()
 # Appends of immutable bytes up to this size are copied into one reused buffer per log.
 SCRATCH_BUFFER_LIMIT = 16 * 1024 * 1024
-
-
-def validate_topic(topic: str) -> None:
-    """Raise InvalidTopicError unless `topic` is a name Kafka accepts (so it cannot escape a directory)."""
-    if not isinstance(topic, str) or not topic:
-        raise InvalidTopicError(f"topic name must be a non-empty string, got {topic!r}")
-    if topic in (".", ".."):
-        raise InvalidTopicError(f"topic name cannot be {topic!r}")
-    if len(topic) > MAX_TOPIC_LENGTH:
-        raise InvalidTopicError(f"topic name is longer than {MAX_TOPIC_LENGTH} characters: {topic!r}")
-    if not _LEGAL_TOPIC.match(topic):
-        raise InvalidTopicError(
-            f"topic name {topic!r} is illegal: only ASCII letters, digits, '.', '_' and '-' are allowed"
-        )
-
-
-def parse_partition_dir(name: str) -> tuple[str, int]:
-    """Split a `<topic>-<partition>` directory name; InvalidTopicError if it is not one."""
-    match = _PARTITION_DIR.match(name)
-    if match is None:
-        raise InvalidTopicError(f"{name!r} is not a partition directory name (<topic>-<partition>)")
-    topic = match.group("topic")
-    validate_topic(topic)
-    partition = int(match.group("partition"))
-    if partition > INT32_MAX:  # Kafka's partition ids are int32
-        raise InvalidTopicError(f"{name!r}: partition {partition} is larger than {INT32_MAX}")
-    return topic, partition
 
 
 class AppendInfo(NamedTuple):
@@ -228,11 +194,6 @@ class _Validated(NamedTuple):
     max_timestamp: int
     offset_of_max_timestamp: int
     record_count: int
-
-
-def _offset_from_file_name(name: str) -> int | None:
-    digits = name.split(".", 1)[0]
-    return int(digits) if len(digits) == 20 and digits.isdigit() else None
 
 
 def _index_files_look_sane(segment: LogSegment) -> bool:
@@ -415,7 +376,7 @@ class Log:
     def _load_segments_read_only(self) -> list[LogSegment]:
         segments = []
         for name in sorted(os.listdir(self._dir)):
-            base = _offset_from_file_name(name)
+            base = offset_from_file_name(name)
             if base is not None and name.endswith(LOG_SUFFIX) and name == f"{base:020d}{LOG_SUFFIX}":
                 segments.append(self._open_segment(base))
         return segments
@@ -431,7 +392,7 @@ class Log:
             if name.endswith(DELETED_SUFFIX):
                 os.unlink(entry.path)
             elif name.endswith(CLEANED_SUFFIX):
-                offset = _offset_from_file_name(name)
+                offset = offset_from_file_name(name)
                 if offset is not None:
                     min_cleaned = min(min_cleaned, offset)
                 cleaned_files.append(Path(entry.path))
@@ -439,7 +400,7 @@ class Log:
                 swap_files.append(Path(entry.path))
         valid = []
         for path in swap_files:
-            offset = _offset_from_file_name(path.name)
+            offset = offset_from_file_name(path.name)
             if offset is not None and offset >= min_cleaned:
                 path.unlink()
             else:
@@ -458,7 +419,7 @@ class Log:
             return
         low, high = LONG_MAX, -1
         for path in swap_logs:
-            base = _offset_from_file_name(path.name)
+            base = offset_from_file_name(path.name)
             if base is None:
                 continue
             segment = LogSegment.open(self._dir, base, file_suffix=SWAP_SUFFIX, read_only=True,
@@ -467,7 +428,7 @@ class Log:
             high = max(high, segment.read_next_offset())
             segment.close_handlers()
         for entry in os.scandir(self._dir):
-            offset = _offset_from_file_name(entry.name)
+            offset = offset_from_file_name(entry.name)
             if entry.is_file() and not entry.name.endswith(SWAP_SUFFIX) and offset is not None \
                     and low <= offset < high:
                 os.unlink(entry.path)
@@ -483,11 +444,11 @@ class Log:
         present = set(names)
         segments, corrupt_txn = [], []
         for name in names:
-            base = _offset_from_file_name(name)
+            base = offset_from_file_name(name)
             if base is None:
                 continue
             suffix = name[20:]
-            if suffix in _INDEX_SUFFIXES:
+            if suffix in INDEX_SUFFIXES:
                 if f"{base:020d}{LOG_SUFFIX}" not in present:
                     os.unlink(self._dir / name)  # an index without its log indexes nothing
             elif suffix == LOG_SUFFIX:

@@ -29,14 +29,8 @@ from logstore.clock import Clock, SystemClock
 from logstore.config import LONG_MAX, LogConfig
 from logstore.errors import InvalidTopicError, LogClosedError
 from logstore.lock import DirectoryLock
-from logstore.log import (
-    CLEAN_SHUTDOWN_FILE,
-    LoadState,
-    Log,
-    LogHooks,
-    parse_partition_dir,
-    validate_topic,
-)
+from logstore.log import LoadState, Log, LogHooks
+from logstore.log_files import CLEAN_SHUTDOWN_FILE, parse_partition_dir, validate_topic
 
 CLEAN_SHUTDOWN_CONTENT = b'{"broker_epoch":"-1","version":"0"}'
 DELETE_DIR_SUFFIX = "-delete"

@@ -36,8 +36,8 @@ from logstore.errors import (
     TransactionCoordinatorFencedError,
     UnknownProducerIdError,
 )
+from logstore.log_files import DELETED_SUFFIX, SNAPSHOT_SUFFIX
 from logstore.records import RecordBatch, parse_control_record
-from logstore.segment import DELETED_SUFFIX
 from logstore.txn_index import AbortedTxn, TransactionIndex
 
 log = logging.getLogger(__name__)
@@ -60,7 +60,6 @@ ORIGIN_COORDINATOR = "coordinator"
 ORIGIN_REPLICATION = "replication"
 ORIGINS = (ORIGIN_CLIENT, ORIGIN_COORDINATOR, ORIGIN_REPLICATION)
 
-SNAPSHOT_SUFFIX = ".snapshot"
 SNAPSHOT_VERSION = 1
 # FORMAT.md: int16 version, uint32 crc (CRC-32C of every byte after it), int32 entry count,
 # then 46-byte entries; all big-endian.

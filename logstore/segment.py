@@ -26,6 +26,13 @@ from logstore.errors import (
     LogClosedError,
     ReadOnlyLogError,
 )
+from logstore.log_files import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    segment_file_name,
+)
 from logstore.records import BatchHeader, RecordBatch, read_batch_header
 from logstore.records.header import LOG_OVERHEAD, SIZE_OFFSET, V2_HEADER_SIZE
 from logstore.txn_index import TransactionIndex
@@ -33,13 +40,6 @@ from logstore.txn_index import TransactionIndex
 # What append() writes: anything exposing a contiguous byte buffer.
 Buffer: TypeAlias = bytes | bytearray | memoryview
 
-LOG_SUFFIX = ".log"
-INDEX_SUFFIX = ".index"
-TIME_INDEX_SUFFIX = ".timeindex"
-TXN_INDEX_SUFFIX = ".txnindex"
-DELETED_SUFFIX = ".deleted"
-CLEANED_SUFFIX = ".cleaned"
-SWAP_SUFFIX = ".swap"
 
 # Kafka's FileLogInputStream: an entry needs its offset, size and magic (17 bytes) to be
 # read at all, and its size field may not be below the smallest magic-0 message (14).
@@ -74,11 +74,6 @@ def _load_sync_file_range() -> Callable[[int, int, int, int], int] | None:
 
 
 _SYNC_FILE_RANGE = _load_sync_file_range()
-
-
-def segment_file_name(base_offset: int, suffix: str, file_suffix: str = "") -> str:
-    """`00000000000000000105.log` style name: base offset as 20 digits, then the suffixes."""
-    return f"{base_offset:020d}{suffix}{file_suffix}"
 
 
 class LogOffsetPosition(NamedTuple):

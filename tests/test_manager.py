@@ -180,7 +180,7 @@ def test_start_and_close_stop_the_background_thread(tmp_path, clock):
 
 
 def test_partition_numbers_beyond_int32_are_refused(tmp_path):
-    from logstore.log import parse_partition_dir
+    from logstore.log_files import parse_partition_dir
 
     assert parse_partition_dir("orders-2147483647") == ("orders", 2147483647)
     with pytest.raises(InvalidTopicError):

@@ -18,8 +18,9 @@ from logstore.errors import (
     LogClosedError,
     ReadOnlyLogError,
 )
+from logstore.log_files import segment_file_name
 from logstore.records import Record, build_batch, read_batch_header, set_base_offset_and_epoch
-from logstore.segment import LogSegment, segment_file_name
+from logstore.segment import LogSegment
 
 SAMPLES = Path("/work/shared/kafka-samples/plain")
 KAFKA_SEGMENTS = [0, 105, 211, 318, 426, 531, 633]

@@ -97,7 +97,7 @@ def add_partition_arguments(parser: argparse.ArgumentParser) -> None:
 def partition_path(args: argparse.Namespace) -> Path:
     """DIR/TOPIC-PARTITION of `add_partition_arguments`; UsageError when it is not `<topic>-<n>`."""
     from logstore.errors import InvalidTopicError
-    from logstore.log import parse_partition_dir
+    from logstore.log_files import parse_partition_dir
 
     try:
         topic, partition = parse_partition_dir(args.topic_partition)
@@ -130,7 +130,7 @@ def partition_dirs(paths: list[str]) -> list[Path]:
     neither a `<topic>-<partition>` directory nor holds any.
     """
     from logstore.errors import InvalidTopicError, LogstoreError
-    from logstore.log import parse_partition_dir
+    from logstore.log_files import parse_partition_dir
 
     def is_partition(path: Path) -> bool:
         try:

@@ -96,7 +96,8 @@ def is_repair(change: dict[str, Any]) -> bool:
 def recover_partition(path: Path) -> int:
     """Open `path` read-write with full recovery (from offset 0, as after a crash) and close it."""
     from logstore.checkpoint import LOG_START_OFFSET_CHECKPOINT, read_offsets_checkpoint
-    from logstore.log import LoadState, Log, parse_partition_dir
+    from logstore.log import LoadState, Log
+    from logstore.log_files import parse_partition_dir
     from logstore.partition_state import PartitionState
 
     key = parse_partition_dir(path.name)
