@@ -41,13 +41,7 @@ from logstore.checkpoint import (
 )
 from logstore.config import LogConfig
 from logstore.errors import CorruptRecordError, LogCleaningAbortedError
-from logstore.log_files import (
-    CLEANED_SUFFIX,
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    TXN_INDEX_SUFFIX,
-)
+from logstore.log_files import CLEANED_SUFFIX, INDEX_SUFFIXES, LOG_SUFFIX, segment_file_name
 from logstore.records.header import MAX_TIMESTAMP_OFFSET, V2_HEADER_SIZE
 from logstore.segment import LogSegment
 from logstore.txn_index import AbortedTxn as IndexAbortedTxn
@@ -183,8 +177,8 @@ def aborted_txns(segments: list[LogSegment]) -> list[AbortedTxn]:
 def _remove_cleaned_files(directory: str | Path, base_offset: int) -> None:
     """Delete the `.cleaned` files of the segment at `base_offset`, by name: a directory scan
     per group costs a clean of a log with many segments time quadratic in their number."""
-    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-        (Path(directory) / f"{base_offset:020d}{suffix}{CLEANED_SUFFIX}").unlink(missing_ok=True)
+    for suffix in (LOG_SUFFIX, *INDEX_SUFFIXES):
+        (Path(directory) / segment_file_name(base_offset, suffix, CLEANED_SUFFIX)).unlink(missing_ok=True)
 
 
 def kafka_read_chunks(position: np.ndarray, size: np.ndarray, buffer_size: int) -> list[tuple[int, int]]:

@@ -7,6 +7,7 @@ Every module that builds or parses such a name uses this one; FORMAT.md "Segment
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from logstore.errors import InvalidTopicError
 
@@ -21,6 +22,8 @@ CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 
 INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+# Every live file named by an offset: a segment's files and the producer snapshots.
+OFFSET_FILE_SUFFIXES = (LOG_SUFFIX, *INDEX_SUFFIXES, SNAPSHOT_SUFFIX)
 OFFSET_DIGITS = 20
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 
@@ -38,13 +41,34 @@ def segment_file_name(base_offset: int, suffix: str, file_suffix: str = "") -> s
 def offset_from_file_name(name: str) -> int | None:
     """The base offset a segment-style file name starts with, or None if it has no 20-digit prefix."""
     digits = name.split(".", 1)[0]
-    return int(digits) if len(digits) == OFFSET_DIGITS and digits.isdigit() else None
+    if len(digits) != OFFSET_DIGITS or not (digits.isascii() and digits.isdigit()):
+        return None  # isdigit alone passes digits int() cannot read, such as "²"
+    return int(digits)
+
+
+def parse_offset_file_name(name: str) -> tuple[int, str] | None:
+    """(offset, suffix) of a live file named by an offset (`00000000000000000105.index` ->
+    (105, ".index"), suffix one of OFFSET_FILE_SUFFIXES), else None."""
+    offset = offset_from_file_name(name)
+    suffix = name[OFFSET_DIGITS:]
+    return (offset, suffix) if offset is not None and suffix in OFFSET_FILE_SUFFIXES else None
+
+
+def segment_log_offset(name: str) -> int | None:
+    """The base offset of a live segment's `.log` name (exactly 20 digits then `.log`), else None."""
+    parsed = parse_offset_file_name(name)
+    return parsed[0] if parsed is not None and parsed[1] == LOG_SUFFIX else None
 
 
 def is_segment_log_name(name: str) -> bool:
     """True for a live segment's `.log` name: exactly 20 digits then `.log`."""
-    base = offset_from_file_name(name)
-    return base is not None and name == segment_file_name(base, LOG_SUFFIX)
+    return segment_log_offset(name) is not None
+
+
+def segment_log_offsets(names: Iterable[str]) -> list[int]:
+    """The base offsets of the live segments among the file `names` (their `.log` files), ascending."""
+    offsets = (segment_log_offset(name) for name in names)
+    return sorted(offset for offset in offsets if offset is not None)
 
 
 def validate_topic(topic: str) -> None:
@@ -61,6 +85,11 @@ def validate_topic(topic: str) -> None:
         )
 
 
+def partition_dir_name(topic: str, partition: int) -> str:
+    """The directory name of a partition: `<topic>-<partition>`."""
+    return f"{topic}-{partition}"
+
+
 def parse_partition_dir(name: str) -> tuple[str, int]:
     """Split a `<topic>-<partition>` directory name; InvalidTopicError if it is not one."""
     match = _PARTITION_DIR.match(name)
@@ -72,3 +101,12 @@ def parse_partition_dir(name: str) -> tuple[str, int]:
     if partition > INT32_MAX:
         raise InvalidTopicError(f"{name!r}: partition {partition} is larger than {INT32_MAX}")
     return topic, partition
+
+
+def is_partition_dir_name(name: str) -> bool:
+    """True when `parse_partition_dir` accepts `name` (Kafka's `-delete`/`-future`/`-stray` names fail)."""
+    try:
+        parse_partition_dir(name)
+    except InvalidTopicError:
+        return False
+    return True

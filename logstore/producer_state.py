@@ -36,7 +36,7 @@ from logstore.errors import (
     TransactionCoordinatorFencedError,
     UnknownProducerIdError,
 )
-from logstore.log_files import DELETED_SUFFIX, SNAPSHOT_SUFFIX
+from logstore.log_files import DELETED_SUFFIX, SNAPSHOT_SUFFIX, segment_file_name
 from logstore.records import RecordBatch, parse_control_record
 from logstore.txn_index import AbortedTxn, TransactionIndex
 
@@ -495,7 +495,7 @@ class AppendAnalysis(NamedTuple):
 
 def snapshot_path(log_dir: Path | str, offset: int) -> Path:
     """`<dir>/<offset, 20 digits>.snapshot`."""
-    return Path(log_dir) / f"{offset:020d}{SNAPSHOT_SUFFIX}"
+    return Path(log_dir) / segment_file_name(offset, SNAPSHOT_SUFFIX)
 
 
 def list_snapshot_files(log_dir: Path | str) -> dict[int, Path]:

@@ -15,8 +15,8 @@ from typing import NamedTuple, Protocol
 import numpy as np
 
 from logstore.errors import CorruptIndexError, CorruptTxnIndexError
+from logstore.log_files import TXN_INDEX_SUFFIX, segment_file_name
 
-TXN_INDEX_SUFFIX = ".txnindex"
 ABORTED_TXN_VERSION = 0
 # FORMAT.md: int16 version, int64 producerId, int64 firstOffset, int64 lastOffset,
 # int64 lastStableOffset; big-endian, packed.
@@ -87,7 +87,7 @@ class TransactionIndex:
     @classmethod
     def for_segment(cls, log_dir: Path | str, base_offset: int) -> TransactionIndex:
         """The index named after a segment's base offset (`<20 digits>.txnindex`)."""
-        return cls(base_offset, Path(log_dir) / f"{base_offset:020d}{TXN_INDEX_SUFFIX}")
+        return cls(base_offset, Path(log_dir) / segment_file_name(base_offset, TXN_INDEX_SUFFIX))
 
     @property
     def in_memory(self) -> bool:
