@@ -97,13 +97,13 @@ def add_partition_arguments(parser: argparse.ArgumentParser) -> None:
 def partition_path(args: argparse.Namespace) -> Path:
     """DIR/TOPIC-PARTITION of `add_partition_arguments`; UsageError when it is not `<topic>-<n>`."""
     from logstore.errors import InvalidTopicError
-    from logstore.log_files import parse_partition_dir
+    from logstore.log_files import parse_partition_dir, partition_dir_name
 
     try:
         topic, partition = parse_partition_dir(args.topic_partition)
     except InvalidTopicError as exc:
         raise UsageError(str(exc)) from None
-    return Path(args.data_dir) / f"{topic}-{partition}"
+    return Path(args.data_dir) / partition_dir_name(topic, partition)
 
 
 def parse_config_options(items: list[str], defaults: dict[str, str] | None = None) -> LogConfig:
@@ -129,15 +129,11 @@ def partition_dirs(paths: list[str]) -> list[Path]:
     Raises FileNotFoundError / NotADirectoryError, or LogstoreError for a directory that is
     neither a `<topic>-<partition>` directory nor holds any.
     """
-    from logstore.errors import InvalidTopicError, LogstoreError
-    from logstore.log_files import parse_partition_dir
+    from logstore.errors import LogstoreError
+    from logstore.log_files import is_partition_dir_name
 
     def is_partition(path: Path) -> bool:
-        try:
-            parse_partition_dir(path.name)
-        except InvalidTopicError:
-            return False
-        return path.is_dir()
+        return is_partition_dir_name(path.name) and path.is_dir()
 
     found: list[Path] = []
     for raw in paths:

@@ -20,11 +20,19 @@ from typing import Any, TextIO
 from logstore.checkpoint import OFFSET_CHECKPOINTS
 from logstore.cli._common import ExitCode, Progress, UsageError, add_command, int32, naming_file
 from logstore.epoch import CHECKPOINT_FILE_NAME as LEADER_EPOCH_CHECKPOINT
+from logstore.log_files import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SNAPSHOT_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    segment_file_name,
+)
 
 LOG, INDEX, TIMEINDEX, SNAPSHOT, TXNINDEX, EPOCHS, OFFSETS = (
     "log", "index", "timeindex", "snapshot", "txnindex", "epochs", "offsets")
-SUFFIX_KINDS = {".log": LOG, ".index": INDEX, ".timeindex": TIMEINDEX, ".snapshot": SNAPSHOT,
-                ".txnindex": TXNINDEX}
+SUFFIX_KINDS = {LOG_SUFFIX: LOG, INDEX_SUFFIX: INDEX, TIME_INDEX_SUFFIX: TIMEINDEX,
+                SNAPSHOT_SUFFIX: SNAPSHOT, TXN_INDEX_SUFFIX: TXNINDEX}
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024  # Kafka's --max-message-size default
 INT32_MAX = 2**31 - 1  # Kafka's --max-bytes default: "no limit"
 WRITE_CHUNK_BYTES = 1 << 20
@@ -84,7 +92,7 @@ def base_offset_of(path: str) -> int:
     stem = os.path.basename(path).split(".")[0]
     if not stem.isdigit():
         raise UsageError(f"cannot dump {path}: a segment file is named by its base offset "
-                         f"(e.g. 00000000000000000000{os.path.splitext(path)[1]})")
+                         f"(e.g. {segment_file_name(0, os.path.splitext(path)[1])})")
     return int(stem)
 
 
@@ -403,7 +411,7 @@ def dump_offset_index(path: str, opts: Options, out: Output, problems: Problems)
     from logstore.errors import CorruptIndexError
 
     base_offset = base_offset_of(path)
-    log_path = sibling(path, ".log")
+    log_path = sibling(path, LOG_SUFFIX)
     with MappedFile(log_path) as log:
         data = read_bytes(path)
         offsets, positions = dump.read_offset_index(data, base_offset)
@@ -437,9 +445,9 @@ def dump_time_index(path: str, opts: Options, out: Output, problems: Problems) -
     from logstore.records import RecordBatch
 
     base_offset = base_offset_of(path)
-    log_path = sibling(path, ".log")
+    log_path = sibling(path, LOG_SUFFIX)
     with MappedFile(log_path) as log:
-        index_path = sibling(path, ".index")
+        index_path = sibling(path, INDEX_SUFFIX)
         # Kafka would create a missing offset index here; a read-only dump treats it as empty.
         index_data = read_bytes(index_path) if os.path.exists(index_path) else b""
         index_offsets, index_positions = dump.read_offset_index(index_data, base_offset)

@@ -20,9 +20,10 @@ from typing import Any
 
 from logstore.cli._common import ExitCode, Progress, add_command, partition_dirs, write_json
 from logstore.errors import LogstoreError
+from logstore.lock import LOCK_FILE_NAME
+from logstore.log_files import LOG_SUFFIX, SNAPSHOT_SUFFIX
 
-IGNORED = {".lock"}
-LOG_SUFFIX = ".log"
+IGNORED = {LOCK_FILE_NAME}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -90,7 +91,7 @@ def is_repair(change: dict[str, Any]) -> bool:
     """True for changes that fix damage: not the snapshot Kafka writes at every close, nor the
     empty first segment it creates in an empty partition directory."""
     created = change["action"] == "create"
-    return not (created and (change["file"].endswith(".snapshot") or change["bytes"] == 0))
+    return not (created and (change["file"].endswith(SNAPSHOT_SUFFIX) or change["bytes"] == 0))
 
 
 def recover_partition(path: Path) -> int:

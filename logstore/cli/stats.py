@@ -21,6 +21,7 @@ from logstore.cli._common import (
     partition_dirs,
     write_json,
 )
+from logstore.log_files import LOG_SUFFIX, segment_file_name, segment_log_offsets
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -104,14 +105,11 @@ def partition_stats(path: Path, bar: Progress) -> PartitionStats:
     """Walk every segment of one partition directory."""
     from logstore import dump
     from logstore.cli.dump import MappedFile
-    from logstore.cli.verify import SEGMENT_FILE
     from logstore.records import RecordBatch
 
     stats = PartitionStats(path.name)
-    bases = sorted(int(m.group(1)) for n in os.listdir(path)
-                   if (m := SEGMENT_FILE.match(n)) and m.group(2) == "log")
-    for base in bases:
-        log_path = path / f"{base:020d}.log"
+    for base in segment_log_offsets(os.listdir(path)):
+        log_path = path / segment_file_name(base, LOG_SUFFIX)
         stats.segments += 1
         if stats.start_offset is None:
             stats.start_offset = base

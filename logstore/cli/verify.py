@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from logstore.cli.dump import (
     OFFSET_CHECKPOINTS,
     OFFSETS,
     SNAPSHOT,
+    SUFFIX_KINDS,
     TIMEINDEX,
     TXNINDEX,
     MappedFile,
@@ -34,9 +34,15 @@ from logstore.cli.dump import (
     first_batch_last_offset,
     read_bytes,
 )
-
-SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex|snapshot)$")
-PARTITION_DIR = re.compile(r"^.+-\d+$")
+from logstore.log_files import (
+    INDEX_SUFFIXES,
+    LOG_SUFFIX,
+    SNAPSHOT_SUFFIX,
+    is_partition_dir_name,
+    parse_offset_file_name,
+    segment_file_name,
+    segment_log_offsets,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -127,9 +133,9 @@ def classify(path: Path) -> tuple[str, Path]:
     if path.is_file():
         return "file", path
     names = os.listdir(path)
-    if any(SEGMENT_FILE.match(n) for n in names) or (PARTITION_DIR.match(path.name) and not names):
+    if any(parse_offset_file_name(n) for n in names) or (is_partition_dir_name(path.name) and not names):
         return "partition", path
-    if any(PARTITION_DIR.match(n) and (path / n).is_dir() for n in names):
+    if any(is_partition_dir_name(n) and (path / n).is_dir() for n in names):
         return "data", path
     raise LogstoreError(f"{path} is not a log directory: no segment files and no <topic>-<partition> "
                         "directories in it")
@@ -139,13 +145,13 @@ def size_of(path: Path) -> int:
     """Bytes of the .log files under `path` (for the progress bar)."""
     if path.is_file():
         return path.stat().st_size
-    return sum(p.stat().st_size for p in path.rglob("*.log") if p.is_file())
+    return sum(p.stat().st_size for p in path.rglob(f"*{LOG_SUFFIX}") if p.is_file())
 
 
 def verify_data_dir(path: Path, report: Report, deep: bool, bar: Progress) -> None:
     """Every partition directory, then the data directory's offset checkpoints."""
     for name in sorted(os.listdir(path)):
-        if PARTITION_DIR.match(name) and (path / name).is_dir():
+        if is_partition_dir_name(name) and (path / name).is_dir():
             verify_partition(path / name, report, deep, bar)
     for name in OFFSET_CHECKPOINTS:
         if (path / name).exists():
@@ -156,26 +162,27 @@ def verify_partition(path: Path, report: Report, deep: bool, bar: Progress) -> N
     """Segments in offset order, their indexes, snapshots and the leader-epoch checkpoint."""
     report.partitions += 1
     names = sorted(os.listdir(path))
-    segments = sorted(int(m.group(1)) for n in names if (m := SEGMENT_FILE.match(n)) and m.group(2) == "log")
+    segments = segment_log_offsets(names)
     previous_end: int | None = None
     for base in segments:
-        log_path = path / f"{base:020d}.log"
+        log_path = path / segment_file_name(base, LOG_SUFFIX)
         if previous_end is not None and base < previous_end:
             report.problem(log_path, f"segment starts at offset {base}, below the previous "
                                      f"segment's next offset {previous_end}")
         previous_end = verify_log(log_path, report, deep, bar)
-        for kind in (INDEX, TIMEINDEX, TXNINDEX):
-            if (path / f"{base:020d}.{kind}").exists():
-                FILE_CHECKS[kind](path / f"{base:020d}.{kind}", report)
+        for suffix in INDEX_SUFFIXES:
+            index_path = path / segment_file_name(base, suffix)
+            if index_path.exists():
+                FILE_CHECKS[SUFFIX_KINDS[suffix]](index_path, report)
     live = set(segments)
     for name in names:
-        match = SEGMENT_FILE.match(name)
-        if match is None:
+        parsed = parse_offset_file_name(name)
+        if parsed is None:
             continue
-        kind = match.group(2)
-        if kind == "snapshot":
+        offset, suffix = parsed
+        if suffix == SNAPSHOT_SUFFIX:
             verify_snapshot(path / name, report)
-        elif kind != "log" and int(match.group(1)) not in live:
+        elif suffix != LOG_SUFFIX and offset not in live:
             report.problem(path / name, "index file without its .log segment (Kafka deletes it on open)")
     if (path / LEADER_EPOCH_CHECKPOINT).exists():
         verify_epoch_checkpoint(path / LEADER_EPOCH_CHECKPOINT, report)
@@ -255,7 +262,7 @@ def read_index(path: Path, report: Report, dtype: Any, read: Any) -> tuple[Any, 
     if len(data) % dtype.itemsize:
         report.problem(path, f"{len(data)} bytes is not a multiple of the {dtype.itemsize}-byte entry size")
     first, second = read(data, base_offset_of(str(path)))
-    log_path = path.parent / (path.name.split(".")[0] + ".log")  # Kafka: the name up to the first dot
+    log_path = path.parent / (path.name.split(".")[0] + LOG_SUFFIX)  # Kafka: the name up to the first dot
     return first, second, str(log_path) if log_path.exists() else None
 
 
