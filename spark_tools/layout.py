@@ -8,7 +8,6 @@ progress of a running engine and are not part of the log.
 
 from __future__ import annotations
 
-import re
 import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -24,9 +23,7 @@ from logstore.checkpoint import (
     read_offsets_checkpoint,
 )
 from logstore.errors import InvalidTopicError, LogstoreError
-
-SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
-PARTITION_DIR_NAME = re.compile(r"^(.+)-(\d+)$")
+from logstore.log_files import is_partition_dir_name, parse_partition_dir, segment_log_offset
 
 PathArg = str | PathLike[str]
 
@@ -58,14 +55,6 @@ class PartitionFiles:
     high_watermark: int | None = None
     cleaner_checkpoint: int | None = None
     checkpoints_found: tuple[str, ...] = field(default=())
-
-
-def parse_partition_dir(name: str) -> tuple[str, int]:
-    """Split a ``<topic>-<partition>`` directory name; raises InvalidTopicError otherwise."""
-    match = PARTITION_DIR_NAME.match(name)
-    if match is None:
-        raise InvalidTopicError(f"{name!r} is not a <topic>-<partition> directory name")
-    return match.group(1), int(match.group(2))
 
 
 def resolve_filesystem(
@@ -144,20 +133,18 @@ def _basename(path: str) -> str:
 
 
 def _segment_file(info: pafs.FileInfo) -> SegmentFile | None:
-    match = SEGMENT_NAME.match(info.base_name)
-    if match is None or info.type != pafs.FileType.File:
+    base_offset = segment_log_offset(info.base_name)
+    if base_offset is None or info.type != pafs.FileType.File:
         return None
     directory = parent_path(info.path)
     try:
         topic, partition = parse_partition_dir(_basename(directory))
-    except InvalidTopicError:
+    except InvalidTopicError as exc:
         raise LogstoreError(
-            f"segment {info.path} is not inside a <topic>-<partition> directory"
+            f"segment {info.path} is not inside a <topic>-<partition> directory: {exc}"
         ) from None
     mtime_ns = info.mtime_ns if info.mtime_ns is not None else 0
-    return SegmentFile(
-        info.path, topic, partition, int(match.group(1)), int(info.size), mtime_ns // 1_000_000
-    )
+    return SegmentFile(info.path, topic, partition, base_offset, int(info.size), mtime_ns // 1_000_000)
 
 
 def _segments_under(fs: pafs.FileSystem, root: str) -> Iterable[SegmentFile]:
@@ -171,11 +158,11 @@ def _segments_under(fs: pafs.FileSystem, root: str) -> Iterable[SegmentFile]:
         yield seg
         return
     # A data directory holds partition directories one level down; don't descend further.
-    # Kafka's `<topic>-<partition>.<id>-delete`, `-future` and `-stray` directories are not
-    # live partitions and are skipped (their names do not end in `-<partition>`).
+    # Kafka's `<topic>-<partition>.<id>-delete`, `-future` and `-stray` directories, and any
+    # other whose name is not a valid `<topic>-<partition>`, are not live partitions: skipped.
     for child in fs.get_file_info(pafs.FileSelector(root)):
         if child.type == pafs.FileType.Directory:
-            if PARTITION_DIR_NAME.match(child.base_name) is None:
+            if not is_partition_dir_name(child.base_name):
                 continue
             for grandchild in fs.get_file_info(pafs.FileSelector(child.path)):
                 seg = _segment_file(grandchild)

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from logstore.errors import CorruptRecordError
+from logstore.log_files import parse_partition_dir, segment_log_offset
 from logstore.records.batch import TIMESTAMP_TYPES, RecordBatch, iter_batches
 from logstore.records.compression import COMPRESSION_NAMES
 from logstore.records.header import (
@@ -28,7 +29,7 @@ from logstore.records.header import (
     BatchHeader,
 )
 from spark_tools import _kernels
-from spark_tools.layout import SEGMENT_NAME, parse_partition_dir, resolve_filesystem
+from spark_tools.layout import resolve_filesystem
 
 DEFAULT_CHUNK_ROWS = 1 << 16
 # Column of each BatchHeader field when headers are stacked into an int64 matrix.
@@ -110,11 +111,11 @@ class SegmentScan:
 def segment_base_offset(path: str | PathLike[str]) -> int:
     """The base offset in a segment file name (``00000000000000000105.log`` -> 105)."""
     name = fspath(path).replace("\\", "/").rsplit("/", 1)[-1]
-    match = SEGMENT_NAME.match(name)
-    if match is None:
+    base_offset = segment_log_offset(name)
+    if base_offset is None:
         raise CorruptRecordError("not a segment file name (<20-digit base offset>.log)",
                                  path=fspath(path))
-    return int(match.group(1))
+    return base_offset
 
 
 def topic_partition_of(path: str | PathLike[str]) -> tuple[str, int]:

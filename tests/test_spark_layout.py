@@ -52,6 +52,14 @@ def test_data_directory_skips_kafka_delete_and_future_directories(tmp_path):
     assert [(p.topic, p.partition) for p in list_partitions(tmp_path)] == [("t", 0)]
 
 
+def test_topic_names_kafka_refuses_are_not_partitions(tmp_path):
+    _touch(tmp_path / "t-0" / "00000000000000000000.log")
+    _touch(tmp_path / "bad topic-0" / "00000000000000000000.log")
+    assert [(p.topic, p.partition) for p in list_partitions(tmp_path)] == [("t", 0)]
+    with pytest.raises(LogstoreError, match="is illegal"):
+        list_partitions(tmp_path / "bad topic-0")
+
+
 def test_missing_or_empty_paths_are_errors(tmp_path):
     with pytest.raises(LogstoreError, match="no such file"):
         list_partitions(tmp_path / "nope")
