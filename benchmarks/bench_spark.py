@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
+from logstore.log_files import LOG_SUFFIX, segment_file_name
 from logstore.records import build_batch_columnar
 
 TOTAL_MB = float(os.environ.get("LOGSTORE_BENCH_SPARK_MB", "1024"))
@@ -48,7 +49,7 @@ def write_partition(directory: Path, target_bytes: float, seed: int) -> None:
     values = pa.array([b"v" * VALUE_BYTES] * RECORDS_PER_BATCH, pa.binary())
     distinct = max(int(target_bytes / 130 / 5), 1)
     offset = written = segment_size = 0
-    out = open(directory / f"{0:020d}.log", "wb")  # noqa: SIM115 - rolled below
+    out = open(directory / segment_file_name(0, LOG_SUFFIX), "wb")  # noqa: SIM115 - rolled below
     try:
         while written < target_bytes:
             ids = rng.integers(0, distinct, RECORDS_PER_BATCH)
@@ -58,7 +59,7 @@ def write_partition(directory: Path, target_bytes: float, seed: int) -> None:
                 base_offset=offset)
             if segment_size and segment_size + len(batch) > SEGMENT_BYTES:
                 out.close()
-                out = open(directory / f"{offset:020d}.log", "wb")  # noqa: SIM115
+                out = open(directory / segment_file_name(offset, LOG_SUFFIX), "wb")  # noqa: SIM115
                 segment_size = 0
             out.write(batch)
             offset += RECORDS_PER_BATCH

@@ -17,6 +17,14 @@ from logstore.errors import (
     ReadOnlyLogError,
     RecordTooLargeError,
 )
+from logstore.log_files import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    segment_file_name,
+)
 from logstore.records import RecordBatch, build_batch, build_control_batch, iter_batches
 from logstore.segment import LogSegment
 
@@ -331,7 +339,7 @@ def test_delete_segments_renames_then_deletes_after_the_delay(tmp_path, clock):
         assert log.delete_segments([first], "retention") == 1
         assert log.log_start_offset == log.segments[0].base_offset
         names = os.listdir(log.dir)
-        assert f"{0:020d}.log.deleted" in names and f"{0:020d}.log" not in names
+        assert segment_file_name(0, LOG_SUFFIX, DELETED_SUFFIX) in names and segment_file_name(0, LOG_SUFFIX) not in names
         assert first.read(0, 10_000) == fetched  # a reader holding the segment finishes
         assert log.delete_expired_files(NOW + 999) == 0
         assert log.delete_expired_files(NOW + 1000) == 1
@@ -441,12 +449,12 @@ def test_missing_and_corrupt_indexes_are_rebuilt(tmp_path, clock):
         time_bytes = first.time_index.path.read_bytes()
         assert index_bytes and time_bytes
     directory = tmp_path / "t-0"
-    (directory / f"{0:020d}.index").unlink()
-    (directory / f"{0:020d}.timeindex").write_bytes(b"\x00" * 7)
+    (directory / segment_file_name(0, INDEX_SUFFIX)).unlink()
+    (directory / segment_file_name(0, TIME_INDEX_SUFFIX)).write_bytes(b"\x00" * 7)
     with Log.open(directory, cfg, clock=clock) as log:
         assert offsets(log) == list(range(16))
-    assert (directory / f"{0:020d}.index").read_bytes() == index_bytes
-    assert (directory / f"{0:020d}.timeindex").read_bytes() == time_bytes
+    assert (directory / segment_file_name(0, INDEX_SUFFIX)).read_bytes() == index_bytes
+    assert (directory / segment_file_name(0, TIME_INDEX_SUFFIX)).read_bytes() == time_bytes
 
 
 def test_read_only_refuses_writes_and_writes_nothing(tmp_path, clock):
@@ -528,8 +536,8 @@ def test_open_finishes_a_swap_whose_indexes_were_not_written(tmp_path, clock):
         new = _cleaned_copy(log, old)
         new.close()
         new.change_file_suffixes(".cleaned", ".swap")
-    for suffix in (".index.swap", ".timeindex.swap"):
-        (tmp_path / "t-0" / f"{0:020d}{suffix}").unlink()
+    for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        (tmp_path / "t-0" / segment_file_name(0, suffix, SWAP_SUFFIX)).unlink()
     with Log.open(tmp_path / "t-0", clock=clock) as log:
         assert offsets(log) == expected
         assert log.segments[0].offset_index.path.exists()

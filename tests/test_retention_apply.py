@@ -20,6 +20,7 @@ from logstore import Log
 from logstore.checkpoint import read_offsets_checkpoint
 from logstore.clock import ManualClock
 from logstore.errors import OffsetOutOfRangeError, ReadOnlyLogError
+from logstore.log_files import DELETED_SUFFIX, LOG_SUFFIX, SNAPSHOT_SUFFIX, segment_file_name
 from retention import (
     REASON_LOG_START_OFFSET,
     REASON_RETENTION_BYTES,
@@ -68,15 +69,15 @@ def test_time_retention_renames_then_deletes_after_file_delete_delay(tmp_path, c
     segments = log.segments
     assert len(segments) > 3
     clock.set(segments[2].largest_timestamp + 10_001)  # segments 0..2 expired, 3 is not
-    snapshots = {f"{s.base_offset:020d}.snapshot.deleted" for s in segments[:3]
-                 if (log.dir / f"{s.base_offset:020d}.snapshot").exists()}
+    snapshots = {segment_file_name(s.base_offset, SNAPSHOT_SUFFIX, DELETED_SUFFIX) for s in segments[:3]
+                 if (log.dir / segment_file_name(s.base_offset, SNAPSHOT_SUFFIX)).exists()}
     assert snapshots  # taken at the rolls: they go with their segments, after the same delay
     plan = log.delete_old_segments()
     assert [d.segment for d in plan.deletions] == segments[:3]
     assert {d.reason for d in plan.deletions} == {REASON_RETENTION_MS}
     assert log.log_start_offset == segments[3].base_offset == plan.new_log_start_offset
     assert log.segments == segments[3:]
-    base_names = {f"{s.base_offset:020d}" for s in segments[:3]}
+    base_names = {segment_file_name(s.base_offset, "") for s in segments[:3]}
     assert {n.split(".")[0] for n in deleted_files(log.dir)} == base_names
     assert {n.rsplit(".", 1)[0].split(".", 1)[1] for n in deleted_files(log.dir)} == \
         {"log", "index", "timeindex", "snapshot"}
@@ -411,6 +412,6 @@ def test_apply_on_a_real_log_matches_the_plan_of_its_metadata(
     if expected.roll_active_first:
         kept.append(infos[-1].next_offset)
     assert [s.base_offset for s in log.segments] == kept
-    gone = {f"{d.segment.base_offset:020d}.log.deleted" for d in expected.deletions}
+    gone = {segment_file_name(d.segment.base_offset, LOG_SUFFIX, DELETED_SUFFIX) for d in expected.deletions}
     assert gone <= set(files(log.dir))
     log.close()

@@ -10,6 +10,7 @@ import pytest
 
 from logstore.errors import LogstoreError
 from logstore.log import Log
+from logstore.log_files import LOG_SUFFIX, segment_file_name
 from logstore.records import Record, build_batch
 from spark_tools import (
     read_segment_metadata,
@@ -60,7 +61,7 @@ def test_segments_dataframe_reads_many_partitions_by_uri(spark, tmp_path):
         part.mkdir(parents=True)
         for base in (0, 10):
             records = [Record(o, 1000 + o, b"k%d" % (o % 3), b"v") for o in range(base, base + 10)]
-            (part / f"{base:020d}.log").write_bytes(build_batch(records, base_offset=base))
+            (part / segment_file_name(base, LOG_SUFFIX)).write_bytes(build_batch(records, base_offset=base))
     df = segments_dataframe(spark, (tmp_path / "data").as_uri())
     counts = {(r.topic, r.partition): r["count"] for r in df.groupBy("topic", "partition").count().collect()}
     assert counts == {("events", p): 20 for p in range(4)}

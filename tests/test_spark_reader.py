@@ -12,6 +12,7 @@ import pyarrow.fs as pafs
 import pytest
 
 from logstore.errors import CorruptRecordError
+from logstore.log_files import LOG_SUFFIX, segment_file_name
 from logstore.records import Record, build_batch, build_batch_columnar
 from spark_tools.reader import RECORD_SCHEMA, read_segments, scan_segment
 
@@ -34,7 +35,7 @@ def _table(path, **kwargs) -> pa.Table:
 
 def _write_segment(directory: Path, base_offset: int, batches: list[bytes]) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{base_offset:020d}.log"
+    path = directory / segment_file_name(base_offset, LOG_SUFFIX)
     path.write_bytes(b"".join(batches))
     return path
 

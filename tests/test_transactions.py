@@ -22,6 +22,7 @@ from logstore.errors import (
     UnknownProducerIdError,
 )
 from logstore.log import EARLIEST_TIMESTAMP
+from logstore.log_files import SNAPSHOT_SUFFIX, segment_file_name
 from logstore.producer_state import decode_snapshot
 from logstore.records import build_batch, build_control_batch, build_legacy_entry, iter_batches
 from logstore.txn_index import AbortedTxn
@@ -253,7 +254,7 @@ def test_roll_and_close_write_snapshots_named_by_offset(tmp_path, clock):
         end = log.log_end_offset
     snapshots = sorted(int(p.name[:20]) for p in (tmp_path / "t-0").glob("*.snapshot"))
     assert snapshots == [*bases[1:], end]
-    (entry,) = decode_snapshot((tmp_path / "t-0" / f"{end:020d}.snapshot").read_bytes())
+    (entry,) = decode_snapshot((tmp_path / "t-0" / segment_file_name(end, SNAPSHOT_SUFFIX)).read_bytes())
     assert (entry.producer_id, entry.last_seq, entry.last_data_offset) == (1, 15, 15)
 
 
