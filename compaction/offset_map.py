@@ -14,7 +14,7 @@ from compaction import _kernels
 from logstore.errors import InvalidConfigError
 
 BYTES_PER_SLOT = 8 + 8 + 4  # hash high/low words + relative offset
-MAX_RELATIVE_OFFSET = 0xFFFFFFFE  # slots store relative offset + 1; 0 marks an empty slot
+MAX_SLOT_RELATIVE_OFFSET = 0xFFFFFFFE  # slots store relative offset + 1; 0 marks an empty slot
 MIN_WORKING_SLOTS = 1024
 
 
@@ -131,4 +131,4 @@ class OffsetMap:
 
     def fits(self, offset: int) -> bool:
         """True when `offset` lies in the map's 32-bit relative-offset window."""
-        return 0 <= offset - self.base_offset <= MAX_RELATIVE_OFFSET
+        return 0 <= offset - self.base_offset <= MAX_SLOT_RELATIVE_OFFSET

@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from index.base import MAX_RELATIVE_OFFSET
+
 DUE_MAX_LAG = "max.compaction.lag.ms"
 DUE_DIRTY_RATIO = "min.cleanable.dirty.ratio"
 
@@ -160,7 +162,6 @@ def group_segments_by_size(sizes: Sequence[tuple[int, int, int, int]], max_size:
     """
     groups: list[list[int]] = []
     i, n = 0, len(sizes)
-    int_max = 2**31 - 1
     while i < n:
         group = [i]
         log_size, idx_size, tidx_size = sizes[i][1], sizes[i][2], sizes[i][3]
@@ -170,7 +171,7 @@ def group_segments_by_size(sizes: Sequence[tuple[int, int, int, int]], max_size:
             last_offset = sizes[i + 1][0] - 1 if i + 1 < n else first_uncleanable_offset - 1
             if not (log_size + size <= max_size and idx_size + isz <= max_index_size
                     and tidx_size + tsz <= max_index_size
-                    and (size == 0 or last_offset - sizes[group[0]][0] <= int_max)):
+                    and (size == 0 or last_offset - sizes[group[0]][0] <= MAX_RELATIVE_OFFSET)):
                 break
             group.append(i)
             log_size += size

@@ -32,7 +32,7 @@ from logstore.errors import (
     ReadOnlyLogError,
 )
 
-INT32_MAX = 2**31 - 1
+MAX_RELATIVE_OFFSET = 2**31 - 1  # entries store offset - base offset as an int32
 
 
 def round_down(number: int, factor: int) -> int:
@@ -138,7 +138,7 @@ class AbstractIndex:
 
     def can_append_offset(self, offset: int) -> bool:
         """True if `offset` fits as a 4-byte offset relative to the base offset."""
-        return 0 <= offset - self._base_offset <= INT32_MAX
+        return 0 <= offset - self._base_offset <= MAX_RELATIVE_OFFSET
 
     def relative_offset(self, offset: int) -> int:
         """`offset - base_offset`; raises IndexOffsetOverflowError if it does not fit an int32."""

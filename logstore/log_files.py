@@ -10,6 +10,7 @@ import re
 from collections.abc import Iterable
 
 from logstore.errors import InvalidTopicError
+from logstore.records.header import INT32_MAX
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -28,7 +29,6 @@ OFFSET_DIGITS = 20
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 
 MAX_TOPIC_LENGTH = 249
-INT32_MAX = 2**31 - 1  # partition ids are int32
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 
@@ -98,7 +98,7 @@ def parse_partition_dir(name: str) -> tuple[str, int]:
     topic = match.group("topic")
     validate_topic(topic)
     partition = int(match.group("partition"))
-    if partition > INT32_MAX:
+    if partition > INT32_MAX:  # partition ids are int32
         raise InvalidTopicError(f"{name!r}: partition {partition} is larger than {INT32_MAX}")
     return topic, partition
 

@@ -16,6 +16,7 @@ from typing import NamedTuple, TypeAlias
 
 # From the submodules, not the `index` package: `import index` first imports logstore (for
 # its errors), whose __init__ imports Log and so this module while `index` is half-built.
+from index.base import MAX_RELATIVE_OFFSET
 from index.offset_index import OffsetIndex
 from index.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
 from logstore.clock import Clock, SystemClock
@@ -34,17 +35,18 @@ from logstore.log_files import (
     segment_file_name,
 )
 from logstore.records import BatchHeader, RecordBatch, read_batch_header
-from logstore.records.header import LOG_OVERHEAD, SIZE_OFFSET, V2_HEADER_SIZE
+from logstore.records.header import (
+    HEADER_SIZE_UP_TO_MAGIC,
+    LOG_OVERHEAD,
+    RECORD_OVERHEAD_V0,
+    SIZE_OFFSET,
+    V2_HEADER_SIZE,
+)
 from logstore.txn_index import TransactionIndex
 
 # What append() writes: anything exposing a contiguous byte buffer.
 Buffer: TypeAlias = bytes | bytearray | memoryview
 
-
-# Kafka's FileLogInputStream: an entry needs its offset, size and magic (17 bytes) to be
-# read at all, and its size field may not be below the smallest magic-0 message (14).
-HEADER_SIZE_UP_TO_MAGIC = LOG_OVERHEAD + 5
-MIN_ENTRY_SIZE_FIELD = 14
 # Bytes read per pread while scanning: small for header-only scans (a few batches between
 # index entries), larger for recovery, which reads every batch in full.
 HEADER_SCAN_CHUNK = 16 * 1024
@@ -52,7 +54,6 @@ FULL_SCAN_CHUNK = 1024 * 1024
 
 # Buffers per pwritev call (the kernel's UIO_MAXIOV on Linux).
 IOV_MAX = os.sysconf("SC_IOV_MAX")
-INT32_MAX = 2**31 - 1
 
 # sync_file_range(2) flag: start writeback of the range's dirty pages, do not wait.
 SYNC_FILE_RANGE_WRITE = 2
@@ -324,7 +325,7 @@ class LogSegment:
 
     def can_convert_to_relative_offset(self, offset: int) -> bool:
         """True if `offset` fits the indexes' 4-byte relative offsets."""
-        return 0 <= offset - self._base_offset <= INT32_MAX
+        return 0 <= offset - self._base_offset <= MAX_RELATIVE_OFFSET
 
     def has_overflow(self) -> bool:
         """True if the last batch's last offset does not fit a relative offset (legacy logs)."""
@@ -400,9 +401,9 @@ class LogSegment:
             size_field = int.from_bytes(
                 buf[off + SIZE_OFFSET : off + LOG_OVERHEAD], "big", signed=True
             )
-            if size_field < MIN_ENTRY_SIZE_FIELD:
+            if size_field < RECORD_OVERHEAD_V0:
                 raise CorruptRecordError(
-                    f"entry size {size_field} is smaller than the minimum {MIN_ENTRY_SIZE_FIELD}",
+                    f"entry size {size_field} is smaller than the minimum {RECORD_OVERHEAD_V0}",
                     position=position,
                     path=str(self._log_path),
                 )

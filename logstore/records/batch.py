@@ -35,10 +35,10 @@ from logstore.records.header import (
     V2_HEADER_SIZE,
     read_batch_header,
 )
+from logstore.records.header import INT32_MAX as _INT32_MAX
 from logstore.records.record import Record
 
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
-_INT32_MAX = (1 << 31) - 1
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
 _UINT32 = struct.Struct(">I")

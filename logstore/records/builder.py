@@ -32,12 +32,12 @@ from logstore.records.header import (
     V2_HEADER,
     V2_HEADER_SIZE,
 )
+from logstore.records.header import INT32_MAX as _INT32_MAX
 from logstore.records.record import Record
 
 HEADER_TYPE = pa.struct([("key", pa.string()), ("value", pa.binary())])
 HEADERS_TYPE = pa.list_(HEADER_TYPE)
 _TIMESTAMP_TYPE_CODES = {"CreateTime": 0, "LogAppendTime": 1}
-_INT32_MAX = (1 << 31) - 1
 _EMPTY_BYTES = np.empty(0, np.uint8)
 _UINT32 = struct.Struct(">I")
 

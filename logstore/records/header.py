@@ -5,12 +5,17 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
+# Kafka's RecordBatch.NO_TIMESTAMP, declared by the time index (the lower layer) that shares it.
+from index.time_index import NO_TIMESTAMP
 from logstore.errors import CorruptRecordError
 
 # Every log entry of any magic starts with int64 offset, int32 size; magic is at byte 16.
 LOG_OVERHEAD = 12
 SIZE_OFFSET = 8
+SIZE_FIELD = struct.Struct(">i")
 MAGIC_OFFSET = 16
+# Kafka's FileLogInputStream reads no entry shorter than its offset, size and magic.
+HEADER_SIZE_UP_TO_MAGIC = MAGIC_OFFSET + 1
 
 # magic 2 header: baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes,
 # lastOffsetDelta, baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence,
@@ -39,8 +44,10 @@ LEGACY_LENGTH = struct.Struct(">i")
 # Smallest message (after offset and size): crc, magic, attributes, [timestamp], key and
 # value lengths.
 LEGACY_MIN_MESSAGE = {0: 4 + 1 + 1 + 4 + 4, 1: 4 + 1 + 1 + 8 + 4 + 4}
+# Kafka's LegacyRecord.RECORD_OVERHEAD_V0: no entry's size field, of any magic, is smaller.
+RECORD_OVERHEAD_V0 = LEGACY_MIN_MESSAGE[0]
 
-NO_TIMESTAMP = -1
+INT32_MAX = 2**31 - 1  # Kafka's Integer.MAX_VALUE: int32 sizes, sequences, offset deltas
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
