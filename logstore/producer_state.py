@@ -38,22 +38,22 @@ from logstore.errors import (
 )
 from logstore.log_files import DELETED_SUFFIX, SNAPSHOT_SUFFIX, segment_file_name
 from logstore.records import RecordBatch, parse_control_record
+from logstore.records.control import ABORT
+from logstore.records.header import (
+    CONTROL_BIT,
+    INT32_MAX,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    NO_TIMESTAMP,
+    TRANSACTIONAL_BIT,
+)
 from logstore.txn_index import AbortedTxn, TransactionIndex
 
 log = logging.getLogger(__name__)
 
-NO_PRODUCER_ID = -1
-NO_PRODUCER_EPOCH = -1
-NO_SEQUENCE = -1
-NO_TIMESTAMP = -1
-INT32_MAX = 2**31 - 1
 NUM_BATCHES_TO_RETAIN = 5  # Kafka keeps the metadata of each producer's last five batches
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000  # broker's producer.id.expiration.ms
-
-TRANSACTIONAL_FLAG = 0x10  # FORMAT.md record batch attributes, bit 4
-CONTROL_FLAG = 0x20  # bit 5
-CONTROL_TYPE_ABORT = 0
-CONTROL_TYPE_COMMIT = 1
 
 ORIGIN_CLIENT = "client"
 ORIGIN_COORDINATOR = "coordinator"
@@ -108,12 +108,12 @@ def _in_sequence(last_seq: int, next_seq: int) -> bool:
 class EndTxnMarker(NamedTuple):
     """The payload of a COMMIT/ABORT control record."""
 
-    control_type: int  # CONTROL_TYPE_ABORT or CONTROL_TYPE_COMMIT
+    control_type: int  # records.control's ABORT or COMMIT
     coordinator_epoch: int
 
     @property
     def is_abort(self) -> bool:
-        return self.control_type == CONTROL_TYPE_ABORT
+        return self.control_type == ABORT
 
 
 class BatchHeaderLike(Protocol):
@@ -152,8 +152,8 @@ class BatchInfo(NamedTuple):
             header.base_offset,
             header.base_offset + header.last_offset_delta,
             header.max_timestamp,
-            bool(header.attributes & TRANSACTIONAL_FLAG),
-            bool(header.attributes & CONTROL_FLAG),
+            bool(header.attributes & TRANSACTIONAL_BIT),
+            bool(header.attributes & CONTROL_BIT),
             marker,
         )
 

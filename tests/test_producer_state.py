@@ -22,9 +22,6 @@ from logstore.errors import (
     UnknownProducerIdError,
 )
 from logstore.producer_state import (
-    CONTROL_TYPE_ABORT,
-    CONTROL_TYPE_COMMIT,
-    INT32_MAX,
     ORIGIN_CLIENT,
     ORIGIN_COORDINATOR,
     ORIGIN_REPLICATION,
@@ -36,6 +33,8 @@ from logstore.producer_state import (
     encode_snapshot,
     snapshot_path,
 )
+from logstore.records.control import ABORT, COMMIT
+from logstore.records.header import INT32_MAX
 from logstore.txn_index import AbortedTxn, TransactionIndex
 
 SAMPLE_DIR = Path("/work/shared/kafka-samples/plain/logdir/plain-0")
@@ -58,7 +57,7 @@ class FakeLog:
         return self._append(batch, origin)
 
     def marker(self, pid, epoch, kind, coordinator_epoch=0, *, origin=ORIGIN_COORDINATOR, ts=NOW):
-        control = CONTROL_TYPE_COMMIT if kind == "commit" else CONTROL_TYPE_ABORT
+        control = COMMIT if kind == "commit" else ABORT
         batch = BatchInfo(pid, epoch, -1, self.next_offset, self.next_offset, ts, True, True,
                           EndTxnMarker(control, coordinator_epoch))
         return self._append(batch, origin)
