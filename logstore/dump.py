@@ -10,13 +10,14 @@ Layouts: /work/shared/FORMAT.md.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from index.offset_index import OFFSET_INDEX_DTYPE
+from index.time_index import TIME_INDEX_DTYPE
 from logstore.errors import CorruptRecordError, CorruptSnapshotError
 from logstore.producer_state import (
     SNAPSHOT_CRC_END,
@@ -28,41 +29,34 @@ from logstore.producer_state import (
     decrement_sequence,
     increment_sequence,
 )
+from logstore.records.control import CONTROL_KEY, END_TXN_MARKER_VALUE
+from logstore.records.header import (
+    HEADER_SIZE_UP_TO_MAGIC,
+    LOG_OVERHEAD,
+    NO_SEQUENCE,
+    NO_TIMESTAMP,
+    RECORD_OVERHEAD_V0,
+    SIZE_FIELD,
+    SIZE_OFFSET,
+    V2_HEADER_SIZE,
+)
 from logstore.txn_index import parse_aborted_txns
 
 RECORD_INDENT = "|"
 
-# Walking a segment file (Kafka's FileLogInputStream): a batch needs the 17 bytes up to
-# its magic to be looked at; a length field under the smallest legacy record is corruption.
-LOG_OVERHEAD = 12  # int64 base offset + int32 length
-HEADER_SIZE_UP_TO_MAGIC = 17
-MIN_RECORD_OVERHEAD = 14  # Kafka's LegacyRecord.RECORD_OVERHEAD_V0
-BATCH_LENGTH = struct.Struct(">i")
-BATCH_LENGTH_OFFSET = 8
-V2_HEADER_SIZE = 61
 
-# Index layouts (FORMAT.md "Segment files").
-OFFSET_INDEX_DTYPE = np.dtype([("relative_offset", ">i4"), ("position", ">i4")])
-TIME_INDEX_DTYPE = np.dtype([("timestamp", ">i8"), ("relative_offset", ">i4")])
+def _kafka_fields(dtype: np.dtype, kafka_names: dict[str, str]) -> tuple[tuple[str, int], ...]:
+    """(name, bytes) of each field of `dtype`, under the name Kafka's schema gives it."""
+    return tuple((kafka_names.get(name, name), dtype[name].itemsize) for name in dtype.names)
+
 
 # Producer snapshot (FORMAT.md "Producer-state snapshot", layout in producer_state): the field
 # names Kafka's schema reports in its errors.
-SNAPSHOT_HEADER_FIELDS = (("version", 2), ("crc", 4), ("producer_entries", 4))
-SNAPSHOT_ENTRY_FIELDS = (
-    ("producer_id", 8),
-    ("epoch", 2),
-    ("last_sequence", 4),
-    ("last_offset", 8),
-    ("offset_delta", 4),
-    ("timestamp", 8),
-    ("coordinator_epoch", 4),
-    ("current_txn_first_offset", 8),
-)
+SNAPSHOT_HEADER_FIELDS = _kafka_fields(SNAPSHOT_HEADER_DTYPE, {"count": "producer_entries"})
+SNAPSHOT_ENTRY_FIELDS = _kafka_fields(SNAPSHOT_ENTRY_DTYPE, {"producer_epoch": "epoch"})
 BUFFER_UNDERFLOW = "java.nio.BufferUnderflowException"
 
-# Control records: key = int16 version, int16 type; end-transaction value = int16, int32.
-CONTROL_KEY = struct.Struct(">hh")
-END_TXN_VALUE = struct.Struct(">hi")
+# Kafka's ControlRecordType names, by type id (the int16 after the key's version).
 CONTROL_TYPES = {
     0: "ABORT",
     1: "COMMIT",
@@ -72,9 +66,6 @@ CONTROL_TYPES = {
     5: "KRAFT_VERSION",
     6: "KRAFT_VOTERS",
 }
-
-NO_SEQUENCE = -1
-NO_TIMESTAMP = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,11 +160,11 @@ def iter_batch_spans(
         end = len(buffer)
     position = start
     while position < end - HEADER_SIZE_UP_TO_MAGIC:
-        (length,) = BATCH_LENGTH.unpack_from(buffer, position + BATCH_LENGTH_OFFSET)
-        if length < MIN_RECORD_OVERHEAD:
+        (length,) = SIZE_FIELD.unpack_from(buffer, position + SIZE_OFFSET)
+        if length < RECORD_OVERHEAD_V0:
             raise CorruptRecordError(
                 f"Found record size {length} smaller than minimum record overhead "
-                f"({MIN_RECORD_OVERHEAD})",
+                f"({RECORD_OVERHEAD_V0})",
                 position=position,
                 path=path,
             )
@@ -253,9 +244,9 @@ def control_fields(key: bytes | None, value: bytes | None) -> dict[str, Any]:
         raise CorruptRecordError(f"control record key with negative version {version}")
     name = CONTROL_TYPES.get(type_id, "UNKNOWN")
     if name in ("ABORT", "COMMIT"):
-        if value is None or len(value) < END_TXN_VALUE.size:
+        if value is None or len(value) < END_TXN_MARKER_VALUE.size:
             raise CorruptRecordError("end transaction marker value is too short")
-        _, coordinator_epoch = END_TXN_VALUE.unpack_from(value)
+        _, coordinator_epoch = END_TXN_MARKER_VALUE.unpack_from(value)
         return {"endTxnMarker": name, "coordinatorEpoch": coordinator_epoch}
     return {"controlType": name, "controlTypeId": type_id}
 

@@ -74,12 +74,16 @@ def positive_int(text: str) -> int:
 
 def int32(text: str) -> int:
     """argparse type: an integer in [0, 2**31 - 1] (Kafka's int options)."""
-    return _at_most(non_negative_int(text), 2**31 - 1)
+    from logstore.records.header import INT32_MAX
+
+    return _at_most(non_negative_int(text), INT32_MAX)
 
 
 def int64(text: str) -> int:
     """argparse type: an integer in [0, 2**63 - 1] (offsets, timestamps in ms)."""
-    return _at_most(non_negative_int(text), 2**63 - 1)
+    from logstore.config import LONG_MAX
+
+    return _at_most(non_negative_int(text), LONG_MAX)
 
 
 def _at_most(value: int, high: int) -> int:

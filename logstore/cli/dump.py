@@ -28,13 +28,14 @@ from logstore.log_files import (
     TXN_INDEX_SUFFIX,
     segment_file_name,
 )
+from logstore.records.header import INT32_MAX
 
 LOG, INDEX, TIMEINDEX, SNAPSHOT, TXNINDEX, EPOCHS, OFFSETS = (
     "log", "index", "timeindex", "snapshot", "txnindex", "epochs", "offsets")
 SUFFIX_KINDS = {LOG_SUFFIX: LOG, INDEX_SUFFIX: INDEX, TIME_INDEX_SUFFIX: TIMEINDEX,
                 SNAPSHOT_SUFFIX: SNAPSHOT, TXN_INDEX_SUFFIX: TXNINDEX}
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024  # Kafka's --max-message-size default
-INT32_MAX = 2**31 - 1  # Kafka's --max-bytes default: "no limit"
+DEFAULT_MAX_BYTES = INT32_MAX  # Kafka's --max-bytes default: "no limit"
 WRITE_CHUNK_BYTES = 1 << 20
 
 
@@ -61,7 +62,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="check index entries against the log without printing them")
     parser.add_argument("--index-sanity-check", action="store_true",
                         help="only run the sanity check Kafka runs on index files at start-up")
-    parser.add_argument("--max-bytes", type=int32, default=INT32_MAX, metavar="N",
+    parser.add_argument("--max-bytes", type=int32, default=DEFAULT_MAX_BYTES, metavar="N",
                         help="read at most N bytes of each .log file (default: all)")
     parser.add_argument("--max-message-size", type=int32, default=DEFAULT_MAX_MESSAGE_SIZE,
                         metavar="N", help="largest batch an index entry may point at (default: 5 MiB)")
@@ -304,7 +305,7 @@ def dump_log(path: str, opts: Options, out: Output, problems: Problems) -> None:
                 valid_bytes = position + size
                 bar.update(size)
     trailing = end - valid_bytes
-    if trailing > 0 and opts.max_bytes == INT32_MAX:
+    if trailing > 0 and opts.max_bytes == DEFAULT_MAX_BYTES:
         problems.found = True
         out.line(dump.trailing_bytes_line(trailing, os.path.basename(path)))
         out.obj({"type": "problem", "problem": "invalid_trailing_bytes", "file": path,
@@ -369,16 +370,17 @@ def legacy_entries(batch: Any) -> list[Any]:
     from logstore import dump
     from logstore.records import read_batch_header
     from logstore.records.compression import COMPRESSION_CODES, decompress
-    from logstore.records.header import LEGACY_V0_HEADER, LEGACY_V1_HEADER
+    from logstore.records.header import LEGACY_LENGTH, LEGACY_V0_HEADER, LEGACY_V1_HEADER
 
     if batch.compression == "none":
         return [dump.LegacyEntry(dump.kafka_is_valid(batch), batch.crc)]
     view = batch.view
     pos = (LEGACY_V1_HEADER if batch.magic == 1 else LEGACY_V0_HEADER).size
-    (key_length,) = dump.BATCH_LENGTH.unpack_from(view, pos)
-    pos += 4 + max(key_length, 0)
-    (value_length,) = dump.BATCH_LENGTH.unpack_from(view, pos)
-    inner = memoryview(decompress(COMPRESSION_CODES[batch.compression], view[pos + 4:pos + 4 + value_length],
+    (key_length,) = LEGACY_LENGTH.unpack_from(view, pos)
+    pos += LEGACY_LENGTH.size + max(key_length, 0)
+    (value_length,) = LEGACY_LENGTH.unpack_from(view, pos)
+    pos += LEGACY_LENGTH.size
+    inner = memoryview(decompress(COMPRESSION_CODES[batch.compression], view[pos:pos + value_length],
                                   position=batch.position))
     return [dump.LegacyEntry(True, read_batch_header(inner, p).crc)
             for p, _ in dump.iter_batch_spans(inner, 0, len(inner))]

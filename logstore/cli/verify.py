@@ -268,10 +268,11 @@ def read_index(path: Path, report: Report, dtype: Any, read: Any) -> tuple[Any, 
 
 def verify_offset_index(path: Path, report: Report) -> None:
     """Offset-index entries ascending and each pointing at the batch ending at its offset."""
+    from index.offset_index import OFFSET_INDEX_DTYPE
     from logstore import dump
     from logstore.errors import CorruptRecordError
 
-    offsets, positions, log_path = read_index(path, report, dump.OFFSET_INDEX_DTYPE, dump.read_offset_index)
+    offsets, positions, log_path = read_index(path, report, OFFSET_INDEX_DTYPE, dump.read_offset_index)
     base = base_offset_of(str(path))
     n = dump.sparse_entry_count(offsets, base)
     if log_path is None:
@@ -280,7 +281,7 @@ def verify_offset_index(path: Path, report: Report) -> None:
         previous_offset, previous_position = base - 1, -1
         for i in range(n):
             offset, position = int(offsets[i]), int(positions[i])
-            where = i * dump.OFFSET_INDEX_DTYPE.itemsize
+            where = i * OFFSET_INDEX_DTYPE.itemsize
             if offset <= previous_offset or position <= previous_position:
                 report.problem(path, f"entry {i} (offset {offset}, position {position}) does not "
                                      "increase", where)
@@ -298,10 +299,11 @@ def verify_offset_index(path: Path, report: Report) -> None:
 
 def verify_time_index(path: Path, report: Report) -> None:
     """Time-index entries increasing and each matching the max timestamp of its batch."""
+    from index.time_index import TIME_INDEX_DTYPE
     from logstore import dump
     from logstore.records import read_batch_header
 
-    timestamps, offsets, log_path = read_index(path, report, dump.TIME_INDEX_DTYPE, dump.read_time_index)
+    timestamps, offsets, log_path = read_index(path, report, TIME_INDEX_DTYPE, dump.read_time_index)
     n = dump.sparse_entry_count(offsets, base_offset_of(str(path)))
     if log_path is None:
         return
@@ -313,7 +315,7 @@ def verify_time_index(path: Path, report: Report) -> None:
         previous = -1
         for i in range(n):
             timestamp, offset = int(timestamps[i]), int(offsets[i])
-            where = i * dump.TIME_INDEX_DTYPE.itemsize
+            where = i * TIME_INDEX_DTYPE.itemsize
             if timestamp <= previous:
                 report.problem(path, f"entry {i} timestamp {timestamp} does not increase "
                                      f"(previous {previous})", where)
