@@ -42,7 +42,7 @@ from logstore.checkpoint import (
 from logstore.config import LogConfig
 from logstore.errors import CorruptRecordError, LogCleaningAbortedError
 from logstore.log_files import CLEANED_SUFFIX, INDEX_SUFFIXES, LOG_SUFFIX, segment_file_name
-from logstore.records.header import MAX_TIMESTAMP_OFFSET, V2_HEADER_SIZE
+from logstore.records.header import CONTROL_BIT, INT32_MAX, MAX_TIMESTAMP_OFFSET, V2_HEADER_SIZE
 from logstore.segment import LogSegment
 from logstore.txn_index import AbortedTxn as IndexAbortedTxn
 
@@ -158,7 +158,7 @@ def active_producers(segments: list[LogSegment],
             pid = int(pids[i])
             prev = out.get(pid)
             last_data = prev.last_data_offset if prev else None
-            if not int(raw["attributes"][i]) & 0x20:
+            if not int(raw["attributes"][i]) & CONTROL_BIT:
                 last_data = int(raw["base_offset"][i]) + int(raw["last_offset_delta"][i])
             out[pid] = ProducerLastRecord(last_data, int(raw["producer_epoch"][i]))
     return out
@@ -208,7 +208,7 @@ class Cleaner:
         threads = max(int(cfg["log.cleaner.threads"]), 1)
         self.io_buffer_size = int(cfg["log.cleaner.io.buffer.size"]) // threads // 2
         self.offset_map = offset_map or OffsetMap(
-            memory=min(int(cfg["log.cleaner.dedupe.buffer.size"]) // threads, 2**31 - 1),
+            memory=min(int(cfg["log.cleaner.dedupe.buffer.size"]) // threads, INT32_MAX),
             load_factor=float(cfg["log.cleaner.io.buffer.load.factor"]))
         self._abort = threading.Event()
 

@@ -13,13 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from compaction import _kernels
-from compaction.plan import (
-    ATTR_DELETE_HORIZON,
-    CONTROL_NONE,
-    NO_TIMESTAMP,
-    BatchColumns,
-    RecordColumns,
-)
+from compaction.plan import CONTROL_NONE, BatchColumns, RecordColumns
 from logstore.errors import CorruptRecordError
 from logstore.records import LegacyRecordBatch, Record, build_legacy_entry, crc32c
 from logstore.records.compression import (
@@ -28,13 +22,18 @@ from logstore.records.compression import (
     compress,
     decompress,
 )
+from logstore.records.control import CONTROL_KEY
 from logstore.records.header import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_MASK,
+    CONTROL_BIT,
     CRC_OFFSET,
+    DELETE_HORIZON_BIT,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
+    NO_TIMESTAMP,
     TIMESTAMP_TYPE_BIT,
+    TRANSACTIONAL_BIT,
     V2_HEADER,
     V2_HEADER_SIZE,
 )
@@ -47,7 +46,6 @@ HEADER_DTYPE = np.dtype([
     ("producer_epoch", ">i2"), ("base_sequence", ">i4"), ("record_count", ">i4"),
 ])
 assert HEADER_DTYPE.itemsize == V2_HEADER_SIZE
-_CONTROL_TYPE = struct.Struct(">h")
 _HEADER_RANGE = np.arange(V2_HEADER_SIZE, dtype=np.int64)
 
 
@@ -175,11 +173,11 @@ def decode(buf: np.ndarray, *, segment_base: int, start: int = 0, end: int | Non
             h1[row], h2[row] = _kernels.murmur3_128(kb, 0, len(key))
     attrs = header["attributes"].astype(np.int32)
     control_type = np.full(nb, CONTROL_NONE, np.int8)
-    for b in np.flatnonzero(v2 & ((attrs & 0x20) != 0) & (counts > 0)):
+    for b in np.flatnonzero(v2 & ((attrs & CONTROL_BIT) != 0) & (counts > 0)):
         row = int(row_of_batch[b])
-        if key_len[row] >= 4:
+        if key_len[row] >= CONTROL_KEY.size:
             ks = int(key_start[row])
-            control_type[b] = _CONTROL_TYPE.unpack_from(arena[ks + 2:ks + 4].tobytes())[0]
+            control_type[b] = CONTROL_KEY.unpack_from(arena[ks:ks + CONTROL_KEY.size].tobytes())[1]
     batches = BatchColumns(
         base_offset=header["base_offset"].astype(np.int64),
         last_offset=header["base_offset"].astype(np.int64) + header["last_offset_delta"],
@@ -202,7 +200,7 @@ def decode(buf: np.ndarray, *, segment_base: int, start: int = 0, end: int | Non
 
 def empty_batch(h: np.void) -> bytes:
     """Kafka's writeEmptyHeader: a 61-byte batch with no records keeping offsets and producer fields."""
-    attrs = int(h["attributes"]) & (TIMESTAMP_TYPE_BIT | 0x10 | 0x20)
+    attrs = int(h["attributes"]) & (TIMESTAMP_TYPE_BIT | TRANSACTIONAL_BIT | CONTROL_BIT)
     return _finish_header(int(h["base_offset"]), int(h["partition_leader_epoch"]), attrs,
                           int(h["last_offset_delta"]), NO_TIMESTAMP, int(h["max_timestamp"]),
                           int(h["producer_id"]), int(h["producer_epoch"]), int(h["base_sequence"]), 0, b"")
@@ -216,7 +214,7 @@ def _finish_header(base_offset: int, leader_epoch: int, attributes: int, last_de
                                       pid, epoch, base_seq, count))
     crc = crc32c(memoryview(header)[ATTRIBUTES_OFFSET:], 0)
     crc = crc32c(body, crc)
-    struct.pack_into(">I", header, ATTRIBUTES_OFFSET - 4, crc)
+    struct.pack_into(">I", header, CRC_OFFSET, crc)
     return bytes(header) + body
 
 
@@ -252,7 +250,7 @@ def _rewrite_v2(d: DecodedBatches, batch_ids: np.ndarray, keep: np.ndarray,
     ts = d.timestamp[rows]
     base_ts = np.where(horizons != NO_TIMESTAMP, horizons, ts[first])
     attrs = d.header["attributes"][ids].astype(np.int32)
-    attrs = np.where(horizons != NO_TIMESTAMP, attrs | ATTR_DELETE_HORIZON, attrs & ~ATTR_DELETE_HORIZON)
+    attrs = np.where(horizons != NO_TIMESTAMP, attrs | DELETE_HORIZON_BIT, attrs & ~DELETE_HORIZON_BIT)
     max_ts = np.where((attrs & TIMESTAMP_TYPE_BIT) != 0, d.header["max_timestamp"][ids],
                       np.maximum.reduceat(ts, first))
     gaps = np.zeros(len(rows), np.int64)

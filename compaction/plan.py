@@ -35,6 +35,8 @@ from compaction._kernels import (  # noqa: F401 - the reason codes are part of t
     TOMBSTONE_EXPIRED,
 )
 from compaction.offset_map import OffsetMap
+from logstore.records.control import ABORT, COMMIT
+from logstore.records.header import CONTROL_BIT, DELETE_HORIZON_BIT, NO_TIMESTAMP, TRANSACTIONAL_BIT
 
 # Why a record was dropped (per record, int8; defined beside the kernel that decides it).
 REASON_NAMES = ("kept", "duplicate", "tombstone_expired", "aborted", "marker_expired", "keyless")
@@ -46,15 +48,9 @@ EMPTY = 2  # all records gone; a 61-byte header keeps the producer state / last 
 DROP = 3  # removed
 ACTION_NAMES = ("copy", "rewrite", "empty", "drop")
 
-# Control record types (key: int16 version, int16 type).
-CONTROL_ABORT = 0
-CONTROL_COMMIT = 1
-CONTROL_NONE = -1  # not a control batch, or a control batch whose record was already cleaned
-
-ATTR_TRANSACTIONAL = 0x10
-ATTR_CONTROL = 0x20
-ATTR_DELETE_HORIZON = 0x40
-NO_TIMESTAMP = -1
+# A batch's control type besides records.control's ABORT and COMMIT: not a control batch, or a
+# control batch whose record was already cleaned.
+CONTROL_NONE = -1
 
 
 def _u64(values: Iterable[int] | np.ndarray) -> np.ndarray:
@@ -75,7 +71,7 @@ class BatchColumns:
 
     `attributes` is the v2 attribute word (compression, timestamp type, transactional bit 4,
     control bit 5, delete-horizon bit 6); `base_timestamp` holds the delete horizon when bit 6
-    is set. `control_type` is CONTROL_ABORT/COMMIT for a control batch with its record,
+    is set. `control_type` is ABORT/COMMIT for a control batch with its record,
     CONTROL_NONE otherwise. `segment_base` is the base offset of the segment holding the batch.
     `legacy_retain_deletes` only matters for magic 0/1 batches (Kafka's legacy tombstone rule).
     """
@@ -120,17 +116,17 @@ class BatchColumns:
     @property
     def is_control(self) -> np.ndarray:
         """Bool per batch: control batch (attribute bit 5)."""
-        return (self.attributes & ATTR_CONTROL) != 0
+        return (self.attributes & CONTROL_BIT) != 0
 
     @property
     def is_transactional(self) -> np.ndarray:
         """Bool per batch: transactional batch (attribute bit 4)."""
-        return (self.attributes & ATTR_TRANSACTIONAL) != 0
+        return (self.attributes & TRANSACTIONAL_BIT) != 0
 
     @property
     def delete_horizon(self) -> np.ndarray:
         """Delete horizon per batch (NO_TIMESTAMP when bit 6 is not set or magic < 2)."""
-        has = ((self.attributes & ATTR_DELETE_HORIZON) != 0) & (self.magic >= 2)
+        has = ((self.attributes & DELETE_HORIZON_BIT) != 0) & (self.magic >= 2)
         return np.where(has, self.base_timestamp, NO_TIMESTAMP)
 
     def take(self, index: np.ndarray) -> BatchColumns:
@@ -220,12 +216,12 @@ class TxnTracker:
                    control_type: int) -> tuple[bool, AbortedTxn | None]:
         """A control batch was read; (marker may be discarded, aborted txn to keep in the index)."""
         self._consume_up_to(last_offset)
-        if control_type == CONTROL_ABORT:
+        if control_type == ABORT:
             state = self._ongoing_aborted.pop(producer_id, None)
             if state is not None and state[1]:
                 return False, state[0]
             return True, None
-        if control_type == CONTROL_COMMIT:
+        if control_type == COMMIT:
             if producer_id in self._ongoing_committed:
                 self._ongoing_committed.discard(producer_id)
                 return False, None

@@ -9,7 +9,6 @@ from hypothesis import strategies as st
 
 from compaction.decode import decode, empty_batch, rebuild_batches
 from compaction.offset_map import hash_key
-from compaction.plan import CONTROL_ABORT, NO_TIMESTAMP
 from logstore.records import (
     Record,
     RecordBatch,
@@ -18,6 +17,8 @@ from logstore.records import (
     build_legacy_entry,
     iter_batches,
 )
+from logstore.records.control import ABORT
+from logstore.records.header import NO_TIMESTAMP
 
 
 def _arr(data: bytes) -> np.ndarray:
@@ -86,7 +87,7 @@ def test_decode_reads_control_type_and_legacy_entries_and_stops_at_a_torn_tail()
     data = plain + ctl + legacy + plain[:30]
     d = decode(_arr(data), segment_base=0)
     assert d.valid_end == len(data) - 30
-    assert d.batches.control_type.tolist() == [-1, CONTROL_ABORT, -1]
+    assert d.batches.control_type.tolist() == [-1, ABORT, -1]
     assert d.batches.magic.tolist() == [2, 2, 1]
     assert d.records.offset.tolist() == [0, 1, 2, 3]
     assert d.records.has_key.tolist() == [True, False, True, True]

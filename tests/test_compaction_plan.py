@@ -13,11 +13,6 @@ from hypothesis import strategies as st
 from compaction.offset_map import OffsetMap, hash_key
 from compaction.plan import (
     ABORTED,
-    ATTR_CONTROL,
-    ATTR_DELETE_HORIZON,
-    ATTR_TRANSACTIONAL,
-    CONTROL_ABORT,
-    CONTROL_COMMIT,
     CONTROL_NONE,
     COPY,
     DROP,
@@ -26,7 +21,6 @@ from compaction.plan import (
     KEPT,
     KEYLESS,
     MARKER_EXPIRED,
-    NO_TIMESTAMP,
     REWRITE,
     TOMBSTONE_EXPIRED,
     AbortedTxn,
@@ -36,6 +30,8 @@ from compaction.plan import (
     active_producers_from_batches,
     plan_compaction,
 )
+from logstore.records.control import ABORT, COMMIT
+from logstore.records.header import CONTROL_BIT, DELETE_HORIZON_BIT, NO_TIMESTAMP, TRANSACTIONAL_BIT
 
 
 @dataclass
@@ -47,13 +43,13 @@ class B:
     pid: int = -1
     epoch: int = -1
     txn: bool = False
-    control: int = CONTROL_NONE  # CONTROL_ABORT / CONTROL_COMMIT for markers
+    control: int = CONTROL_NONE  # ABORT / COMMIT for markers
     horizon: int = NO_TIMESTAMP
 
 
 def columns(batches: list[B]) -> tuple[RecordColumns, BatchColumns]:
-    attrs = [(ATTR_TRANSACTIONAL if b.txn else 0) | (ATTR_CONTROL if b.control != CONTROL_NONE else 0)
-             | (ATTR_DELETE_HORIZON if b.horizon != NO_TIMESTAMP else 0) for b in batches]
+    attrs = [(TRANSACTIONAL_BIT if b.txn else 0) | (CONTROL_BIT if b.control != CONTROL_NONE else 0)
+             | (DELETE_HORIZON_BIT if b.horizon != NO_TIMESTAMP else 0) for b in batches]
     bc = BatchColumns.from_arrays(
         base_offset=[b.base for b in batches], last_offset=[b.last for b in batches], attributes=attrs,
         base_timestamp=[b.horizon if b.horizon != NO_TIMESTAMP else 0 for b in batches],
@@ -102,10 +98,10 @@ class ModelTxn:
 
     def control(self, b):
         self.consume(b.last)
-        if b.control == CONTROL_ABORT:
+        if b.control == ABORT:
             st_ = self.aborted.pop(b.pid, None)
             return not (st_ is not None and st_[1])
-        if b.control == CONTROL_COMMIT:
+        if b.control == COMMIT:
             if b.pid in self.committed:
                 self.committed.remove(b.pid)
                 return False
@@ -209,10 +205,10 @@ def logs(draw):
         kind = draw(st.sampled_from(["plain", "plain", "idem", "txn", "marker"]))
         pid = draw(st.integers(1, 2))
         if kind == "marker" and pid in open_txn:
-            ctype = draw(st.sampled_from([CONTROL_ABORT, CONTROL_COMMIT]))
+            ctype = draw(st.sampled_from([ABORT, COMMIT]))
             horizon = draw(st.sampled_from([NO_TIMESTAMP, NO_TIMESTAMP, 50, 150]))
             batches.append(B(off, off, seg, [(off, b"ctl", False)], pid, 0, True, ctype, horizon))
-            if ctype == CONTROL_ABORT:
+            if ctype == ABORT:
                 aborted.append(AbortedTxn(txn_first[pid], pid, off))
             del open_txn[pid]
             off += 1
@@ -239,7 +235,7 @@ def logs(draw):
         off += n + gap
     # Only decided transactions are cleanable (the LSO): close the open ones with commits.
     for pid in list(open_txn):
-        batches.append(B(off, off, seg, [(off, b"ctl", False)], pid, 0, True, CONTROL_COMMIT))
+        batches.append(B(off, off, seg, [(off, b"ctl", False)], pid, 0, True, COMMIT))
         off += 1
     first_dirty = draw(st.integers(0, off))
     segs = sorted({b.seg for b in batches})
@@ -305,7 +301,7 @@ def test_tombstone_gets_a_horizon_then_goes_after_it():
 
 def test_aborted_data_goes_and_its_marker_outlives_it():
     batches = [B(0, 0, 0, [(0, b"a", False)], 7, 0, True),
-               B(1, 1, 0, [(1, b"ctl", False)], 7, 0, True, CONTROL_ABORT),
+               B(1, 1, 0, [(1, b"ctl", False)], 7, 0, True, ABORT),
                B(2, 2, 0, [(2, b"b", False)], 8, 0, False),
                B(3, 3, 3, [(3, b"c", False)])]
     aborted = [AbortedTxn(0, 7, 1)]
