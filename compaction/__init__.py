@@ -4,7 +4,6 @@ from compaction.cleaner import CLEANER_OFFSET_CHECKPOINT, Cleaner, CleanResult
 from compaction.log_cleaner import LogCleaner
 from compaction.offset_map import OffsetMap, hash_key
 from compaction.plan import (
-    AbortedTxn,
     BatchColumns,
     CompactionPlan,
     ProducerLastRecord,
@@ -26,7 +25,6 @@ from compaction.selection import (
 
 __all__ = [
     "CLEANER_OFFSET_CHECKPOINT",
-    "AbortedTxn",
     "BatchColumns",
     "CleanResult",
     "CleanableRange",

@@ -27,7 +27,6 @@ from compaction.plan import (
     DROP,
     EMPTY,
     REASON_NAMES,
-    AbortedTxn,
     ProducerLastRecord,
     TxnTracker,
     decide,
@@ -44,7 +43,7 @@ from logstore.errors import CorruptRecordError, LogCleaningAbortedError
 from logstore.log_files import CLEANED_SUFFIX, INDEX_SUFFIXES, LOG_SUFFIX, segment_file_name
 from logstore.records.header import CONTROL_BIT, INT32_MAX, MAX_TIMESTAMP_OFFSET, V2_HEADER_SIZE
 from logstore.segment import LogSegment
-from logstore.txn_index import AbortedTxn as IndexAbortedTxn
+from logstore.txn_index import AbortedTxn
 
 _MAX_TIMESTAMP = struct.Struct(">q")
 # Source bytes of dirty segments whose decoded columns the map pass keeps for the cleaning
@@ -165,13 +164,12 @@ def active_producers(segments: list[LogSegment],
 
 
 def aborted_txns(segments: list[LogSegment]) -> list[AbortedTxn]:
-    """Every aborted transaction listed in the segments' `.txnindex` files."""
-    out = []
+    """Every aborted transaction listed in the segments' `.txnindex` files, once each."""
+    out: list[AbortedTxn] = []
     for seg in segments:
         if seg.txn_index.path.exists():
-            for t in seg.txn_index.all_aborted_txns():
-                out.append(AbortedTxn(t.first_offset, t.producer_id, t.last_offset, t.last_stable_offset))
-    return sorted(set(out))
+            out += seg.txn_index.all_aborted_txns()
+    return list(dict.fromkeys(out))
 
 
 def _remove_cleaned_files(directory: str | Path, base_offset: int) -> None:
@@ -375,8 +373,7 @@ class Cleaner:
                       active_producers=producers, tracker=tracker)
         if cleaned is not None:
             for txn in plan.retained_aborted_txns:
-                cleaned.txn_index.append(IndexAbortedTxn(txn.producer_id, txn.first_offset,
-                                                         txn.last_offset, txn.last_stable_offset))
+                cleaned.txn_index.append(txn)
         result.bytes_read += int(d.size.sum())
         result.records_read += len(d.records)
         kept_rows = np.flatnonzero(plan.keep)

@@ -19,7 +19,7 @@ Rules follow Kafka's `Cleaner` / `MemoryRecords.filterTo` / `CleanedTransactionM
 
 from __future__ import annotations
 
-import heapq
+from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -37,6 +37,7 @@ from compaction._kernels import (  # noqa: F401 - the reason codes are part of t
 from compaction.offset_map import OffsetMap
 from logstore.records.control import ABORT, COMMIT
 from logstore.records.header import CONTROL_BIT, DELETE_HORIZON_BIT, NO_TIMESTAMP, TRANSACTIONAL_BIT
+from logstore.txn_index import AbortedTxn
 
 # Why a record was dropped (per record, int8; defined beside the kernel that decides it).
 REASON_NAMES = ("kept", "duplicate", "tombstone_expired", "aborted", "marker_expired", "keyless")
@@ -168,16 +169,6 @@ class RecordColumns:
         return len(self.offset)
 
 
-@dataclass(frozen=True, order=True)
-class AbortedTxn:
-    """One entry of a `.txnindex`: an aborted transaction's producer and offset range."""
-
-    first_offset: int
-    producer_id: int
-    last_offset: int
-    last_stable_offset: int = -1
-
-
 @dataclass(frozen=True)
 class ProducerLastRecord:
     """Kafka's LastRecord: an active producer's last data offset (None if unknown) and epoch."""
@@ -190,14 +181,13 @@ class TxnTracker:
     """Transaction state carried through one cleaning round (Kafka's CleanedTransactionMetadata)."""
 
     def __init__(self, aborted: Iterable[AbortedTxn] = ()) -> None:
-        self._pending: list[AbortedTxn] = list(aborted)
-        heapq.heapify(self._pending)
+        self._pending = deque(sorted(aborted, key=lambda txn: txn.first_offset))
         self._ongoing_aborted: dict[int, list] = {}  # pid -> [AbortedTxn, saw_data]
         self._ongoing_committed: set[int] = set()
 
     def _consume_up_to(self, offset: int) -> None:
         while self._pending and self._pending[0].first_offset <= offset:
-            txn = heapq.heappop(self._pending)
+            txn = self._pending.popleft()
             self._ongoing_aborted.setdefault(txn.producer_id, [txn, False])
 
     def on_batch(self, last_offset: int, producer_id: int, transactional: bool) -> bool:
@@ -434,7 +424,7 @@ def plan_compaction(records: RecordColumns, batches: BatchColumns, *, first_dirt
     round like log.cleaner.dedupe.buffer.size does (default: room for every record's key).
     `active_producers` defaults to `active_producers_from_batches(batches)`.
     """
-    aborted_txns = sorted(aborted_txns)
+    aborted_txns = list(aborted_txns)
     if offset_map is None:
         offset_map = OffsetMap(memory=max(2 * len(records), 1) * 20 + 40, load_factor=0.5)
     if active_producers is None:

@@ -23,7 +23,6 @@ from compaction.plan import (
     MARKER_EXPIRED,
     REWRITE,
     TOMBSTONE_EXPIRED,
-    AbortedTxn,
     BatchColumns,
     ProducerLastRecord,
     RecordColumns,
@@ -32,6 +31,7 @@ from compaction.plan import (
 )
 from logstore.records.control import ABORT, COMMIT
 from logstore.records.header import CONTROL_BIT, DELETE_HORIZON_BIT, NO_TIMESTAMP, TRANSACTIONAL_BIT
+from logstore.txn_index import AbortedTxn
 
 
 @dataclass
@@ -209,7 +209,7 @@ def logs(draw):
             horizon = draw(st.sampled_from([NO_TIMESTAMP, NO_TIMESTAMP, 50, 150]))
             batches.append(B(off, off, seg, [(off, b"ctl", False)], pid, 0, True, ctype, horizon))
             if ctype == ABORT:
-                aborted.append(AbortedTxn(txn_first[pid], pid, off))
+                aborted.append(AbortedTxn(pid, txn_first[pid], off, -1))
             del open_txn[pid]
             off += 1
             continue
@@ -304,7 +304,7 @@ def test_aborted_data_goes_and_its_marker_outlives_it():
                B(1, 1, 0, [(1, b"ctl", False)], 7, 0, True, ABORT),
                B(2, 2, 0, [(2, b"b", False)], 8, 0, False),
                B(3, 3, 3, [(3, b"c", False)])]
-    aborted = [AbortedTxn(0, 7, 1)]
+    aborted = [AbortedTxn(producer_id=7, first_offset=0, last_offset=1, last_stable_offset=-1)]
     rc, bc = columns(batches)
     active = {8: ProducerLastRecord(2, 0)}
     rp = plan_compaction(rc, bc, first_dirty_offset=0, first_uncleanable_offset=3, now_ms=0,
