@@ -69,8 +69,8 @@ CONTROL_TYPES = {
 
 
 @dataclass(frozen=True, slots=True)
-class AbortedTxn:
-    """One `.txnindex` entry."""
+class TxnIndexEntry:
+    """One `.txnindex` entry as stored, its version included (txn_index.AbortedTxn leaves it out)."""
 
     version: int
     producer_id: int
@@ -432,7 +432,7 @@ def time_index_line(timestamp: int, offset: int) -> str:
     return f"timestamp: {timestamp} offset: {offset}"
 
 
-def aborted_txn_line(txn: AbortedTxn) -> str:
+def aborted_txn_line(txn: TxnIndexEntry) -> str:
     """One `.txnindex` entry."""
     return (
         f"version: {txn.version} producerId: {txn.producer_id} firstOffset: {txn.first_offset}"
@@ -440,7 +440,7 @@ def aborted_txn_line(txn: AbortedTxn) -> str:
     )
 
 
-def aborted_txn_json(txn: AbortedTxn) -> dict[str, Any]:
+def aborted_txn_json(txn: TxnIndexEntry) -> dict[str, Any]:
     """The `--json` object of one `.txnindex` entry."""
     return {
         "type": "aborted_txn",
@@ -566,11 +566,11 @@ def lookup_position(offsets: np.ndarray, positions: np.ndarray, target: int) -> 
     return int(positions[slot]) if slot >= 0 else 0
 
 
-def read_aborted_txns(data: bytes | memoryview, path: str) -> list[AbortedTxn]:
+def read_aborted_txns(data: bytes | memoryview, path: str) -> list[TxnIndexEntry]:
     """Every whole 34-byte `.txnindex` entry (txn_index's parser); raises CorruptTxnIndexError
     (a CorruptRecordError) with Kafka's message on an unknown version."""
     entries = parse_aborted_txns(data, path)
-    return [AbortedTxn(*row) for row in entries.tolist()]
+    return [TxnIndexEntry(*row) for row in entries.tolist()]
 
 
 def _schema_error(fields: Sequence[tuple[str, int]], available: int) -> str | None:
