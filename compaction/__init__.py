@@ -5,10 +5,10 @@ from compaction.log_cleaner import LogCleaner
 from compaction.offset_map import OffsetMap, hash_key
 from compaction.plan import (
     BatchColumns,
+    CleanerRecordColumns,
     CompactionPlan,
     ProducerLastRecord,
     RangePlan,
-    RecordColumns,
     TxnTracker,
     active_producers_from_batches,
     build_offset_map,
@@ -17,7 +17,7 @@ from compaction.plan import (
 )
 from compaction.selection import (
     CleanableRange,
-    SegmentInfo,
+    CleanerSegmentInfo,
     dirtiest,
     evaluate,
     group_segments_by_size,
@@ -34,8 +34,8 @@ __all__ = [
     "OffsetMap",
     "ProducerLastRecord",
     "RangePlan",
-    "RecordColumns",
-    "SegmentInfo",
+    "CleanerRecordColumns",
+    "CleanerSegmentInfo",
     "TxnTracker",
     "active_producers_from_batches",
     "build_offset_map",

@@ -32,7 +32,12 @@ from compaction.plan import (
     decide,
     map_batches,
 )
-from compaction.selection import CleanableRange, SegmentInfo, evaluate, group_segments_by_size
+from compaction.selection import (
+    CleanableRange,
+    CleanerSegmentInfo,
+    evaluate,
+    group_segments_by_size,
+)
 from logstore.checkpoint import (
     CLEANER_OFFSET_CHECKPOINT,
     read_offsets_checkpoint,
@@ -84,11 +89,12 @@ class CleanResult:
         return self.segments_cleaned > 0
 
 
-def _segment_infos(segments: list[LogSegment]) -> list[SegmentInfo]:
+def _segment_infos(segments: list[LogSegment]) -> list[CleanerSegmentInfo]:
     infos = []
     for s in segments:
         first = s.first_batch_timestamp
-        infos.append(SegmentInfo(s.base_offset, s.size, s.largest_timestamp, -1 if first is None else first))
+        infos.append(CleanerSegmentInfo(s.base_offset, s.size, s.largest_timestamp,
+                                        -1 if first is None else first))
     return infos
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from compaction import _kernels
-from compaction.plan import CONTROL_NONE, BatchColumns, RecordColumns
+from compaction.plan import CONTROL_NONE, BatchColumns, CleanerRecordColumns
 from logstore.errors import CorruptRecordError
 from logstore.records import LegacyRecordBatch, Record, build_legacy_entry, crc32c
 from logstore.records.compression import (
@@ -63,7 +63,7 @@ class DecodedBatches:
     size: np.ndarray  # int64 per batch: bytes
     header: np.ndarray  # HEADER_DTYPE per batch (legacy: v2-shaped stand-in values)
     batches: BatchColumns
-    records: RecordColumns
+    records: CleanerRecordColumns
     timestamp: np.ndarray  # int64 per record
     rec_start: np.ndarray
     rec_end: np.ndarray
@@ -191,8 +191,8 @@ def decode(buf: np.ndarray, *, segment_base: int, start: int = 0, end: int | Non
         segment_base=np.full(nb, segment_base, np.int64),
         legacy_retain_deletes=np.ones(nb, np.bool_),
     )
-    records = RecordColumns(batch_index=batch_index, offset=offsets, key_hash1=h1, key_hash2=h2,
-                            has_key=has_key, is_tombstone=value_len < 0)
+    records = CleanerRecordColumns(batch_index=batch_index, offset=offsets, key_hash1=h1, key_hash2=h2,
+                                   has_key=has_key, is_tombstone=value_len < 0)
     return DecodedBatches(arena=arena, position=pos, size=size, header=header, batches=batches,
                           records=records, timestamp=timestamps, rec_start=rec_start, rec_end=rec_end,
                           legacy_records=legacy_records, valid_end=valid_end)

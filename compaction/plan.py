@@ -136,8 +136,9 @@ class BatchColumns:
 
 
 @dataclass(frozen=True)
-class RecordColumns:
-    """Per-record columns, in offset order; `batch_index` points into the BatchColumns.
+class CleanerRecordColumns:
+    """The records as the cleaner decides on them (keys as hashes), in offset order; `batch_index`
+    points into the BatchColumns.
 
     `key_hash1`/`key_hash2` are the key's 128-bit MurmurHash3 words (`mmh3.hash64(key,
     signed=False)`); a caller holding only a 64-bit hash may pass zeros for `key_hash2`.
@@ -152,7 +153,7 @@ class RecordColumns:
 
     @classmethod
     def from_arrays(cls, *, batch_index, offset, key_hash1, has_key, is_tombstone,
-                    key_hash2=None) -> RecordColumns:
+                    key_hash2=None) -> CleanerRecordColumns:
         """Build from array-likes (converting dtypes; key_hash2 defaults to zeros)."""
         h1 = _u64(key_hash1)
         h2 = np.zeros(len(h1), np.uint64) if key_hash2 is None else _u64(key_hash2)
@@ -232,7 +233,7 @@ def _aborted_batch_mask(batches: BatchColumns, tracker: TxnTracker) -> np.ndarra
     return out
 
 
-def map_batches(offset_map: OffsetMap, records: RecordColumns, batches: BatchColumns,
+def map_batches(offset_map: OffsetMap, records: CleanerRecordColumns, batches: BatchColumns,
                 start_offset: int, tracker: TxnTracker) -> bool:
     """Add consecutive batches of the dirty range to the offset map (Kafka's buildOffsetMapForSegment).
 
@@ -258,7 +259,7 @@ def map_batches(offset_map: OffsetMap, records: RecordColumns, batches: BatchCol
     return full
 
 
-def build_offset_map(offset_map: OffsetMap, records: RecordColumns, batches: BatchColumns,
+def build_offset_map(offset_map: OffsetMap, records: CleanerRecordColumns, batches: BatchColumns,
                      start_offset: int, end_offset: int,
                      aborted_txns: Iterable[AbortedTxn] = ()) -> bool:
     """Fill `offset_map` with the latest offset per key over the dirty segments [start, end).
@@ -278,9 +279,9 @@ def build_offset_map(offset_map: OffsetMap, records: RecordColumns, batches: Bat
     for s in range(len(bases)):
         b0, b1 = bounds[s], bounds[s + 1]
         r0, r1 = rec_bounds[s], rec_bounds[s + 1]
-        seg_records = RecordColumns(records.batch_index[r0:r1] - b0, records.offset[r0:r1],
-                                    records.key_hash1[r0:r1], records.key_hash2[r0:r1],
-                                    records.has_key[r0:r1], records.is_tombstone[r0:r1])
+        seg_records = CleanerRecordColumns(records.batch_index[r0:r1] - b0, records.offset[r0:r1],
+                                           records.key_hash1[r0:r1], records.key_hash2[r0:r1],
+                                           records.has_key[r0:r1], records.is_tombstone[r0:r1])
         if map_batches(offset_map, seg_records, batches.take(slice(b0, b1)), start_offset, tracker):
             return True
         next_base = int(bases[s + 1]) if s + 1 < len(bases) else end_offset
@@ -328,7 +329,7 @@ def active_producers_from_batches(batches: BatchColumns) -> dict[int, ProducerLa
     return out
 
 
-def decide(records: RecordColumns, batches: BatchColumns, offset_map: OffsetMap, *, now_ms: int,
+def decide(records: CleanerRecordColumns, batches: BatchColumns, offset_map: OffsetMap, *, now_ms: int,
            delete_retention_ms: int, upper_bound_offset: int,
            active_producers: Mapping[int, ProducerLastRecord] | None = None,
            tracker: TxnTracker | None = None) -> CompactionPlan:
@@ -412,7 +413,7 @@ class RangePlan:
     map_keys: int
 
 
-def plan_compaction(records: RecordColumns, batches: BatchColumns, *, first_dirty_offset: int,
+def plan_compaction(records: CleanerRecordColumns, batches: BatchColumns, *, first_dirty_offset: int,
                     first_uncleanable_offset: int, now_ms: int, delete_retention_ms: int,
                     aborted_txns: Iterable[AbortedTxn] = (),
                     active_producers: Mapping[int, ProducerLastRecord] | None = None,
@@ -439,9 +440,9 @@ def plan_compaction(records: RecordColumns, batches: BatchColumns, *, first_dirt
     remap = np.full(len(batches), -1, np.int64)
     remap[bidx] = np.arange(len(bidx))
     rmask = dirty_b[records.batch_index]
-    dirty_records = RecordColumns(remap[records.batch_index[rmask]], records.offset[rmask],
-                                  records.key_hash1[rmask], records.key_hash2[rmask],
-                                  records.has_key[rmask], records.is_tombstone[rmask])
+    dirty_records = CleanerRecordColumns(remap[records.batch_index[rmask]], records.offset[rmask],
+                                         records.key_hash1[rmask], records.key_hash2[rmask],
+                                         records.has_key[rmask], records.is_tombstone[rmask])
     full = build_offset_map(offset_map, dirty_records, batches.take(bidx), first_dirty_offset,
                             first_uncleanable_offset, aborted_txns)
     end_offset = offset_map.latest_offset + 1
@@ -450,9 +451,9 @@ def plan_compaction(records: RecordColumns, batches: BatchColumns, *, first_dirt
     remap = np.full(len(batches), -1, np.int64)
     remap[cidx] = np.arange(len(cidx))
     cmask = clean_b[records.batch_index]
-    clean_records = RecordColumns(remap[records.batch_index[cmask]], records.offset[cmask],
-                                  records.key_hash1[cmask], records.key_hash2[cmask],
-                                  records.has_key[cmask], records.is_tombstone[cmask])
+    clean_records = CleanerRecordColumns(remap[records.batch_index[cmask]], records.offset[cmask],
+                                         records.key_hash1[cmask], records.key_hash2[cmask],
+                                         records.has_key[cmask], records.is_tombstone[cmask])
     plan = decide(clean_records, batches.take(cidx), offset_map, now_ms=now_ms,
                   delete_retention_ms=delete_retention_ms, upper_bound_offset=first_uncleanable_offset,
                   active_producers=active_producers, tracker=TxnTracker(aborted_txns))

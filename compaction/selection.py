@@ -24,8 +24,8 @@ DUE_DIRTY_RATIO = "min.cleanable.dirty.ratio"
 
 
 @dataclass(frozen=True, slots=True)
-class SegmentInfo:
-    """What selection needs to know about one segment (the last one of a log is the active one)."""
+class CleanerSegmentInfo:
+    """What the cleaner's selection needs to know about one segment (a log's last is its active one)."""
 
     base_offset: int
     size: int
@@ -57,7 +57,7 @@ class CleanableRange:
         return self.due_reason is not None
 
 
-def _floor_index(segments: Sequence[SegmentInfo], offset: int) -> int:
+def _floor_index(segments: Sequence[CleanerSegmentInfo], offset: int) -> int:
     """Index of the segment holding `offset` (the last with base <= offset; 0 if before all)."""
     idx = 0
     for i, seg in enumerate(segments):
@@ -68,9 +68,9 @@ def _floor_index(segments: Sequence[SegmentInfo], offset: int) -> int:
     return idx
 
 
-def cleanable_offsets(segments: Sequence[SegmentInfo], *, log_start_offset: int, log_end_offset: int,
-                      last_stable_offset: int, checkpoint: int | None, now_ms: int,
-                      min_compaction_lag_ms: int) -> tuple[int, int, bool]:
+def cleanable_offsets(segments: Sequence[CleanerSegmentInfo], *, log_start_offset: int,
+                      log_end_offset: int, last_stable_offset: int, checkpoint: int | None,
+                      now_ms: int, min_compaction_lag_ms: int) -> tuple[int, int, bool]:
     """(first dirty offset, first uncleanable offset (not yet segment-aligned), checkpoint reset?)."""
     dirty = log_start_offset if checkpoint is None else checkpoint
     force = False
@@ -86,8 +86,8 @@ def cleanable_offsets(segments: Sequence[SegmentInfo], *, log_start_offset: int,
     return dirty, max(dirty, min(candidates)), force
 
 
-def max_compaction_delay(segments: Sequence[SegmentInfo], first_dirty_offset: int, now_ms: int,
-                         max_compaction_lag_ms: int) -> int:
+def max_compaction_delay(segments: Sequence[CleanerSegmentInfo], first_dirty_offset: int,
+                         now_ms: int, max_compaction_lag_ms: int) -> int:
     """How far past max.compaction.lag.ms the earliest dirty non-active segment is (0: not yet)."""
     stamps = [s.first_batch_timestamp for s in segments[_floor_index(segments, first_dirty_offset):-1]
               if s.first_batch_timestamp > 0]
@@ -98,7 +98,7 @@ def max_compaction_delay(segments: Sequence[SegmentInfo], first_dirty_offset: in
     return clean_until - earliest if earliest < clean_until else 0
 
 
-def cleanable_bytes(segments: Sequence[SegmentInfo], first_dirty_offset: int,
+def cleanable_bytes(segments: Sequence[CleanerSegmentInfo], first_dirty_offset: int,
                     uncleanable_offset: int) -> tuple[int, int]:
     """(segment-aligned first uncleanable offset, bytes of the segments in the dirty range)."""
     upper = segments[_floor_index(segments, uncleanable_offset)].base_offset
@@ -108,7 +108,8 @@ def cleanable_bytes(segments: Sequence[SegmentInfo], first_dirty_offset: int,
     return upper, total
 
 
-def _overlapping(segments: Sequence[SegmentInfo], start: int, end: int) -> list[SegmentInfo]:
+def _overlapping(segments: Sequence[CleanerSegmentInfo], start: int,
+                 end: int) -> list[CleanerSegmentInfo]:
     """Kafka's logSegments(from, to): segments holding any offset in [start, end)."""
     if start >= end:
         return []
@@ -116,9 +117,10 @@ def _overlapping(segments: Sequence[SegmentInfo], start: int, end: int) -> list[
     return [s for s in segments[first:] if s.base_offset < end]
 
 
-def evaluate(segments: Sequence[SegmentInfo], *, log_start_offset: int, log_end_offset: int,
-             last_stable_offset: int, checkpoint: int | None, now_ms: int, min_compaction_lag_ms: int,
-             max_compaction_lag_ms: int, min_cleanable_dirty_ratio: float) -> CleanableRange:
+def evaluate(segments: Sequence[CleanerSegmentInfo], *, log_start_offset: int,
+             log_end_offset: int, last_stable_offset: int, checkpoint: int | None, now_ms: int,
+             min_compaction_lag_ms: int, max_compaction_lag_ms: int,
+             min_cleanable_dirty_ratio: float) -> CleanableRange:
     """The cleanable range, dirty ratio and due reason of one compacted log."""
     dirty, uncleanable, force = cleanable_offsets(
         segments, log_start_offset=log_start_offset, log_end_offset=log_end_offset,

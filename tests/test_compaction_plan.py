@@ -24,8 +24,8 @@ from compaction.plan import (
     REWRITE,
     TOMBSTONE_EXPIRED,
     BatchColumns,
+    CleanerRecordColumns,
     ProducerLastRecord,
-    RecordColumns,
     active_producers_from_batches,
     plan_compaction,
 )
@@ -47,7 +47,7 @@ class B:
     horizon: int = NO_TIMESTAMP
 
 
-def columns(batches: list[B]) -> tuple[RecordColumns, BatchColumns]:
+def columns(batches: list[B]) -> tuple[CleanerRecordColumns, BatchColumns]:
     attrs = [(TRANSACTIONAL_BIT if b.txn else 0) | (CONTROL_BIT if b.control != CONTROL_NONE else 0)
              | (DELETE_HORIZON_BIT if b.horizon != NO_TIMESTAMP else 0) for b in batches]
     bc = BatchColumns.from_arrays(
@@ -66,9 +66,9 @@ def columns(batches: list[B]) -> tuple[RecordColumns, BatchColumns]:
             h2.append(h[1])
             hk.append(k is not None)
             tomb.append(t)
-    rc = RecordColumns.from_arrays(batch_index=np.array(bi, np.int64), offset=off,
-                                   key_hash1=np.array(h1, np.uint64), key_hash2=np.array(h2, np.uint64),
-                                   has_key=hk, is_tombstone=tomb)
+    rc = CleanerRecordColumns.from_arrays(batch_index=np.array(bi, np.int64), offset=off,
+                                          key_hash1=np.array(h1, np.uint64), key_hash2=np.array(h2, np.uint64),
+                                          has_key=hk, is_tombstone=tomb)
     return rc, bc
 
 

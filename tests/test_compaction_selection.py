@@ -6,15 +6,15 @@ from compaction.selection import (
     DUE_DIRTY_RATIO,
     DUE_MAX_LAG,
     CleanableRange,
-    SegmentInfo,
+    CleanerSegmentInfo,
     cleanable_offsets,
     dirtiest,
     evaluate,
     group_segments_by_size,
 )
 
-SEGS = [SegmentInfo(0, 100, 1000, 10), SegmentInfo(10, 100, 2000, 1100),
-        SegmentInfo(20, 100, 3000, 2100), SegmentInfo(30, 50, 4000, 3100)]  # last = active
+SEGS = [CleanerSegmentInfo(0, 100, 1000, 10), CleanerSegmentInfo(10, 100, 2000, 1100),
+        CleanerSegmentInfo(20, 100, 3000, 2100), CleanerSegmentInfo(30, 50, 4000, 3100)]  # last = active
 
 
 def _eval(checkpoint, *, lso=35, now=5000, min_lag=0, max_lag=2**63 - 1, ratio=0.5, start=0, end=35):
