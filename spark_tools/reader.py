@@ -23,6 +23,7 @@ from logstore.records.compression import COMPRESSION_NAMES
 from logstore.records.header import (
     COMPRESSION_MASK,
     CONTROL_BIT,
+    INT32_MAX,
     LOG_OVERHEAD,
     TIMESTAMP_TYPE_BIT,
     TRANSACTIONAL_BIT,
@@ -215,7 +216,7 @@ def _assemble(pending: list) -> SegmentScan:
         offset=offset,
         timestamp=timestamp,
         key_data=key_data,
-        key_offsets=key_offsets.astype(np.int32) if key_offsets[-1] < 2**31 else key_offsets,
+        key_offsets=key_offsets.astype(np.int32) if key_offsets[-1] <= INT32_MAX else key_offsets,
         key_size=key_size,
         value_size=value_size,
         header_count=header_count,

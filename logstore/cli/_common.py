@@ -74,9 +74,9 @@ def positive_int(text: str) -> int:
 
 def int32(text: str) -> int:
     """argparse type: an integer in [0, 2**31 - 1] (Kafka's int options)."""
-    from logstore.records.header import INT32_MAX
+    from logstore.config import INT_MAX
 
-    return _at_most(non_negative_int(text), INT32_MAX)
+    return _at_most(non_negative_int(text), INT_MAX)
 
 
 def int64(text: str) -> int:

@@ -19,6 +19,7 @@ from typing import Any, TextIO
 
 from logstore.checkpoint import OFFSET_CHECKPOINTS
 from logstore.cli._common import ExitCode, Progress, UsageError, add_command, int32, naming_file
+from logstore.config import INT_MAX
 from logstore.epoch import CHECKPOINT_FILE_NAME as LEADER_EPOCH_CHECKPOINT
 from logstore.log_files import (
     INDEX_SUFFIX,
@@ -28,14 +29,13 @@ from logstore.log_files import (
     TXN_INDEX_SUFFIX,
     segment_file_name,
 )
-from logstore.records.header import INT32_MAX
 
 LOG, INDEX, TIMEINDEX, SNAPSHOT, TXNINDEX, EPOCHS, OFFSETS = (
     "log", "index", "timeindex", "snapshot", "txnindex", "epochs", "offsets")
 SUFFIX_KINDS = {LOG_SUFFIX: LOG, INDEX_SUFFIX: INDEX, TIME_INDEX_SUFFIX: TIMEINDEX,
                 SNAPSHOT_SUFFIX: SNAPSHOT, TXN_INDEX_SUFFIX: TXNINDEX}
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024  # Kafka's --max-message-size default
-DEFAULT_MAX_BYTES = INT32_MAX  # Kafka's --max-bytes default: "no limit"
+DEFAULT_MAX_BYTES = INT_MAX  # Kafka's --max-bytes default: "no limit"
 WRITE_CHUNK_BYTES = 1 << 20
 
 
