@@ -38,12 +38,19 @@ def segment_file_name(base_offset: int, suffix: str, file_suffix: str = "") -> s
     return f"{base_offset:0{OFFSET_DIGITS}d}{suffix}{file_suffix}"
 
 
+def offset_prefix(name: str) -> int | None:
+    """The offset in a file name's digits before its first dot, however many (Kafka's
+    offsetFromFileName, as its tools and snapshot listing read names), or None."""
+    digits = name.split(".", 1)[0]
+    if not (digits.isascii() and digits.isdigit()):
+        return None  # isdigit alone passes digits int() cannot read, such as "²"
+    return int(digits)
+
+
 def offset_from_file_name(name: str) -> int | None:
     """The base offset a segment-style file name starts with, or None if it has no 20-digit prefix."""
     digits = name.split(".", 1)[0]
-    if len(digits) != OFFSET_DIGITS or not (digits.isascii() and digits.isdigit()):
-        return None  # isdigit alone passes digits int() cannot read, such as "²"
-    return int(digits)
+    return offset_prefix(digits) if len(digits) == OFFSET_DIGITS else None
 
 
 def parse_offset_file_name(name: str) -> tuple[int, str] | None:
@@ -52,6 +59,11 @@ def parse_offset_file_name(name: str) -> tuple[int, str] | None:
     offset = offset_from_file_name(name)
     suffix = name[OFFSET_DIGITS:]
     return (offset, suffix) if offset is not None and suffix in OFFSET_FILE_SUFFIXES else None
+
+
+def sibling_file_name(name: str, suffix: str) -> str:
+    """The name of the same segment's file with `suffix`: `name` up to its first dot, then `suffix`."""
+    return name.split(".", 1)[0] + suffix
 
 
 def segment_log_offset(name: str) -> int | None:

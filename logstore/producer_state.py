@@ -36,7 +36,7 @@ from logstore.errors import (
     TransactionCoordinatorFencedError,
     UnknownProducerIdError,
 )
-from logstore.log_files import DELETED_SUFFIX, SNAPSHOT_SUFFIX, segment_file_name
+from logstore.log_files import DELETED_SUFFIX, SNAPSHOT_SUFFIX, offset_prefix, segment_file_name
 from logstore.records import RecordBatch, parse_control_record
 from logstore.records.control import ABORT
 from logstore.records.header import (
@@ -509,9 +509,9 @@ def list_snapshot_files(log_dir: Path | str) -> dict[int, Path]:
     for entry in entries:
         name = entry.name
         if name.endswith(SNAPSHOT_SUFFIX) and entry.is_file():
-            prefix = name.split(".", 1)[0]
-            if prefix.isdigit():
-                found[int(prefix)] = directory / name
+            offset = offset_prefix(name)
+            if offset is not None:
+                found[offset] = directory / name
     return found
 
 

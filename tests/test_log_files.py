@@ -8,11 +8,13 @@ from logstore.errors import InvalidTopicError
 from logstore.log_files import (
     is_partition_dir_name,
     offset_from_file_name,
+    offset_prefix,
     parse_offset_file_name,
     parse_partition_dir,
     partition_dir_name,
     segment_file_name,
     segment_log_offsets,
+    sibling_file_name,
 )
 
 
@@ -25,6 +27,16 @@ def test_offset_from_file_name_reads_only_a_twenty_ascii_digit_prefix():
     assert offset_from_file_name("00000000000000000105.log.swap") == 105
     assert offset_from_file_name("105.log") is None
     assert offset_from_file_name("0000000000000000010\u00b2.log") is None  # isdigit, but not int()able
+
+
+def test_offset_prefix_reads_any_number_of_leading_digits_as_kafka_tools_do():
+    assert offset_prefix("105.snapshot") == 105
+    assert offset_prefix("00000000000000000105.log") == 105
+    assert offset_prefix("x.log") is None and offset_prefix("1\u00b2.log") is None
+
+
+def test_sibling_file_name_swaps_everything_after_the_first_dot():
+    assert sibling_file_name("00000000000000000105.index.swap", ".log") == "00000000000000000105.log"
 
 
 def test_parse_offset_file_name_knows_only_live_files_named_by_an_offset():

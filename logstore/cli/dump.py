@@ -27,7 +27,9 @@ from logstore.log_files import (
     SNAPSHOT_SUFFIX,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
+    offset_prefix,
     segment_file_name,
+    sibling_file_name,
 )
 
 LOG, INDEX, TIMEINDEX, SNAPSHOT, TXNINDEX, EPOCHS, OFFSETS = (
@@ -90,17 +92,17 @@ def file_kind(path: str) -> str:
 
 def base_offset_of(path: str) -> int:
     """The base offset a segment file is named by (the digits before the first dot)."""
-    stem = os.path.basename(path).split(".")[0]
-    if not stem.isdigit():
+    offset = offset_prefix(os.path.basename(path))
+    if offset is None:
         raise UsageError(f"cannot dump {path}: a segment file is named by its base offset "
                          f"(e.g. {segment_file_name(0, os.path.splitext(path)[1])})")
-    return int(stem)
+    return offset
 
 
 def sibling(path: str, suffix: str) -> str:
     """The file of the same segment with another suffix (Kafka: name up to the first dot)."""
     directory = os.path.dirname(os.path.abspath(path))
-    return os.path.join(directory, os.path.basename(path).split(".")[0] + suffix)
+    return os.path.join(directory, sibling_file_name(os.path.basename(path), suffix))
 
 
 class MappedFile:

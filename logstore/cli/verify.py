@@ -42,6 +42,7 @@ from logstore.log_files import (
     parse_offset_file_name,
     segment_file_name,
     segment_log_offsets,
+    sibling_file_name,
 )
 
 
@@ -262,7 +263,7 @@ def read_index(path: Path, report: Report, dtype: Any, read: Any) -> tuple[Any, 
     if len(data) % dtype.itemsize:
         report.problem(path, f"{len(data)} bytes is not a multiple of the {dtype.itemsize}-byte entry size")
     first, second = read(data, base_offset_of(str(path)))
-    log_path = path.parent / (path.name.split(".")[0] + LOG_SUFFIX)  # Kafka: the name up to the first dot
+    log_path = path.parent / sibling_file_name(path.name, LOG_SUFFIX)
     return first, second, str(log_path) if log_path.exists() else None
 
 
