@@ -29,8 +29,9 @@ from logstore.clock import Clock, SystemClock
 from logstore.config import LONG_MAX, LogConfig
 from logstore.errors import InvalidTopicError, LogClosedError
 from logstore.lock import DirectoryLock
-from logstore.log import LoadState, Log, LogHooks
+from logstore.log import Log
 from logstore.log_files import CLEAN_SHUTDOWN_FILE, parse_partition_dir, validate_topic
+from logstore.log_loader import LoadState
 
 CLEAN_SHUTDOWN_CONTENT = b'{"broker_epoch":"-1","version":"0"}'
 DELETE_DIR_SUFFIX = "-delete"
@@ -105,7 +106,7 @@ class LogManager:
     """All partition logs (`<topic>-<partition>` directories) of one data directory."""
 
     def __init__(self, data_dir: str | os.PathLike[str], default_config: LogConfig | Mapping[str, Any] | None = None,
-                 *, clock: Clock | None = None, hooks_factory: Callable[[], list[LogHooks]] | None = None):
+                 *, clock: Clock | None = None):
         """Open the data directory: lock it, finish deletions, load every log (recovering them
         unless the last shutdown was clean) and register the background tasks.
 
@@ -115,7 +116,6 @@ class LogManager:
         self._dir.mkdir(parents=True, exist_ok=True)
         self._default_config = LogConfig.coerce(default_config)
         self._clock = clock or SystemClock()
-        self._hooks_factory = hooks_factory
         self._lock = threading.RLock()
         self._logs: dict[tuple[str, int], Log] = {}
         self._pending_dir_deletes: list[tuple[int, Path]] = []
@@ -168,8 +168,7 @@ class LogManager:
             fsync_dir(self._dir)
 
     def _open_log(self, path: Path, config: LogConfig, state: LoadState) -> Log:
-        hooks = self._hooks_factory() if self._hooks_factory is not None else ()
-        log = Log.open(path, config, clock=self._clock, hooks=hooks, load_state=state)
+        log = Log.open(path, config, clock=self._clock, load_state=state)
         log._on_start_offset_change = self._log_start_offset_changed
         return log
 

@@ -141,13 +141,11 @@ class Partition:
         log: Any,
         replica_id: int,
         *,
-        leader_epoch_cache: LeaderEpochFileCache,
         clock: Clock | None = None,
         on_isr_change: IsrChangeCallback | None = None,
     ):
         self.log = log
         self.replica_id = replica_id
-        self.epochs = leader_epoch_cache
         self.clock = clock or log.clock
         self.on_isr_change = on_isr_change
         log.high_watermark_follows_log_end = False
@@ -174,17 +172,18 @@ class Partition:
     ) -> Partition:
         """Open the partition directory `path` as a replica: a Log with producer state and the
         leader-epoch cache, and the HW from the data directory's replication-offset-checkpoint."""
-        from logstore.partition_state import PartitionState
-
-        state = PartitionState()
-        log = Log.open(path, config, clock=clock, hooks=[state])
-        partition = cls(log, replica_id, leader_epoch_cache=state.leader_epoch_cache(log),
-                        clock=clock, on_isr_change=on_isr_change)
+        log = Log.open(path, config, clock=clock)
+        partition = cls(log, replica_id, clock=clock, on_isr_change=on_isr_change)
         checkpoint = read_offsets_checkpoint(log.dir.parent / REPLICATION_OFFSET_CHECKPOINT)
         log.high_watermark = checkpoint.get((log.topic, log.partition), 0)
         return partition
 
     # ------------------------------------------------------------------ state
+
+    @property
+    def epochs(self) -> LeaderEpochFileCache:
+        """The log's leader-epoch cache (read it; the log changes it)."""
+        return self.log.leader_epoch_cache
 
     @property
     def topic(self) -> str:
@@ -252,7 +251,7 @@ class Partition:
                 f"replica {self.replica_id} of {self.topic}-{self.partition} changed role"))
             leo = self.log.log_end_offset
             self.role, self.leader_id, self.leader_epoch = LEADER, self.replica_id, leader_epoch
-            self.epochs.assign(leader_epoch, leo)
+            self.log.assign_epoch_start_offset(leader_epoch, leo)
             self.leader_epoch_start_offset = leo
             self._remotes = {
                 r: ReplicaState(r, last_caught_up_time_ms=now if r in self.isr else 0, last_fetch_time_ms=now,
@@ -511,11 +510,6 @@ class Partition:
         or epoch changed meanwhile, or nothing was above `offset`)."""
         with self._lock:
             if self.role != FOLLOWER or self.leader_epoch != leader_epoch:
-                return False
-            if offset >= self.log.log_end_offset:
-                # As Kafka's truncateTo: drop an epoch entry at the log end that this replica
-                # added when it led without appending anything; it would never match a leader.
-                self.epochs.truncate_from_end(self.log.log_end_offset)
                 return False
             return bool(self.log.truncate_to(offset))
 

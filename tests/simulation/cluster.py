@@ -201,7 +201,7 @@ class SimCluster:
             if node.memory_log is None:
                 node.memory_log = MemoryLog(TOPIC, 0, self.config, self.clock)
             log = node.memory_log
-            partition = Partition(log, node.replica_id, leader_epoch_cache=log.epochs, clock=self.clock)
+            partition = Partition(log, node.replica_id, clock=self.clock)
         else:
             partition = Partition.open(self._dir(node), node.replica_id, self.config, clock=self.clock)
         partition.log.high_watermark = node.hw_checkpoint
