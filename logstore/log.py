@@ -20,8 +20,6 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from index.offset_index import OffsetIndex
-from index.time_index import TimeIndex
 from logstore.append_input import AppendInput
 from logstore.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
@@ -34,7 +32,6 @@ from logstore.clock import Clock, SystemClock
 from logstore.config import TIMESTAMP_TYPE_LOG_APPEND, LogConfig
 from logstore.epoch import LeaderEpochFileCache
 from logstore.errors import (
-    InvalidConfigError,
     InvalidRecordError,
     LogClosedError,
     OffsetOutOfRangeError,
@@ -43,7 +40,13 @@ from logstore.errors import (
 )
 from logstore.lock import DirectoryLock
 from logstore.log_files import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, parse_partition_dir
-from logstore.log_loader import LoadState, LogLoader, roll_jitter_ms, segment_options
+from logstore.log_loader import (
+    LoadState,
+    LogLoader,
+    check_writable_config,
+    roll_jitter_ms,
+    segment_options,
+)
 from logstore.log_validator import (
     ORIGINS,
     ValidatedBatches,
@@ -55,7 +58,6 @@ from logstore.producer_state import AppendAnalysis, ProducerStateManager, commit
 from logstore.records import Record, RecordBatch, iter_batches
 from logstore.records.header import LOG_OVERHEAD, NO_TIMESTAMP, SIZE_OFFSET
 from logstore.segment import LogSegment, TimestampAndOffset
-from logstore.txn_index import collect_aborted_txns
 
 # ListOffsets special timestamps (Kafka's ListOffsetsRequest).
 LATEST_TIMESTAMP = -1
@@ -92,16 +94,6 @@ class FetchResult(NamedTuple):
     def batches(self) -> Iterator[RecordBatch]:
         """The complete batches in `records`."""
         return iter(iter_batches(self.records))
-
-
-def _check_writable_config(config: LogConfig) -> None:
-    """Raise InvalidConfigError for a setting a segment's index files would reject, before
-    the open creates the directory or its `.lock` (LogConfig allows Kafka's minimum of 4)."""
-    for index in (OffsetIndex, TimeIndex):
-        if config.segment_index_bytes < index.ENTRY_SIZE:
-            raise InvalidConfigError(
-                f"segment.index.bytes {config.segment_index_bytes} is smaller than one "
-                f"{index.ENTRY_SIZE}-byte entry of a {index.KIND}")
 
 
 class Log:
@@ -161,7 +153,7 @@ class Log:
             if not directory.is_dir():
                 raise FileNotFoundError(f"log directory {directory} does not exist")
         else:
-            _check_writable_config(config)  # a failed open leaves no trace
+            check_writable_config(config)  # a failed open leaves no trace
             directory.mkdir(parents=True, exist_ok=True)
             log._dir_lock = DirectoryLock(directory).acquire()
         try:
@@ -492,10 +484,7 @@ class Log:
                     first = _INT64.unpack_from(data, 0)[0]
                     aborted = ()
                     if isolation == "read_committed":
-                        if self._read_only:  # rebuild missing or corrupt .txnindex in memory
-                            first_segment = max(bisect.bisect_right(self._base_offsets, offset) - 1, 0)
-                            self._state.index_aborts_in_memory(self._segments, self._segments[first_segment:])
-                        aborted = tuple(collect_aborted_txns(self._segments, offset, limit))
+                        aborted = self._state.aborted_transactions(self._segments, offset, limit)
                     return FetchResult(data, first, hw, start, end, aborted)
                 i += 1
             return empty
@@ -814,11 +803,3 @@ def _complete_prefix(data: bytes) -> bytes | memoryview:
             break
         position += size
     return data if position == total else memoryview(data)[:position]
-
-
-def _is_arrow_table(obj: Any) -> bool:
-    try:
-        import pyarrow as pa
-    except ImportError:  # pragma: no cover - pyarrow is a runtime dependency
-        return False
-    return isinstance(obj, pa.Table | pa.RecordBatch)

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from index.offset_index import OffsetIndex
+from index.time_index import TimeIndex
 from logstore.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
@@ -21,7 +23,7 @@ from logstore.checkpoint import (
 )
 from logstore.clock import Clock
 from logstore.config import LONG_MAX, LogConfig
-from logstore.errors import CorruptIndexError
+from logstore.errors import CorruptIndexError, InvalidConfigError
 from logstore.log_files import (
     CLEAN_SHUTDOWN_FILE,
     CLEANED_SUFFIX,
@@ -84,6 +86,16 @@ def roll_jitter_ms(config: LogConfig) -> int:
     if jitter == 0:
         return 0
     return random.randrange(2**31) % min(jitter, config.segment_ms)
+
+
+def check_writable_config(config: LogConfig) -> None:
+    """Raise InvalidConfigError for a setting a segment's index files would reject, before
+    the open creates the directory or its `.lock` (LogConfig allows Kafka's minimum of 4)."""
+    for index in (OffsetIndex, TimeIndex):
+        if config.segment_index_bytes < index.ENTRY_SIZE:
+            raise InvalidConfigError(
+                f"segment.index.bytes {config.segment_index_bytes} is smaller than one "
+                f"{index.ENTRY_SIZE}-byte entry of a {index.KIND}")
 
 
 def _index_files_look_sane(segment: LogSegment) -> bool:

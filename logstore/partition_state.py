@@ -6,6 +6,7 @@ ProducerStateManager and LeaderEpochFileCache. It owns the epoch cache.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from logstore.producer_state import (
 )
 from logstore.records import RecordBatch
 from logstore.segment import LogSegment
+from logstore.txn_index import AbortedTxn, collect_aborted_txns
 
 
 def segment_sources(
@@ -51,7 +53,7 @@ class PartitionState:
         self.epochs = LeaderEpochFileCache.in_dir(directory, read_only=read_only)
         self._producer_state: ProducerStateManager | None = None
         self._recovering: tuple[ProducerStateManager, LogSegment] | None = None
-        self._sound_txn_indexes: set[int] = set()  # base offsets checked by index_aborts_in_memory
+        self._sound_txn_indexes: set[int] = set()  # base offsets checked by _index_aborts_in_memory
 
     @property
     def producer_state(self) -> ProducerStateManager:
@@ -183,7 +185,15 @@ class PartitionState:
         first = max(first, log_start_offset)
         return first if first < high_watermark else high_watermark
 
-    def index_aborts_in_memory(self, all_segments: Sequence[LogSegment], segments: Sequence[LogSegment]) -> None:
+    def aborted_transactions(self, segments: Sequence[LogSegment], offset: int, limit: int) -> tuple[AbortedTxn, ...]:
+        """The aborted transactions a read_committed fetch of [offset, limit) must drop; a
+        read-only log first rebuilds missing or corrupt `.txnindex` files in memory."""
+        if self._read_only:
+            first = max(bisect.bisect_right([s.base_offset for s in segments], offset) - 1, 0)
+            self._index_aborts_in_memory(segments, segments[first:])
+        return tuple(collect_aborted_txns(segments, offset, limit))
+
+    def _index_aborts_in_memory(self, all_segments: Sequence[LogSegment], segments: Sequence[LogSegment]) -> None:
         """Read-only logs: rebuild in memory the `.txnindex` of each of `segments` whose file is
         missing or corrupt, replaying batches (not records) from the first such segment as
         recovery would, from the producer state at its base offset. Writes no byte; each

@@ -175,3 +175,11 @@ def test_demo_fails_over_without_losing_an_acknowledged_record(tmp_path: Path) -
         assert log.log_end_offset == 150
         log.close()
     assert run_demo(tmp_path, out=lines.append)["present_on_every_replica"] == 150  # a second run
+
+
+def test_partition_open_passes_its_config_to_producer_state(tmp_path):
+    partition = Partition.open(tmp_path / "t-0", 0, {"producer.id.expiration.ms": 1000})
+    try:
+        assert partition.log.producer_state.producer_id_expiration_ms == 1000
+    finally:
+        partition.log.close()

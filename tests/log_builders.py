@@ -1,0 +1,31 @@
+"""Small builders shared by the Log, LogLoader and LogValidator tests."""
+
+from logstore import Log, Record
+from logstore.records import build_batch
+from logstore.segment import LogSegment
+
+NOW = 1_700_000_000_000
+
+
+def open_log(tmp_path, clock, **config):
+    return Log.open(tmp_path / "t-0", config, clock=clock)
+
+
+def batch(n=3, *, ts=NOW, key=b"k", value=b"v" * 10, base_offset=0, **kw):
+    records = [Record(base_offset + i, ts + i, key, value) for i in range(n)]
+    return build_batch(records, base_offset=base_offset, **kw)
+
+
+def offsets(log):
+    return [r.offset for r in log.records()]
+
+
+def cleaned_copy(log, old):
+    """A `.cleaned` segment holding the batches of `old`, as the cleaner leaves it before a swap."""
+    new = LogSegment.create(log.dir, old[0].base_offset, file_suffix=".cleaned")
+    for seg in old:
+        for b in seg.iter_batches():
+            new.append_batches(bytes(b.view))
+    new.flush()
+    new.on_become_inactive_segment()
+    return new
