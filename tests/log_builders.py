@@ -29,3 +29,12 @@ def cleaned_copy(log, old):
     new.flush()
     new.on_become_inactive_segment()
     return new
+
+
+def log_with_cleaned_copy(log):
+    """Append six one-record batches to `log` (opened with segment.bytes 200) and return the
+    first two segments, the log's offsets and a `.cleaned` copy of the two segments."""
+    for _ in range(6):
+        log.append(batch(1))
+    old = log.segments[:2]
+    return old, offsets(log), cleaned_copy(log, old)

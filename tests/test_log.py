@@ -15,7 +15,7 @@ from logstore.errors import (
     ReadOnlyLogError,
 )
 from logstore.records import RecordBatch, iter_batches
-from tests.log_builders import NOW, batch, cleaned_copy, offsets, open_log
+from tests.log_builders import NOW, batch, log_with_cleaned_copy, offsets, open_log
 
 
 @pytest.fixture
@@ -250,11 +250,7 @@ def test_delete_segments_including_the_active_one_rolls_first(tmp_path, clock):
 
 def test_replace_segments_swaps_crash_safely(tmp_path, clock):
     with open_log(tmp_path, clock, **{"segment.bytes": 200}) as log:
-        for _ in range(6):
-            log.append(batch(1))
-        old = log.segments[:2]
-        expected = offsets(log)
-        new = cleaned_copy(log, old)
+        old, expected, new = log_with_cleaned_copy(log)
         log.replace_segments([new], old)
         assert log.segments[0] is new and offsets(log) == expected
         assert not [n for n in os.listdir(log.dir) if n.endswith((".swap", ".cleaned"))]

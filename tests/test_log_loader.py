@@ -10,7 +10,7 @@ from logstore.clock import ManualClock
 from logstore.errors import InvalidConfigError
 from logstore.log_loader import LoadState, LogLoader
 from logstore.partition_state import PartitionState
-from tests.log_builders import NOW, batch, cleaned_copy, offsets, open_log
+from tests.log_builders import NOW, batch, log_with_cleaned_copy, offsets, open_log
 
 
 @pytest.fixture
@@ -20,11 +20,7 @@ def clock():
 
 def test_open_finishes_an_interrupted_swap(tmp_path, clock):
     with open_log(tmp_path, clock, **{"segment.bytes": 200}) as log:
-        for _ in range(6):
-            log.append(batch(1))
-        old = log.segments[:2]
-        expected = offsets(log)
-        new = cleaned_copy(log, old)
+        old, expected, new = log_with_cleaned_copy(log)
         new.change_file_suffixes(".cleaned", ".swap")  # crash right after the .swap rename
         new.close()
     with Log.open(tmp_path / "t-0", clock=clock) as log:
@@ -35,10 +31,7 @@ def test_open_finishes_an_interrupted_swap(tmp_path, clock):
 
 def test_open_rolls_back_an_unfinished_clean(tmp_path, clock):
     with open_log(tmp_path, clock, **{"segment.bytes": 200}) as log:
-        for _ in range(6):
-            log.append(batch(1))
-        expected = offsets(log)
-        new = cleaned_copy(log, log.segments[:2])
+        _, expected, new = log_with_cleaned_copy(log)
         new.close()
     (tmp_path / "t-0" / "junk.txt").write_text("unknown files are ignored")
     with Log.open(tmp_path / "t-0", clock=clock) as log:
@@ -90,11 +83,7 @@ def test_missing_and_corrupt_indexes_are_rebuilt(tmp_path, clock):
 
 def test_open_finishes_a_swap_whose_indexes_were_not_written(tmp_path, clock):
     with open_log(tmp_path, clock, **{"segment.bytes": 200}) as log:
-        for _ in range(6):
-            log.append(batch(1))
-        old = log.segments[:2]
-        expected = offsets(log)
-        new = cleaned_copy(log, old)
+        old, expected, new = log_with_cleaned_copy(log)
         new.close()
         new.change_file_suffixes(".cleaned", ".swap")
     for suffix in (".index.swap", ".timeindex.swap"):
