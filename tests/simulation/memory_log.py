@@ -1,8 +1,8 @@
-"""MemoryLog: a LogLike (the slice of Log's contract that replication uses, logstore.log_like), kept in memory so the
-simulation can run tens of thousands of schedules. Same rules as Log for offsets, the high
-watermark, truncation, the log start offset and the epoch cache; a crash keeps only what was
-flushed (everything below the recovery point), like reopening a directory after losing the
-page cache. The disk runs of the simulation use the real Log."""
+"""MemoryLog: a logstore.log_like.LogLike (the slice of Log's contract that replication uses)
+kept in memory, so the simulation can run tens of thousands of schedules. Same rules as Log
+for offsets, the high watermark, truncation, the log start offset and the epoch cache; a crash
+keeps only what was flushed (everything below the recovery point), like reopening a directory
+after losing the page cache. The disk runs of the simulation use the real Log."""
 
 from __future__ import annotations
 
