@@ -15,6 +15,7 @@ import os
 import struct
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -716,13 +717,12 @@ class Log:
                 item.unlink(missing_ok=True)
         return len(due)
 
-    def delete_old_segments(self, now_ms: int | None = None) -> Any:
-        """Kafka's deleteOldSegments: one retention pass under this log's lock; returns the
-        executed retention.RetentionPlan (see retention.apply_retention)."""
-        from retention.apply import apply_retention  # lazy: retention depends on logstore
-
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold this log's lock for the block, so a multi-step change (a retention pass:
+        retention.apply_retention) is atomic to appends, reads, truncation and the cleaner."""
         with self._lock:
-            return apply_retention(self, now_ms=now_ms)
+            yield
 
     @property
     def pending_deletes(self) -> list[LogSegment]:

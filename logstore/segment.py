@@ -14,10 +14,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple, TypeAlias
 
-# From the submodules, not the `index` package: `import index` first imports logstore (for
-# its errors), whose __init__ imports Log and so this module while `index` is half-built.
-from index.offset_index import OffsetIndex
-from index.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
+from index import NO_TIMESTAMP, OffsetIndex, TimeIndex, TimestampOffset
 from logstore.clock import Clock, SystemClock
 from logstore.errors import (
     CorruptIndexError,

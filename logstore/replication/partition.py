@@ -33,11 +33,15 @@ from logstore.errors import (
     UnknownLeaderEpochError,
 )
 from logstore.log import AppendInfo, Log
+from logstore.log_like import LogLike
+from logstore.policies import RetentionPass
 
 LEADER = "leader"
 FOLLOWER = "follower"
 UNKNOWN_OFFSET = -1  # a remote replica's LEO before its first fetch (Kafka's UnknownOffset)
 ACKS_ALL = -1
+#: The reason recorded when a follower takes its leader's log start offset (Kafka's LeaderOffsetIncremented).
+LEADER_OFFSET_INCREMENTED = "leader_offset_incremented"
 _ACKS = (ACKS_ALL, 0, 1)
 _CHECKPOINT_LOCK = threading.Lock()
 
@@ -134,20 +138,27 @@ IsrChangeCallback = Callable[["Partition", int, frozenset[int]], bool]
 
 class Partition:
     """One local replica. Thread-safe (one lock). Build with `Partition.open` (a Log with
-    Kafka's partition state) or directly around any Log-like object and its epoch cache."""
+    Kafka's partition state) or directly around any LogLike and its epoch cache.
+
+    `retention` (e.g. retention.apply_retention) runs on the log when a fetch moves its log
+    start offset, deleting the segments wholly below it at once; without it they stay until
+    the next retention pass.
+    """
 
     def __init__(
         self,
-        log: Any,
+        log: LogLike,
         replica_id: int,
         *,
         clock: Clock | None = None,
         on_isr_change: IsrChangeCallback | None = None,
+        retention: RetentionPass | None = None,
     ):
         self.log = log
         self.replica_id = replica_id
         self.clock = clock or log.clock
         self.on_isr_change = on_isr_change
+        self.retention = retention
         log.high_watermark_follows_log_end = False
         self.role: str | None = None
         self.leader_id: int | None = None
@@ -169,11 +180,12 @@ class Partition:
         *,
         clock: Clock | None = None,
         on_isr_change: IsrChangeCallback | None = None,
+        retention: RetentionPass | None = None,
     ) -> Partition:
         """Open the partition directory `path` as a replica: a Log with producer state and the
         leader-epoch cache, and the HW from the data directory's replication-offset-checkpoint."""
         log = Log.open(path, config, clock=clock)
-        partition = cls(log, replica_id, clock=clock, on_isr_change=on_isr_change)
+        partition = cls(log, replica_id, clock=clock, on_isr_change=on_isr_change, retention=retention)
         checkpoint = read_offsets_checkpoint(log.dir.parent / REPLICATION_OFFSET_CHECKPOINT)
         log.high_watermark = checkpoint.get((log.topic, log.partition), 0)
         return partition
@@ -487,8 +499,8 @@ class Partition:
 
     def append_fetched(self, leader_epoch: int, response: FetchResponse) -> bool:
         """Apply a fetch response as a follower of `leader_epoch`: append the batches, set
-        HW = min(LEO, leader HW), take the leader's log start offset (deleting segments wholly
-        below it). False (nothing applied) if the role or epoch changed meanwhile."""
+        HW = min(LEO, leader HW), take the leader's log start offset (and run `retention` if it
+        moved). False (nothing applied) if the role or epoch changed meanwhile."""
         with self._lock:
             if self.role != FOLLOWER or self.leader_epoch != leader_epoch:
                 return False
@@ -501,9 +513,11 @@ class Partition:
             return True
 
     def _follow_log_start_offset(self, leader_log_start_offset: int) -> None:
-        from retention import follow_leader_log_start_offset  # retention imports logstore
-
-        follow_leader_log_start_offset(self.log, min(leader_log_start_offset, self.log.high_watermark))
+        # Never past this replica's HW, which the log start offset may not pass.
+        offset = min(leader_log_start_offset, self.log.high_watermark)
+        if self.log.maybe_increment_log_start_offset(offset, LEADER_OFFSET_INCREMENTED) \
+                and self.retention is not None:
+            self.retention(self.log)
 
     def truncate_to(self, leader_epoch: int, offset: int) -> bool:
         """Truncate the local log to `offset` as a follower of `leader_epoch` (False if the role

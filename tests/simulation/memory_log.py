@@ -1,8 +1,8 @@
-"""MemoryLog: the slice of Log's contract that replication uses, kept in memory so the
-simulation can run tens of thousands of schedules. Same rules as Log for offsets, the high
-watermark, truncation, the log start offset and the epoch cache; a crash keeps only what was
-flushed (everything below the recovery point), like reopening a directory after losing the
-page cache. The disk runs of the simulation use the real Log."""
+"""MemoryLog: a logstore.log_like.LogLike (the slice of Log's contract that replication uses)
+kept in memory, so the simulation can run tens of thousands of schedules. Same rules as Log
+for offsets, the high watermark, truncation, the log start offset and the epoch cache; a crash
+keeps only what was flushed (everything below the recovery point), like reopening a directory
+after losing the page cache. The disk runs of the simulation use the real Log."""
 
 from __future__ import annotations
 
@@ -78,9 +78,9 @@ class MemoryLog:
         return AppendInfo(first, header.last_offset, header.max_timestamp, -1, header.record_count, len(data),
                           header.last_offset)
 
-    def append_as_follower(self, data: bytes) -> AppendInfo:
+    def append_as_follower(self, batch_bytes: bytes | bytearray | memoryview) -> AppendInfo:
         """Append fetched batches keeping their offsets and epochs."""
-        batches = [bytes(b.buffer[b.position:b.position + b.size_in_bytes]) for b in iter_batches(data)]
+        batches = [bytes(b.buffer[b.position:b.position + b.size_in_bytes]) for b in iter_batches(batch_bytes)]
         if not batches:
             return AppendInfo(self.log_end_offset, self.log_end_offset - 1, -1, -1, 0, 0, -1)
         first = read_batch_header(batches[0]).base_offset
@@ -88,7 +88,7 @@ class MemoryLog:
             raise InvalidRecordError(f"follower append at {first} below the log end offset {self.log_end_offset}")
         for batch in batches:
             self._add(batch)
-        return AppendInfo(first, self.log_end_offset - 1, -1, -1, 0, len(data), -1)
+        return AppendInfo(first, self.log_end_offset - 1, -1, -1, 0, len(batch_bytes), -1)
 
     def read(self, offset: int, max_bytes: int = 1_048_576, *, max_offset: int | None = None) -> FetchResult:
         """Whole batches from the one holding `offset`, at least one, at most `max_bytes`."""
@@ -150,9 +150,6 @@ class MemoryLog:
         del self._batches[:drop], self._bases[:drop], self._ends[:drop]
         self.leader_epoch_cache.truncate_from_start(offset)
         return True
-
-    def delete_old_segments(self) -> None:
-        """Batches below the start are gone already (retention is immediate here)."""
 
     def flush(self) -> None:
         """Everything written so far survives a crash."""
