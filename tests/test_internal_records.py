@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from logstore.errors import CorruptRecordError, InvalidRecordError
 from logstore.internal_topics import (
     UnknownRecordTypeError,
+    build_snapshot,
     decode_control_record,
     decode_metadata_record,
     decode_offsets_record,
@@ -28,6 +29,7 @@ from logstore.internal_topics import (
     format_offsets_for_dump,
     format_transaction_log_for_dump,
     parse_snapshot_name,
+    read_snapshot,
     record_json,
     snapshot_file_name,
 )
@@ -52,6 +54,7 @@ from logstore.internal_topics.schema import (
     read_message,
     write_message,
 )
+from logstore.records import Record, build_batch, iter_batches
 
 # -- strategies generated from the tables ----------------------------------------------------
 
@@ -448,6 +451,39 @@ def test_snapshot_file_names():
     assert snapshot_file_name(1234, 5) == "00000000000000001234-0000000005.checkpoint"
     assert parse_snapshot_name("00000000000000001234-0000000005.checkpoint") == (1234, 5)
     assert parse_snapshot_name("bootstrap.checkpoint") is None
+
+
+_TOPIC_ID = uuid.UUID("0f0e0d0c-0b0a-0908-0706-050403020100")
+_SNAPSHOT_RECORDS = [("FeatureLevelRecord", 0, {"name": "metadata.version", "featureLevel": 25}),
+                     ("TopicRecord", 0, {"name": "orders", "topicId": _TOPIC_ID}),
+                     ("PartitionRecord", 2, {"partitionId": 0, "topicId": _TOPIC_ID, "replicas": [1],
+                                             "isr": [1], "leader": 1, "leaderEpoch": 0,
+                                             "partitionEpoch": 0, "directories": [uuid.UUID(int=1)]})]
+
+
+def test_snapshot_round_trips_with_header_and_footer_control_batches():
+    data = build_snapshot(_SNAPSHOT_RECORDS, epoch=3, last_contained_log_timestamp=10, timestamp=20)
+    batches = list(iter_batches(data))
+    assert [b.is_control for b in batches] == [True, False, True]
+    assert {b.partition_leader_epoch for b in batches} == {3}
+    entries = read_snapshot(data)
+    assert [offset for offset, _ in entries] == [0, 1, 2, 3, 4]
+    assert [r.name for _, r in entries] == ["SnapshotHeaderRecord", "FeatureLevelRecord", "TopicRecord",
+                                           "PartitionRecord", "SnapshotFooterRecord"]
+    assert entries[3][1].value["directories"] == [uuid.UUID(int=1)]
+    assert entries[0][1].value == {"version": 0, "lastContainedLogTimestamp": 10}
+
+
+def test_snapshot_without_header_or_footer_or_torn_is_corrupt():
+    data = build_snapshot(_SNAPSHOT_RECORDS, epoch=0, last_contained_log_timestamp=0, timestamp=0)
+    first_batch_size = next(iter_batches(data)).size_in_bytes
+    with pytest.raises(CorruptRecordError, match="start with a SnapshotHeaderRecord"):
+        read_snapshot(data[first_batch_size:])
+    with pytest.raises(CorruptRecordError, match="partial batch"):
+        read_snapshot(data[:-1])
+    bad = build_batch([Record(0, 0, None, b"\x01\x02\x00")])  # a TopicRecord cut short
+    with pytest.raises(CorruptRecordError, match="offset 0: TopicRecord"):
+        read_snapshot(data[:first_batch_size] + bad)
 
 
 # -- corrupt and invalid input ---------------------------------------------------------------

@@ -18,14 +18,19 @@ from logstore.internal_topics.records import (
     format_offsets_for_dump,
     format_transaction_log_for_dump,
     metadata_type,
-    parse_snapshot_name,
     record_json,
+)
+from logstore.internal_topics.snapshot import (
+    build_snapshot,
+    parse_snapshot_name,
+    read_snapshot,
     snapshot_file_name,
 )
 
 __all__ = [
     "InternalRecord",
     "UnknownRecordTypeError",
+    "build_snapshot",
     "decode_control_record",
     "decode_metadata_record",
     "decode_offsets_record",
@@ -40,6 +45,7 @@ __all__ = [
     "format_transaction_log_for_dump",
     "metadata_type",
     "parse_snapshot_name",
+    "read_snapshot",
     "record_json",
     "snapshot_file_name",
 ]

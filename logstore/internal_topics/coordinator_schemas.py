@@ -5,8 +5,9 @@ record type (Kafka 4.0 calls it the key version; later releases the schema's api
 the key's fields (never flexible). The value starts with an int16 value version, then the
 value's fields at that version. A null value is a tombstone.
 
-Layouts follow Kafka's group-coordinator and transaction-coordinator message schemas
-(FORMAT.md, "Internal topics"). Tagged fields that later releases added to a 4.0 version
+Layouts follow Kafka's message schemas in apache/kafka's
+group-coordinator/src/main/resources/common/message and
+transaction-coordinator/src/main/resources/common/message. Tagged fields that later releases added to a 4.0 version
 are listed too, marked with the release: a 4.0 record never carries them, and they are
 rendered only when set, so 4.0 output is unchanged. Share-group records (KIP-932) were early
 access in 4.0 and changed shape between releases; the tables hold the 4.0 layout.

@@ -7,8 +7,8 @@ unsigned varint record version, then the message body; the key is null. Every me
 record version is flexible. KRaft control records (LeaderChangeMessage, snapshot header and
 footer, KRaftVersionRecord, VotersRecord) sit in control batches: the key is int16 version 0
 and int16 control type, the value the message body at version 0 (it carries its own
-Version field). Layouts follow Kafka's metadata and clients message schemas (FORMAT.md,
-"Internal topics").
+Version field). Layouts follow Kafka's schemas in apache/kafka's
+metadata/src/main/resources/common/metadata and clients/src/main/resources/common/message.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ DumpLogSegments prints them.
 - __transaction_state: decode_transaction_log_record / encode_transaction_log_record
   (--transaction-log-decoder)
 - __cluster_metadata: decode_metadata_record / encode_metadata_record
-  (--cluster-metadata-decoder), KRaft control records, and `.checkpoint` snapshot files.
+  (--cluster-metadata-decoder) and KRaft control records; `.checkpoint` snapshot files are
+  the snapshot module's.
 
 Decoding is strict: malformed bytes raise CorruptRecordError with the byte position inside
 the key or value; a record type or version this module does not know raises
@@ -15,7 +16,6 @@ UnknownRecordTypeError (a CorruptRecordError) naming it.
 from __future__ import annotations
 
 import base64
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -272,21 +272,6 @@ def encode_control_record(control_type: int | str, value: Mapping) -> tuple[byte
             key = INT16.pack(CONTROL_KEY_VERSION) + INT16.pack(entry.id)
             return key, write_message(entry.message, 0, value)
     raise InvalidRecordError(f"{control_type!r} is not a KRaft control record type")
-
-
-_SNAPSHOT_NAME = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
-
-
-def parse_snapshot_name(filename: str) -> tuple[int, int] | None:
-    """(end offset, epoch) of a KRaft snapshot file name "<20 digits>-<10 digits>.checkpoint",
-    or None for any other name (e.g. bootstrap.checkpoint)."""
-    match = _SNAPSHOT_NAME.match(filename)
-    return (int(match.group(1)), int(match.group(2))) if match else None
-
-
-def snapshot_file_name(end_offset: int, epoch: int) -> str:
-    """The file name Kafka gives the snapshot ending before ``end_offset`` at ``epoch``."""
-    return f"{end_offset:020d}-{epoch:010d}.checkpoint"
 
 
 # -- rendering, as Kafka 4.0's DumpLogSegments prints each decoder's output -----------------
