@@ -299,6 +299,14 @@ def test_group_metadata_value_v3_built_by_hand_renders_its_consumer_protocol_as_
         '"assignment":{"assignedPartitions":[{"topic":"orders","partitions":[0]}],"userData":null}}]}}')
 
 
+def test_group_metadata_renders_a_newer_subscription_version_as_the_newest_known():
+    subscription = struct.pack(">h", 9) + _subscription_v1(["t"], [])[2:] + struct.pack(">i", 4) + _str16("r")
+    key = struct.pack(">h", 2) + _str16("g")
+    _, payload = format_offsets_for_dump(key, _group_metadata_v3(subscription, b""), 0)
+    assert ('"subscription":{"topics":["t"],"userData":null,"ownedPartitions":[],"generationId":4,'
+            '"rackId":"r"}') in payload
+
+
 def test_group_metadata_keeps_protocol_bytes_that_do_not_decode_as_base64():
     key = struct.pack(">h", 2) + _str16("g")
     value = _group_metadata_v3(b"\x00", b"")
@@ -568,3 +576,5 @@ def test_encoders_refuse_bad_input():
         encode_metadata_record("NopeRecord", 0, {})
     with pytest.raises(InvalidRecordError, match="not a record type"):
         encode_offsets_record("Nope", key, None, None)
+    with pytest.raises(InvalidRecordError, match="not flexible"):
+        encode_offsets_record(1, key, 3, {"offset": 1, UNKNOWN_TAGS: {0: b""}})

@@ -304,8 +304,9 @@ def _embedded_protocol(raw: str, msg: Message):
     data = base64.b64decode(raw)
     try:
         version, reader = _read_version(data, msg.name)
-        if not msg.has_version(version):
-            return raw
+        # Kafka reads any version with its generated reader: versions past the newest read
+        # (and render) as the newest, below the oldest as the oldest.
+        version = min(max(version, msg.valid[0]), msg.valid[1])
         return to_json_tree(msg, version, read_message(msg, version, reader))
     except CorruptRecordError:
         return raw

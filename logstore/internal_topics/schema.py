@@ -320,7 +320,9 @@ def _write_struct(schema: Struct, version: int, flexible: bool, values: Mapping,
             known = {f.json_name for f in schema.fields}
             where = "is not a field of" if name not in known else "does not exist in this version of"
             raise InvalidRecordError(f"{name!r} {where} {schema.name} v{version}")
-    tagged: dict[int, bytes] = dict(values.get(UNKNOWN_TAGS) or {}) if flexible else {}
+    if values.get(UNKNOWN_TAGS) and not flexible:
+        raise InvalidRecordError(f"{schema.name} v{version} is not flexible: it has no tagged fields")
+    tagged: dict[int, bytes] = dict(values.get(UNKNOWN_TAGS) or {})
     for f in present.values():
         value = values[f.json_name] if f.json_name in values else f.default_value(version)
         if flexible and _within(f.tagged, version):
