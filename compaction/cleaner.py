@@ -46,6 +46,7 @@ from logstore.checkpoint import (
 from logstore.config import LogConfig
 from logstore.errors import CorruptRecordError, LogCleaningAbortedError
 from logstore.log_files import CLEANED_SUFFIX, INDEX_SUFFIXES, LOG_SUFFIX, segment_file_name
+from logstore.log_like import SegmentedLogLike
 from logstore.records.header import CONTROL_BIT, INT32_MAX, MAX_TIMESTAMP_OFFSET, V2_HEADER_SIZE
 from logstore.segment import LogSegment
 from logstore.txn_index import AbortedTxn
@@ -98,7 +99,7 @@ def _segment_infos(segments: list[LogSegment]) -> list[CleanerSegmentInfo]:
     return infos
 
 
-def last_stable_offset(log: Any) -> int:
+def last_stable_offset(log: SegmentedLogLike) -> int:
     """The log's LSO: `log.last_stable_offset` (attribute or method) where the transaction
     state provides one, else the high watermark (no open transactions are known)."""
     lso = getattr(log, "last_stable_offset", None)
@@ -107,7 +108,7 @@ def last_stable_offset(log: Any) -> int:
     return log.high_watermark if lso is None else int(lso)
 
 
-def producers_of(log: Any, segments: list[LogSegment],
+def producers_of(log: SegmentedLogLike, segments: list[LogSegment],
                  decoded: Mapping[int, dec.DecodedBatches]) -> dict[int, ProducerLastRecord]:
     """Kafka's lastRecordsOfActiveProducers: from `log.producer_state` (a ProducerStateManager)
     when the log carries one, else derived from the batch headers of `segments`."""
@@ -228,22 +229,22 @@ class Cleaner:
     # ------------------------------------------------------------------ selection
 
     @staticmethod
-    def checkpoint_path(log: Any) -> Path:
+    def checkpoint_path(log: SegmentedLogLike) -> Path:
         """The data directory's `cleaner-offset-checkpoint`."""
         return Path(log.dir).parent / CLEANER_OFFSET_CHECKPOINT
 
-    def read_checkpoint(self, log: Any) -> int | None:
+    def read_checkpoint(self, log: SegmentedLogLike) -> int | None:
         """The log's cleaner checkpoint (first dirty offset), or None when never cleaned."""
         return read_offsets_checkpoint(self.checkpoint_path(log)).get((log.topic, log.partition))
 
-    def write_checkpoint(self, log: Any, offset: int) -> None:
+    def write_checkpoint(self, log: SegmentedLogLike, offset: int) -> None:
         """Record `offset` as the log's first dirty offset (atomic rewrite of the file)."""
         path = self.checkpoint_path(log)
         offsets = read_offsets_checkpoint(path)
         offsets[(log.topic, log.partition)] = offset
         write_offsets_checkpoint(path, offsets)
 
-    def cleanable_range(self, log: Any, now_ms: int | None = None) -> CleanableRange:
+    def cleanable_range(self, log: SegmentedLogLike, now_ms: int | None = None) -> CleanableRange:
         """The log's dirty range, dirty ratio and due reason now (Kafka's LogToClean)."""
         now = log.clock.time_ms() if now_ms is None else now_ms
         cfg = log.config
@@ -256,7 +257,7 @@ class Cleaner:
 
     # ------------------------------------------------------------------ cleaning
 
-    def clean(self, log: Any, *, now_ms: int | None = None, dry_run: bool = False,
+    def clean(self, log: SegmentedLogLike, *, now_ms: int | None = None, dry_run: bool = False,
               decoded: Mapping[int, dec.DecodedBatches] | None = None) -> CleanResult:
         """Run one cleaning round on `log` (due or not) and return its statistics.
 
@@ -332,7 +333,7 @@ class Cleaner:
         result.elapsed_s = time.perf_counter() - started
         return result
 
-    def _clean_group(self, log: Any, group: list[LogSegment], now: int, upper: int,
+    def _clean_group(self, log: SegmentedLogLike, group: list[LogSegment], now: int, upper: int,
                      producers: Mapping[int, ProducerLastRecord], tracker: TxnTracker,
                      legacy_horizon: int, result: CleanResult, removed: np.ndarray, dry_run: bool,
                      decoded: dict[int, dec.DecodedBatches]) -> None:

@@ -19,12 +19,13 @@ from compaction.selection import dirtiest
 from logstore.clock import Clock, SystemClock
 from logstore.config import LogConfig
 from logstore.errors import LogCleaningAbortedError, LogClosedError
+from logstore.log_like import SegmentedLogLike
 
 
 class LogCleaner:
     """Cleans the compacted logs returned by `logs()`; broker settings come from `config`."""
 
-    def __init__(self, logs: Callable[[], Iterable[Any]], config: LogConfig | Mapping[str, Any] | None = None,
+    def __init__(self, logs: Callable[[], Iterable[SegmentedLogLike]], config: LogConfig | Mapping[str, Any] | None = None,
                  *, clock: Clock | None = None) -> None:
         self._logs = logs
         self.config = LogConfig.coerce(config)
@@ -53,7 +54,7 @@ class LogCleaner:
             self._running.pop(threading.get_ident(), None)
             self._idle.append(cleaner)
 
-    def _grab_filthiest(self, cleaner: Cleaner, now_ms: int) -> Any:
+    def _grab_filthiest(self, cleaner: Cleaner, now_ms: int) -> SegmentedLogLike | None:
         with self._lock:
             candidates = []
             for log in self._logs():
@@ -92,7 +93,7 @@ class LogCleaner:
             self._checkin(cleaner)
 
     @contextmanager
-    def exclusive(self, log: Any) -> Iterator[None]:
+    def exclusive(self, log: SegmentedLogLike) -> Iterator[None]:
         """Keep the cleaner off `log` (waiting for a clean of it to finish) while the block
         runs; LogManager's retention uses it, as Kafka's cleaner manager does."""
         key = (log.topic, log.partition)

@@ -1,8 +1,5 @@
 """Sparse on-disk indexes of a segment: the offset index (8-byte entries) and the time index (12-byte entries)."""
 
-# logstore first: its __init__ imports Log -> LogSegment -> index.offset_index/time_index,
-# which must find index.base not yet started (else they see it half-initialised).
-import logstore.errors  # noqa: F401  isort: skip
 from index.base import AbstractIndex
 from index.offset_index import OffsetIndex, OffsetPosition
 from index.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset

@@ -24,7 +24,7 @@ from typing import ClassVar
 import numpy as np
 
 from index._kernels import largest_lower_bound
-from logstore.errors import (
+from index.errors import (
     CorruptIndexError,
     IndexOffsetOverflowError,
     InvalidConfigError,

@@ -8,7 +8,7 @@ from typing import NamedTuple
 import numpy as np
 
 from index.base import AbstractIndex
-from logstore.errors import CorruptIndexError, IndexFullError, InvalidOffsetError
+from index.errors import CorruptIndexError, IndexFullError, InvalidOffsetError
 
 # FORMAT.md "Segment files": int32 relativeOffset, int32 position, big-endian.
 OFFSET_INDEX_ENTRY = struct.Struct(">ii")

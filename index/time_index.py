@@ -8,7 +8,7 @@ from typing import NamedTuple
 import numpy as np
 
 from index.base import AbstractIndex
-from logstore.errors import CorruptIndexError, IndexFullError, InvalidOffsetError
+from index.errors import CorruptIndexError, IndexFullError, InvalidOffsetError
 
 # FORMAT.md "Segment files": int64 timestamp, int32 relativeOffset, big-endian.
 TIME_INDEX_ENTRY = struct.Struct(">qi")

@@ -11,6 +11,7 @@ the directory. Readers check the version, the count and every field, and name th
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -135,3 +136,19 @@ def write_offsets_checkpoint(
 ) -> None:
     """Atomically write {(topic, partition): offset} as a `topic partition offset` checkpoint."""
     write_checkpoint(path, [(t, p, o) for (t, p), o in sorted(offsets.items())])
+
+
+_UPDATE_LOCK = threading.Lock()
+
+
+def update_offsets_checkpoints(directory: str | os.PathLike[str], topic: str, partition: int,
+                               values: dict[str, int]) -> None:
+    """Set one partition's entry in several offsets checkpoints of `directory` (checkpoint
+    name -> offset), keeping the other partitions' entries; safe across threads."""
+    key = (topic, partition)
+    with _UPDATE_LOCK:  # standalone logs of one data directory share these files
+        for name, offset in values.items():
+            path = Path(directory) / name
+            offsets = read_offsets_checkpoint(path)
+            offsets[key] = offset
+            write_offsets_checkpoint(path, offsets)

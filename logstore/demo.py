@@ -141,6 +141,7 @@ def fmt_partition(topic: str, partition: int) -> str:
 
 def audit_then_retention(spark, manager: LogManager, now_ms: int) -> bool:
     """Stage 4: the Spark retention report, then retention for real; both must agree."""
+    from retention import apply_retention
     from spark_tools import retention_report, write_report
 
     props = str(DATA_DIR / "topics.properties")
@@ -153,7 +154,7 @@ def audit_then_retention(spark, manager: LogManager, now_ms: int) -> bool:
     agree = True
     for log in sorted(manager.logs(), key=lambda lg: (lg.topic, lg.partition)):
         row = predicted[(log.topic, log.partition)]
-        plan = log.delete_old_segments(now_ms)
+        plan = apply_retention(log, now_ms=now_ms)
         done = (len(plan.deletions), plan.bytes_reclaimed, log.log_start_offset)
         want = (row.segments_deleted, row.bytes_reclaimed, row.new_log_start_offset or row.log_start_offset)
         agree &= done == want

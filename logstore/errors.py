@@ -1,10 +1,19 @@
-"""The logstore exception hierarchy: one root, raised where a problem is detected."""
+"""The logstore exception hierarchy: one root, raised where a problem is detected.
+
+The root and the index errors are defined in `index.errors` (the lowest layer, which imports
+nothing of logstore) and re-exported here: import every error from this module.
+"""
 
 from __future__ import annotations
 
-
-class LogstoreError(Exception):
-    """Root of every error logstore raises on purpose."""
+from index.errors import CorruptIndexError as CorruptIndexError
+from index.errors import IndexFullError as IndexFullError
+from index.errors import IndexOffsetOverflowError as IndexOffsetOverflowError
+from index.errors import InvalidConfigError as InvalidConfigError
+from index.errors import InvalidOffsetError as InvalidOffsetError
+from index.errors import LogClosedError as LogClosedError
+from index.errors import LogstoreError as LogstoreError
+from index.errors import ReadOnlyLogError as ReadOnlyLogError
 
 
 class CorruptRecordError(LogstoreError):
@@ -25,14 +34,6 @@ class InvalidRecordError(LogstoreError):
     """Bad arguments to a record or batch builder, or a batch the log refuses to take."""
 
 
-class CorruptIndexError(LogstoreError):
-    """An offset or time index whose entries contradict its segment or its own order."""
-
-
-class InvalidConfigError(LogstoreError):
-    """A config key that is unknown, of the wrong type or out of range."""
-
-
 class OffsetOutOfRangeError(LogstoreError):
     """An offset outside the log's valid range [log start offset, log end offset]."""
 
@@ -45,14 +46,6 @@ class InvalidTopicError(LogstoreError):
     """A topic name Kafka would refuse, or a partition that is not a non-negative int."""
 
 
-class LogClosedError(LogstoreError):
-    """An operation on a log or segment that has been closed or deleted."""
-
-
-class ReadOnlyLogError(LogstoreError):
-    """A write attempted on a log opened with read_only=True."""
-
-
 class InvalidReplicationError(LogstoreError):
     """A replica assignment that cannot be made (e.g. more replicas than brokers)."""
 
@@ -63,18 +56,6 @@ class JavaRuntimeNotFoundError(LogstoreError):
 
 class CorruptCheckpointError(LogstoreError):
     """A checkpoint file (recovery points, log start offsets, epochs...) that does not parse."""
-
-
-class InvalidOffsetError(LogstoreError):
-    """An index or segment append whose offset does not follow the last one (Kafka's InvalidOffsetException)."""
-
-
-class IndexOffsetOverflowError(LogstoreError):
-    """An offset that does not fit in a segment's 4-byte relative offset (Kafka's IndexOffsetOverflowException)."""
-
-
-class IndexFullError(LogstoreError):
-    """An append to an index with no free slot left: the segment should have rolled first."""
 
 
 class InvalidSegmentTableError(LogstoreError):

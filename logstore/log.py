@@ -1,5 +1,6 @@
 """Log: one partition directory of segments, with Kafka's append, read, roll, flush, truncation
-and recovery rules (Kafka's UnifiedLog, LocalLog, LogLoader and LogValidator).
+and deletion rules (Kafka's UnifiedLog and LocalLog). Opening is LogLoader's work, batch
+validation LogValidator's, producer state and leader epochs PartitionState's.
 
 Offsets and timestamps of the log live in the segments; the recovery point, the log start
 offset and the high watermark live in the data directory's checkpoint files (the directory
@@ -11,34 +12,27 @@ from __future__ import annotations
 
 import bisect
 import os
-import random
 import struct
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from index.offset_index import OffsetIndex
-from index.time_index import TimeIndex
-from logstore import _kernels
+from logstore.append_input import AppendInput
 from logstore.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
     fsync_dir,
-    read_offsets_checkpoint,
-    write_offsets_checkpoint,
+    update_offsets_checkpoints,
 )
 from logstore.clock import Clock, SystemClock
-from logstore.config import LONG_MAX, TIMESTAMP_TYPE_LOG_APPEND, LogConfig
+from logstore.config import TIMESTAMP_TYPE_LOG_APPEND, LogConfig
 from logstore.epoch import LeaderEpochFileCache
 from logstore.errors import (
-    CorruptIndexError,
-    CorruptRecordError,
-    InvalidConfigError,
     InvalidRecordError,
     LogClosedError,
     OffsetOutOfRangeError,
@@ -46,39 +40,25 @@ from logstore.errors import (
     RecordTooLargeError,
 )
 from logstore.lock import DirectoryLock
-from logstore.log_files import (
-    CLEAN_SHUTDOWN_FILE,
-    CLEANED_SUFFIX,
-    DELETED_SUFFIX,
-    INDEX_SUFFIXES,
-    LOG_SUFFIX,
-    SWAP_SUFFIX,
-    TXN_INDEX_SUFFIX,
-    offset_from_file_name,
-    parse_partition_dir,
+from logstore.log_files import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, parse_partition_dir
+from logstore.log_loader import (
+    LoadState,
+    LogLoader,
+    check_writable_config,
+    roll_jitter_ms,
+    segment_options,
 )
-from logstore.producer_state import ProducerStateManager, committed_batches
-from logstore.records import (
-    Record,
-    RecordBatch,
-    build_batch_columnar,
-    crc32c,
-    iter_batches,
-    set_base_offset_and_epoch,
-    set_log_append_time,
+from logstore.log_validator import (
+    ORIGINS,
+    ValidatedBatches,
+    validate_follower_append,
+    validate_leader_append,
 )
-from logstore.records.header import (
-    ATTRIBUTES_OFFSET,
-    COMPRESSION_MASK,
-    CRC_OFFSET,
-    LOG_OVERHEAD,
-    MAX_TIMESTAMP_OFFSET,
-    NO_TIMESTAMP,
-    SIZE_OFFSET,
-    V2_HEADER_SIZE,
-)
+from logstore.partition_state import PartitionState
+from logstore.producer_state import AppendAnalysis, ProducerStateManager, committed_batches
+from logstore.records import Record, RecordBatch, iter_batches
+from logstore.records.header import LOG_OVERHEAD, NO_TIMESTAMP, SIZE_OFFSET
 from logstore.segment import LogSegment, TimestampAndOffset
-from logstore.txn_index import collect_aborted_txns
 
 # ListOffsets special timestamps (Kafka's ListOffsetsRequest).
 LATEST_TIMESTAMP = -1
@@ -86,15 +66,8 @@ EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 
-ORIGINS = ("client", "coordinator", "replication")
 _INT64 = struct.Struct(">q")
-_UINT32 = struct.Struct(">I")
 _SIZE = struct.Struct(">i")
-_TIMESTAMP_TYPE_BIT = 0x08
-_COMPRESSION_CODES = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
-_PARENT_CHECKPOINT_LOCK = threading.Lock()
-# Appends of immutable bytes up to this size are copied into one reused buffer per log.
-SCRATCH_BUFFER_LIMIT = 16 * 1024 * 1024
 
 
 class AppendInfo(NamedTuple):
@@ -124,120 +97,19 @@ class FetchResult(NamedTuple):
         return iter(iter_batches(self.records))
 
 
-@dataclass(slots=True)
-class LoadState:
-    """Offsets a Log starts from, kept by whoever owns the data directory's checkpoints."""
-
-    recovery_point: int = 0
-    log_start_offset: int = 0
-    high_watermark: int | None = None
-    clean_shutdown: bool = False
-
-
-class LogHooks:
-    """Extension points for log-level state kept beside the segments (producer state,
-    leader-epoch cache, transaction index). Every method defaults to doing nothing."""
-
-    def loaded(self, log: Log) -> None:
-        """After open and recovery, before any append."""
-
-    def recovering_segment(self, log: Log, segment: LogSegment) -> None:
-        """A segment is about to be recovered (its batches follow through recovered_batch)."""
-
-    def recovered_batch(self, log: Log, batch: RecordBatch) -> None:
-        """Each valid batch re-read while recovering a segment, in offset order."""
-
-    def duplicate_of(self, log: Log, batches: list[RecordBatch], origin: str) -> Any:
-        """For a leader append: the earlier append this one retries (an object with
-        first_offset, last_offset and timestamp), or None. May raise to reject the append."""
-        return None
-
-    def before_append(self, log: Log, batches: list[RecordBatch], origin: str) -> None:
-        """Batches about to be appended (offsets assigned); raise to reject the append."""
-
-    def appended(self, log: Log, batches: list[RecordBatch], origin: str) -> None:
-        """Batches just written to the active segment."""
-
-    def rolled(self, log: Log, new_segment: LogSegment) -> None:
-        """A new active segment was created (Kafka snapshots producer state here)."""
-
-    def truncated(self, log: Log, end_offset: int) -> None:
-        """Everything at and above `end_offset` was removed."""
-
-    def start_offset_changed(self, log: Log, log_start_offset: int) -> None:
-        """The log start offset moved up (or was reset by a full truncation)."""
-
-    def segments_deleted(self, log: Log, segments: list[LogSegment]) -> None:
-        """Segments left the log (their files are renamed `.deleted`)."""
-
-    def closing(self, log: Log) -> None:
-        """The log is about to close cleanly (Kafka snapshots producer state here)."""
-
-    def epoch_for_offset(self, log: Log, offset: int) -> int | None:
-        """Leader epoch of `offset`, if this hook tracks epochs."""
-        return None
-
-    def last_stable_offset(self, log: Log) -> int | None:
-        """The LSO, if this hook tracks transactions."""
-        return None
-
-    def latest_epoch(self, log: Log) -> int | None:
-        """Latest leader epoch, if this hook tracks epochs."""
-        return None
-
-
-class _Validated(NamedTuple):
-    batches: list[RecordBatch]
-    data: memoryview
-    first_offset: int
-    last_offset: int
-    max_timestamp: int
-    offset_of_max_timestamp: int
-    record_count: int
-
-
-def _index_files_look_sane(segment: LogSegment) -> bool:
-    """Both index files exist and hold whole entries (checked with stat, without mapping them)."""
-    for index in (segment.offset_index, segment.time_index):
-        try:
-            size = os.stat(index.path).st_size
-        except FileNotFoundError:
-            return False
-        if size % index.ENTRY_SIZE:
-            return False
-    return True
-
-
-def _check_writable_config(config: LogConfig) -> None:
-    """Raise InvalidConfigError for a setting a segment's index files would reject, before
-    the open creates the directory or its `.lock` (LogConfig allows Kafka's minimum of 4)."""
-    for index in (OffsetIndex, TimeIndex):
-        if config.segment_index_bytes < index.ENTRY_SIZE:
-            raise InvalidConfigError(
-                f"segment.index.bytes {config.segment_index_bytes} is smaller than one "
-                f"{index.ENTRY_SIZE}-byte entry of a {index.KIND}")
-
-
-def _set_max_timestamp(buf: bytearray | memoryview, position: int, end: int, timestamp: int) -> None:
-    """Rewrite a CreateTime batch's maxTimestamp and its CRC (Kafka's setMaxTimestamp)."""
-    _INT64.pack_into(buf, position + MAX_TIMESTAMP_OFFSET, timestamp)
-    _UINT32.pack_into(buf, position + CRC_OFFSET, crc32c(memoryview(buf)[position + ATTRIBUTES_OFFSET : end]))
-
-
 class Log:
     """An append-only partition log in a Kafka partition directory. Thread-safe: one lock
     serialises appends, reads and maintenance. Open with `Log.open`."""
 
-    def __init__(self, directory: Path, config: LogConfig, clock: Clock, read_only: bool,
-                 hooks: Sequence[LogHooks]) -> None:
+    def __init__(self, directory: Path, config: LogConfig, clock: Clock, read_only: bool) -> None:
         self._dir = directory
         self.topic, self.partition = parse_partition_dir(directory.name)
         self._config = config
         self._clock = clock
         self._read_only = read_only
-        self._hooks = tuple(hooks)
         self._lock = threading.RLock()
         self._dir_lock: DirectoryLock | None = None
+        self._state: PartitionState | None = None  # built by open() once the directory is locked
         self._segments: list[LogSegment] = []
         self._base_offsets: list[int] = []
         self._pending_deletes: list[tuple[int, LogSegment | Path]] = []
@@ -251,8 +123,7 @@ class Log:
         self._on_start_offset_change: Callable[[Log], None] | None = None
         self._recovered_bytes = 0
         self._had_clean_shutdown = False
-        self._partition_state: Any = None  # the PartitionState hook, set by open()
-        self._scratch = bytearray()
+        self._input = AppendInput()
         self.high_watermark_follows_log_end = True
 
     # ------------------------------------------------------------------ opening
@@ -265,38 +136,30 @@ class Log:
         *,
         clock: Clock | None = None,
         read_only: bool = False,
-        hooks: Sequence[LogHooks] = (),
         load_state: LoadState | None = None,
     ) -> Log:
         """Open (creating if needed) the partition directory `path` (`<topic>-<partition>`).
 
         Loads segments, finishes or rolls back interrupted swaps, rebuilds missing or corrupt
-        indexes and recovers from the recovery point unless the last shutdown was clean.
+        indexes and recovers from the recovery point unless the last shutdown was clean, with
+        producer state, leader epochs and transaction indexes (see LogLoader).
         `read_only=True` changes no byte on disk. `load_state` is passed by LogManager;
         standalone logs read the parent directory's checkpoints. Raises LogLockedError if
-        another Log owns the directory. A PartitionState hook (producer state, leader epochs,
-        transaction indexes) is always installed; pass one in `hooks` to configure it.
+        another Log owns the directory.
         """
-        from logstore.partition_state import PartitionState  # subclasses LogHooks: import here
-
-        state = next((h for h in hooks if isinstance(h, PartitionState)), None)
         config = LogConfig.coerce(config)
-        if state is None:  # producer state, leader epochs and txn indexes are always kept
-            state = PartitionState(producer_id_expiration_ms=config.producer_id_expiration_ms)
-            hooks = (state, *hooks)
         directory = Path(path)
-        log = cls(directory, config, clock or SystemClock(), read_only, hooks)
-        log._partition_state = state
+        log = cls(directory, config, clock or SystemClock(), read_only)
         if read_only:
             if not directory.is_dir():
                 raise FileNotFoundError(f"log directory {directory} does not exist")
         else:
-            _check_writable_config(config)  # a failed open leaves no trace
+            check_writable_config(config)  # a failed open leaves no trace
             directory.mkdir(parents=True, exist_ok=True)
             log._dir_lock = DirectoryLock(directory).acquire()
         try:
             if load_state is None:
-                load_state = log._read_parent_checkpoints()
+                load_state = LoadState.from_parent_dir(directory, log.topic, log.partition)
             else:
                 log._standalone = False
             log._load(load_state)
@@ -305,194 +168,22 @@ class Log:
             raise
         return log
 
-    def _read_parent_checkpoints(self) -> LoadState:
-        parent = self._dir.parent
-        key = (self.topic, self.partition)
-        state = LoadState(
-            recovery_point=read_offsets_checkpoint(parent / RECOVERY_POINT_CHECKPOINT).get(key, 0),
-            log_start_offset=read_offsets_checkpoint(parent / LOG_START_OFFSET_CHECKPOINT).get(key, 0),
-            high_watermark=read_offsets_checkpoint(parent / REPLICATION_OFFSET_CHECKPOINT).get(key),
-            clean_shutdown=(parent / CLEAN_SHUTDOWN_FILE).exists(),
-        )
-        return state
+    def _load(self, load_state: LoadState) -> None:
+        self._state = PartitionState(self._dir, clock=self._clock, read_only=self._read_only,
+                                     producer_id_expiration_ms=self._config.producer_id_expiration_ms)
+        loaded = LogLoader(self._dir, self._config, self._clock, self._read_only, self._state,
+                           load_state).load()
+        self._set_segments(loaded.segments)
+        self._log_start_offset = loaded.log_start_offset
+        self._log_end_offset = loaded.log_end_offset
+        self._recovery_point = loaded.recovery_point
+        self._high_watermark = loaded.log_end_offset
+        self._recovered_bytes = loaded.recovered_bytes
+        self._had_clean_shutdown = load_state.clean_shutdown
 
-    def _new_segment_args(self) -> dict[str, Any]:
-        return {
-            "index_interval_bytes": self._config.index_interval_bytes,
-            "max_index_size": self._config.segment_index_bytes,
-            "clock": self._clock,
-        }
-
-    def _roll_jitter_ms(self) -> int:
-        jitter = self._config.segment_jitter_ms
-        if jitter == 0:
-            return 0
-        return random.randrange(2**31) % min(jitter, self._config.segment_ms)
-
-    def _open_segment(self, base_offset: int, suffix: str = "") -> LogSegment:
-        return LogSegment.open(self._dir, base_offset, file_suffix=suffix,
-                               read_only=self._read_only, **self._new_segment_args())
-
-    def _load(self, state: LoadState) -> None:
-        """Kafka's LogLoader: temp files, swaps, segment files, then recovery."""
-        self._had_clean_shutdown = state.clean_shutdown
-        if self._read_only:
-            segments = self._load_segments_read_only()
-        else:
-            self._complete_swaps(self._remove_temp_files())
-            segments, corrupt_txn_indexes = self._load_segment_files(state)
-        self._set_segments(segments)
-        if not self._read_only:
-            # Kafka recovers a segment on any index problem rather than failing the load; once
-            # the segment is live, PartitionState refills its .txnindex from the ABORT markers.
-            # A read-only log rebuilds such an index in memory on its first read_committed read.
-            for segment in corrupt_txn_indexes:
-                self._recover_segment(segment)
-            self._recover(state)
-        if not self._segments:
-            if self._read_only:
-                raise FileNotFoundError(f"log directory {self._dir} holds no segments")
-            self._set_segments([LogSegment.create(self._dir, state.log_start_offset,
-                                                  roll_jitter_ms=self._roll_jitter_ms(),
-                                                  **self._new_segment_args())])
-        active = self._segments[-1]
-        self._log_end_offset = active.next_offset
-        if not self._read_only:
-            active.resize_indexes(self._config.segment_index_bytes)
-            active.roll_jitter_ms = self._roll_jitter_ms()
-        self._log_start_offset = max(state.log_start_offset, self._segments[0].base_offset)
-        if state.clean_shutdown:
-            self._recovery_point = self._log_end_offset
-        else:
-            self._recovery_point = min(max(state.recovery_point, 0), self._log_end_offset)
-        self._recovery_point = max(self._recovery_point, self._log_start_offset)
-        hw = state.high_watermark
-        if self.high_watermark_follows_log_end or hw is None:
-            hw = self._log_end_offset
-        self._high_watermark = min(max(hw, self._log_start_offset), self._log_end_offset)
-        for hook in self._hooks:
-            hook.loaded(self)
-
-    def _load_segments_read_only(self) -> list[LogSegment]:
-        segments = []
-        for name in sorted(os.listdir(self._dir)):
-            base = offset_from_file_name(name)
-            if base is not None and name.endswith(LOG_SUFFIX) and name == f"{base:020d}{LOG_SUFFIX}":
-                segments.append(self._open_segment(base))
-        return segments
-
-    def _remove_temp_files(self) -> list[Path]:
-        """Delete `.deleted` and `.cleaned` files and `.swap` files of an unfinished clean."""
-        swap_files, cleaned_files = [], []
-        min_cleaned = LONG_MAX
-        for entry in os.scandir(self._dir):
-            if not entry.is_file():
-                continue
-            name = entry.name
-            if name.endswith(DELETED_SUFFIX):
-                os.unlink(entry.path)
-            elif name.endswith(CLEANED_SUFFIX):
-                offset = offset_from_file_name(name)
-                if offset is not None:
-                    min_cleaned = min(min_cleaned, offset)
-                cleaned_files.append(Path(entry.path))
-            elif name.endswith(SWAP_SUFFIX):
-                swap_files.append(Path(entry.path))
-        valid = []
-        for path in swap_files:
-            offset = offset_from_file_name(path.name)
-            if offset is not None and offset >= min_cleaned:
-                path.unlink()
-            else:
-                valid.append(path)
-        for path in cleaned_files:
-            path.unlink()
-        return valid
-
-    def _complete_swaps(self, swap_files: list[Path]) -> None:
-        """Finish an interrupted replace: drop the old segments the `.swap` ones cover, then
-        rename `.swap` files to live names (Kafka's LogLoader passes 1-3)."""
-        swap_logs = [p for p in swap_files if p.name.endswith(LOG_SUFFIX + SWAP_SUFFIX)]
-        if not swap_logs:
-            for path in swap_files:
-                path.unlink()
-            return
-        low, high = LONG_MAX, -1
-        for path in swap_logs:
-            base = offset_from_file_name(path.name)
-            if base is None:
-                continue
-            segment = LogSegment.open(self._dir, base, file_suffix=SWAP_SUFFIX, read_only=True,
-                                      **self._new_segment_args())
-            low = min(low, base)
-            high = max(high, segment.read_next_offset())
-            segment.close_handlers()
-        for entry in os.scandir(self._dir):
-            offset = offset_from_file_name(entry.name)
-            if entry.is_file() and not entry.name.endswith(SWAP_SUFFIX) and offset is not None \
-                    and low <= offset < high:
-                os.unlink(entry.path)
-        for entry in os.scandir(self._dir):
-            if entry.is_file() and entry.name.endswith(SWAP_SUFFIX):
-                os.replace(entry.path, entry.path[: -len(SWAP_SUFFIX)])
-        fsync_dir(self._dir)
-
-    def _load_segment_files(self, state: LoadState) -> tuple[list[LogSegment], list[LogSegment]]:
-        """(segments, those whose `.txnindex` is corrupt); recovers segments with missing or
-        corrupt offset/time indexes, except the corrupt-txnindex ones, recovered once live."""
-        names = sorted(e.name for e in os.scandir(self._dir) if e.is_file())
-        present = set(names)
-        segments, corrupt_txn = [], []
-        for name in names:
-            base = offset_from_file_name(name)
-            if base is None:
-                continue
-            suffix = name[20:]
-            if suffix in INDEX_SUFFIXES:
-                if f"{base:020d}{LOG_SUFFIX}" not in present:
-                    os.unlink(self._dir / name)  # an index without its log indexes nothing
-            elif suffix == LOG_SUFFIX:
-                segment = self._open_segment(base)
-                if f"{base:020d}{TXN_INDEX_SUFFIX}" in present and not segment.txn_index.is_sound():
-                    corrupt_txn.append(segment)
-                elif not _index_files_look_sane(segment):
-                    self._recover_segment(segment)
-                segments.append(segment)
-        if segments and (not corrupt_txn or corrupt_txn[-1] is not segments[-1]):
-            # Older segments' indexes stay unmapped until first use (fast open of thousands of
-            # segments); the active one is checked in full, as Kafka checks every segment.
-            try:
-                segments[-1].sanity_check()
-            except CorruptIndexError:
-                self._recover_segment(segments[-1])
-        return segments, corrupt_txn
-
-    def _recover_segment(self, segment: LogSegment) -> int:
-        hooks = self._hooks
-        for hook in hooks:
-            hook.recovering_segment(self, segment)
-
-        def on_batch(batch: RecordBatch) -> None:
-            for hook in hooks:
-                hook.recovered_batch(self, batch)
-
-        dropped = segment.recover(on_batch=on_batch if hooks else None)
-        self._recovered_bytes += dropped
-        return dropped
-
-    def _recover(self, state: LoadState) -> None:
-        """Recover every segment from the one holding the recovery point on; after the first
-        segment with an invalid tail, the later segments are deleted (Kafka's recoverLog)."""
-        if state.clean_shutdown or not self._segments:
-            return
-        start = max(bisect.bisect_right(self._base_offsets, state.recovery_point) - 1, 0)
-        for i in range(start, len(self._segments)):
-            if self._recover_segment(self._segments[i]) > 0:
-                doomed = self._segments[i + 1 :]
-                self._set_segments(self._segments[: i + 1])
-                for segment in doomed:
-                    segment.delete()
-                break
+    def _new_segment(self, base_offset: int) -> LogSegment:
+        return LogSegment.create(self._dir, base_offset, roll_jitter_ms=roll_jitter_ms(self._config),
+                                 **segment_options(self._config, self._clock))
 
     def _set_segments(self, segments: list[LogSegment]) -> None:
         # Copy-on-write: readers keep the list they started with.
@@ -500,6 +191,11 @@ class Log:
         self._base_offsets = [s.base_offset for s in self._segments]
 
     # ------------------------------------------------------------------ properties
+
+    @property
+    def name(self) -> str:
+        """The partition's `<topic>-<partition>` name."""
+        return f"{self.topic}-{self.partition}"
 
     @property
     def dir(self) -> Path:
@@ -611,17 +307,18 @@ class Log:
         with self._lock:
             self._require_writable("append")
             now = self._clock.time_ms()
-            buf = self._to_batch_buffer(records, now)
-            validated = self._validate_and_assign(buf, now, leader_epoch, origin)
-            for hook in self._hooks:
-                duplicate = hook.duplicate_of(self, validated.batches, origin)
-                if duplicate is not None:
-                    # A producer retry: answer with the first append's offsets, write nothing.
-                    return AppendInfo(duplicate.first_offset, duplicate.last_offset, validated.max_timestamp,
-                                      duplicate.timestamp, validated.record_count, 0,
-                                      validated.offset_of_max_timestamp)
+            buf = self._input.to_buffer(records, now, self._config.compression_type)
+            validated = validate_leader_append(buf, self._config, self._log_end_offset, now, leader_epoch,
+                                               origin, source=self.name)
+            analysis = self._state.analyze(validated.batches, origin)
+            duplicate = analysis.duplicate
+            if duplicate is not None:
+                # A producer retry: answer with the first append's offsets, write nothing.
+                return AppendInfo(duplicate.first_offset, duplicate.last_offset, validated.max_timestamp,
+                                  duplicate.timestamp, validated.record_count, 0,
+                                  validated.offset_of_max_timestamp)
             log_append_time = now if self._config.message_timestamp_type == TIMESTAMP_TYPE_LOG_APPEND else -1
-            self._write(validated, origin)
+            self._write(validated, analysis)
             if self.high_watermark_follows_log_end:
                 self._high_watermark = self._log_end_offset
             return AppendInfo(validated.first_offset, validated.last_offset, validated.max_timestamp,
@@ -635,219 +332,31 @@ class Log:
         """
         with self._lock:
             self._require_writable("append")
-            view = memoryview(batch_bytes).cast("B")
-            batches = self._complete_batches(view)
-            last = -1
-            max_ts, offset_of_max, count = NO_TIMESTAMP, -1, 0
-            for batch in batches:
-                batch.validate()
-                if batch.last_offset <= last:
-                    raise InvalidRecordError(
-                        f"out of order offsets in follower append to {self._dir}: "
-                        f"{batch.last_offset} after {last}")
-                last = batch.last_offset
-                if batch.max_timestamp > max_ts:
-                    max_ts, offset_of_max = batch.max_timestamp, batch.last_offset
-                count += batch.record_count
-            if not batches:
+            validated = validate_follower_append(batch_bytes, source=str(self._dir))
+            if not validated.batches:
                 return AppendInfo(self._log_end_offset, self._log_end_offset - 1, NO_TIMESTAMP, -1, 0, 0, -1)
-            first = batches[0].base_offset if batches[0].magic == 2 else batches[0].last_offset
-            if first < self._log_end_offset:
+            if validated.first_offset < self._log_end_offset:
                 raise InvalidRecordError(
-                    f"unexpected offset in follower append to {self._dir}: first offset {first} is "
-                    f"below the log end offset {self._log_end_offset}")
-            validated = _Validated(batches, view, first, last, max_ts, offset_of_max, count)
-            self._write(validated, "replication")
-            return AppendInfo(first, last, max_ts, -1, count, view.nbytes, offset_of_max)
+                    f"unexpected offset in follower append to {self._dir}: first offset "
+                    f"{validated.first_offset} is below the log end offset {self._log_end_offset}")
+            self._write(validated, self._state.analyze(validated.batches, "replication"))
+            return AppendInfo(validated.first_offset, validated.last_offset, validated.max_timestamp, -1,
+                              validated.record_count, validated.data.nbytes, validated.offset_of_max_timestamp)
 
-    def _complete_batches(self, view: memoryview) -> list[RecordBatch]:
-        it = iter_batches(view)
-        batches = list(it)
-        if it.valid_end != view.nbytes:
-            raise CorruptRecordError(
-                f"{view.nbytes - it.valid_end} trailing bytes do not form a complete batch",
-                position=it.valid_end)
-        return batches
-
-    def _to_batch_buffer(self, records: Any, now: int) -> bytearray | memoryview:
-        if isinstance(records, bytearray):
-            return records
-        if isinstance(records, bytes | memoryview):
-            # The leader rewrites offsets in place, so immutable input is copied, into a reused
-            # buffer: its pages are already mapped, which saves a page fault per 4 KiB appended.
-            size = memoryview(records).nbytes
-            if size > SCRATCH_BUFFER_LIMIT:
-                return bytearray(records)
-            if len(self._scratch) < size:
-                self._scratch = bytearray(size)
-            view = memoryview(self._scratch)[:size]
-            view[:] = memoryview(records).cast("B")
-            return view
-        compression = self._config.compression_type
-        compression = "none" if compression in ("producer", "uncompressed") else compression
-        if _is_arrow_table(records):
-            names = records.column_names
-            n = records.num_rows
-            timestamps = records.column("timestamp") if "timestamp" in names else np.full(n, now, np.int64)
-            return bytearray(build_batch_columnar(
-                records.column("key") if "key" in names else None,
-                records.column("value") if "value" in names else None,
-                timestamps=timestamps,
-                headers=records.column("headers") if "headers" in names else None,
-                compression=compression))
-        items = list(records)
-        if not items:
-            raise InvalidRecordError("cannot append an empty list of records")
-        keys, values, timestamps, headers = [], [], [], []
-        for item in items:
-            if isinstance(item, Record):
-                keys.append(item.key)
-                values.append(item.value)
-                timestamps.append(now if item.timestamp is None or item.timestamp < 0 else item.timestamp)
-                headers.append(item.headers)
-            elif isinstance(item, tuple) and len(item) == 2:
-                keys.append(item[0])
-                values.append(item[1])
-                timestamps.append(now)
-                headers.append(())
-            else:
-                raise InvalidRecordError(f"expected Record or (key, value) tuples, got {type(item).__name__}")
-        return bytearray(build_batch_columnar(keys, values, timestamps=timestamps, headers=headers,
-                                              compression=compression))
-
-    def _validate_and_assign(self, buf: bytearray | memoryview, now: int, leader_epoch: int,
-                             origin: str) -> _Validated:
-        """Kafka's leader path: analyzeAndValidateRecords + LogValidator, per batch."""
-        config = self._config
-        view = memoryview(buf).cast("B")
-        batches = self._complete_batches(view)
-        if not batches:
-            raise InvalidRecordError("an append needs at least one record batch")
-        target = config.compression_type
-        if target not in ("producer",):
-            target_code = _COMPRESSION_CODES["none" if target == "uncompressed" else target]
-            if any(b.magic == 2 and (b.attributes & COMPRESSION_MASK) != target_code for b in batches):
-                buf = self._recompress(batches, target_code, now)
-                view = memoryview(buf).cast("B")
-                batches = self._complete_batches(view)
-        log_append = config.message_timestamp_type == TIMESTAMP_TYPE_LOG_APPEND
-        next_offset = self._log_end_offset
-        first_offset = next_offset
-        max_timestamp, offset_of_max, count = NO_TIMESTAMP, -1, 0
-        for batch in batches:
-            self._validate_batch(batch, origin)
-            n = batch.record_count
-            low, high, null_key = self._scan_records(batch)
-            if config.compact and null_key:
-                raise InvalidRecordError(
-                    f"compacted topic {self.topic} cannot accept a record without a key")
-            batch_max = high
-            if not log_append and n:
-                self._check_timestamps(low, high, now, batch.position)
-            set_base_offset_and_epoch(buf, batch.position, next_offset, leader_epoch)
-            end = batch.position + batch.size_in_bytes
-            if log_append:
-                set_log_append_time(buf, batch.position, now)
-                batch_max = now
-            elif batch_max != batch.max_timestamp:
-                _set_max_timestamp(buf, batch.position, end, batch_max)
-            last = next_offset + batch.last_offset_delta
-            if batch_max > max_timestamp:
-                max_timestamp, offset_of_max = batch_max, last
-            next_offset = last + 1
-            count += n
-        final = [RecordBatch(view, b.position) for b in batches]
-        return _Validated(final, view, first_offset, next_offset - 1, max_timestamp, offset_of_max, count)
-
-    def _validate_batch(self, batch: RecordBatch, origin: str) -> None:
-        if batch.magic != 2:
-            raise InvalidRecordError(
-                f"leader appends take magic 2 batches only (got magic {batch.magic}); "
-                "legacy batches are accepted by append_as_follower")
-        size = batch.size_in_bytes
-        if size > self._config.max_message_bytes:
-            raise RecordTooLargeError(
-                f"the record batch size in the append to {self.topic}-{self.partition} is {size} bytes "
-                f"which exceeds the maximum configured value of {self._config.max_message_bytes}")
-        batch.validate()
-        if origin == "client":
-            count_from_offsets = batch.last_offset_delta + 1
-            if batch.record_count <= 0:
-                raise InvalidRecordError(f"invalid reported count for record batch: {batch.record_count}")
-            if count_from_offsets != batch.record_count:
-                raise InvalidRecordError(
-                    f"inconsistent batch offset range [{batch.base_offset}, {batch.last_offset}] "
-                    f"and count of records {batch.record_count}")
-            if batch.is_control:
-                raise InvalidRecordError("clients are not allowed to write control records")
-            if batch.producer_id >= 0 and batch.base_sequence < 0:
-                raise InvalidRecordError(
-                    f"invalid sequence number {batch.base_sequence} in record batch with "
-                    f"producerId {batch.producer_id}")
-            if batch.attributes & _TIMESTAMP_TYPE_BIT:
-                raise InvalidRecordError(
-                    "invalid timestamp type in a client batch: producers must not set LogAppendTime")
-
-    def _scan_records(self, batch: RecordBatch) -> tuple[int, int, bool]:
-        """Walk a batch's records without copying them (Kafka's skipKeyValueIterator):
-        (min timestamp ignoring -1, max timestamp, any null key)."""
-        body = batch.records_bytes()
-        data = np.frombuffer(body, dtype=np.uint8)
-        status, error, low, high, null_key = _kernels.scan_records(
-            data, 0, data.size, batch.record_count, batch.base_timestamp)
-        if status in (_kernels.ERR_OFFSET_DELTA, _kernels.ERR_TRAILING):
-            raise InvalidRecordError(
-                f"batch at position {batch.position} holds records that disagree with its "
-                f"header count {batch.record_count}: {_kernels.STATUS_MESSAGES[status]}")
-        if status != _kernels.OK:
-            compressed = batch.attributes & COMPRESSION_MASK
-            raise CorruptRecordError(
-                f"{_kernels.STATUS_MESSAGES[status]} (record byte {error})",
-                position=batch.position if compressed else batch.position + V2_HEADER_SIZE + error)
-        return int(low), int(high), bool(null_key)
-
-    def _check_timestamps(self, low: int, high: int, now: int, position: int) -> None:
-        before = self._config.message_timestamp_before_max_ms
-        after = self._config.message_timestamp_after_max_ms
-        # Python ints: no int64 overflow for the Long.MAX defaults.
-        if low != NO_TIMESTAMP and now - low > before:
-            raise InvalidRecordError(
-                f"timestamp {low} of a record in the batch at position {position} is more than "
-                f"message.timestamp.before.max.ms={before} before the log's time {now}")
-        if high != NO_TIMESTAMP and high - now > after:
-            raise InvalidRecordError(
-                f"timestamp {high} of a record in the batch at position {position} is more than "
-                f"message.timestamp.after.max.ms={after} after the log's time {now}")
-
-    def _recompress(self, batches: list[RecordBatch], code: int, now: int) -> bytearray:
-        """Re-encode batches with the topic's compression.type (Kafka's buildRecordsAndAssignOffsets)."""
-        name = next(k for k, v in _COMPRESSION_CODES.items() if v == code)
-        out = bytearray()
-        for batch in batches:
-            self._validate_batch(batch, "client")
-            table = batch.to_arrow()
-            out += build_batch_columnar(
-                table.column("key"), table.column("value"), timestamps=table.column("timestamp"),
-                headers=table.column("headers"), compression=name,
-                producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
-                base_sequence=batch.base_sequence, is_transactional=batch.is_transactional)
-        return out
-
-    def _write(self, validated: _Validated, origin: str) -> None:
-        """Roll if needed, append to the active segment, move the log end offset, maybe flush."""
+    def _write(self, validated: ValidatedBatches, analysis: AppendAnalysis) -> None:
+        """Roll if needed, record the batches' epochs, append to the active segment, move the
+        log end offset, commit producer state, maybe flush (Kafka's UnifiedLog.append order)."""
         size = validated.data.nbytes
         if size > self._config.segment_bytes:
             raise RecordTooLargeError(
-                f"message batch size is {size} bytes in append to {self.topic}-{self.partition}, "
+                f"message batch size is {size} bytes in append to {self.name}, "
                 f"which exceeds the maximum configured segment size of {self._config.segment_bytes}")
-        for hook in self._hooks:
-            hook.before_append(self, validated.batches, origin)
         segment = self._maybe_roll(size, validated)
+        self._state.assign_epochs(validated.batches)
         segment.append(validated.last_offset, validated.max_timestamp,
                        validated.offset_of_max_timestamp, validated.data)
         self._log_end_offset = validated.last_offset + 1
-        for hook in self._hooks:
-            hook.appended(self, validated.batches, origin)
+        self._state.appended(analysis, segment, self._log_end_offset)
         if self.unflushed_messages >= self._config.flush_messages:
             self.flush()
 
@@ -857,7 +366,7 @@ class Log:
             return min(config.max_compaction_lag_ms, config.segment_ms)
         return config.segment_ms
 
-    def _maybe_roll(self, size: int, validated: _Validated) -> LogSegment:
+    def _maybe_roll(self, size: int, validated: ValidatedBatches) -> LogSegment:
         segment = self._segments[-1]
         if segment.should_roll(
             max_segment_bytes=self._config.segment_bytes,
@@ -887,11 +396,9 @@ class Log:
             raise InvalidRecordError(
                 f"cannot roll {self._dir} to offset {new_offset} below the active segment {active.base_offset}")
         active.on_become_inactive_segment()
-        segment = LogSegment.create(self._dir, new_offset, roll_jitter_ms=self._roll_jitter_ms(),
-                                    **self._new_segment_args())
+        segment = self._new_segment(new_offset)
         self._set_segments([*self._segments, segment])
-        for hook in self._hooks:
-            hook.rolled(self, segment)
+        self._state.rolled(segment)
         # Kafka flushes the rolled segments right after a roll (asynchronously); so do we.
         self._flush_to(new_offset)
         return segment
@@ -978,11 +485,7 @@ class Log:
                     first = _INT64.unpack_from(data, 0)[0]
                     aborted = ()
                     if isolation == "read_committed":
-                        if self._read_only:  # rebuild missing or corrupt .txnindex in memory
-                            first_segment = max(bisect.bisect_right(self._base_offsets, offset) - 1, 0)
-                            self._partition_state.index_aborts_in_memory(
-                                self, self._segments[first_segment:])
-                        aborted = tuple(collect_aborted_txns(self._segments, offset, limit))
+                        aborted = self._state.aborted_transactions(self._segments, offset, limit)
                     return FetchResult(data, first, hw, start, end, aborted)
                 i += 1
             return empty
@@ -990,26 +493,30 @@ class Log:
     @property
     def producer_state(self) -> ProducerStateManager:
         """Idempotent and transactional producers' state (Kafka's ProducerStateManager)."""
-        return self._partition_state.producer_state
+        return self._state.producer_state
 
     def remove_expired_producers(self, now_ms: int | None = None) -> list[int]:
         """Forget producer ids idle for `producer.id.expiration.ms` (no open transaction)."""
         with self._lock:
-            return self._partition_state.producer_state.remove_expired_producers(now_ms)
+            return self._state.producer_state.remove_expired_producers(now_ms)
 
     @property
     def leader_epoch_cache(self) -> LeaderEpochFileCache:
         """Leader epochs and their start offsets (`leader-epoch-checkpoint`)."""
-        return self._partition_state.leader_epoch_cache(self)
+        return self._state.epochs
+
+    def assign_epoch_start_offset(self, leader_epoch: int, start_offset: int) -> None:
+        """Record that `leader_epoch` starts at `start_offset`, as a new leader does before its
+        first append (Kafka's maybeAssignEpochStartOffset)."""
+        with self._lock:
+            self._require_writable("assign a leader epoch")
+            self._state.epochs.assign(leader_epoch, start_offset)
 
     @property
     def last_stable_offset(self) -> int:
-        """The LSO from the transaction-tracking hook, else the high watermark."""
-        for hook in self._hooks:
-            lso = hook.last_stable_offset(self)
-            if lso is not None:
-                return lso
-        return self._high_watermark
+        """The last stable offset: the first offset of the earliest open or unreplicated
+        transaction if below the high watermark, else the high watermark."""
+        return self._state.last_stable_offset(self._high_watermark, self._log_start_offset)
 
     def _isolation_bound(self, isolation: str) -> int:
         if isolation == "log_end":
@@ -1049,9 +556,9 @@ class Log:
         with self._lock:
             if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
                 start = self._log_start_offset
-                return TimestampAndOffset(NO_TIMESTAMP, start, self._hook_epoch_for(start))
+                return TimestampAndOffset(NO_TIMESTAMP, start, self._state.epochs.epoch_for_offset(start))
             if timestamp == LATEST_TIMESTAMP:
-                return TimestampAndOffset(NO_TIMESTAMP, self._log_end_offset, self._hook_latest_epoch())
+                return TimestampAndOffset(NO_TIMESTAMP, self._log_end_offset, self._state.epochs.latest_epoch())
             if timestamp == MAX_TIMESTAMP:
                 return self._max_timestamp_offset()
             if timestamp < 0:
@@ -1076,20 +583,6 @@ class Log:
                     return TimestampAndOffset(target, int(cols.offset[hits[0]]), epoch if epoch >= 0 else None)
         return None
 
-    def _hook_epoch_for(self, offset: int) -> int | None:
-        for hook in self._hooks:
-            epoch = hook.epoch_for_offset(self, offset)
-            if epoch is not None:
-                return epoch
-        return None
-
-    def _hook_latest_epoch(self) -> int | None:
-        for hook in self._hooks:
-            epoch = hook.latest_epoch(self)
-            if epoch is not None:
-                return epoch
-        return None
-
     # ------------------------------------------------------------------ truncation
 
     def truncate_to(self, offset: int) -> bool:
@@ -1099,6 +592,8 @@ class Log:
             if offset < 0:
                 raise ValueError(f"cannot truncate {self._dir} to a negative offset {offset}")
             if offset >= self._log_end_offset:
+                # As Kafka: a leader may have stamped an epoch at the log end without appending.
+                self._state.epochs.truncate_from_end(self._log_end_offset)
                 return False
             if self._segments[0].base_offset > offset:
                 self._truncate_fully(offset)
@@ -1115,8 +610,7 @@ class Log:
             self._log_start_offset = min(offset, self._log_start_offset)
             self._recovery_point = min(self._recovery_point, self._log_end_offset)
             self._high_watermark = min(self._high_watermark, self._log_end_offset)
-            for hook in self._hooks:
-                hook.truncated(self, self._log_end_offset)
+            self._state.truncated(self._segments, self._log_start_offset, self._log_end_offset)
             return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -1129,17 +623,14 @@ class Log:
         doomed = list(self._segments)
         for segment in doomed:
             segment.change_file_suffixes("", DELETED_SUFFIX)
-        segment = LogSegment.create(self._dir, offset, roll_jitter_ms=self._roll_jitter_ms(),
-                                    **self._new_segment_args())
-        self._set_segments([segment])
+        self._set_segments([self._new_segment(offset)])
         self._schedule_deletes(doomed, renamed=True)
         self._log_end_offset = offset
         self._log_start_offset = offset
         self._recovery_point = offset
         self._high_watermark = offset
-        for hook in self._hooks:
-            hook.truncated(self, offset)
-            hook.start_offset_changed(self, offset)
+        self._state.truncated(self._segments, offset, offset)
+        self._state.start_offset_changed(offset)
         self._start_offset_changed()
 
     # ------------------------------------------------------------------ log start offset
@@ -1171,8 +662,7 @@ class Log:
             self._high_watermark = offset
         if self._recovery_point < offset:
             self._recovery_point = offset
-        for hook in self._hooks:
-            hook.start_offset_changed(self, offset)
+        self._state.start_offset_changed(offset)
         self._start_offset_changed()
 
     def _start_offset_changed(self) -> None:
@@ -1206,22 +696,16 @@ class Log:
         if not renamed:
             for segment in segments:
                 segment.change_file_suffixes("", DELETED_SUFFIX)
-        for hook in self._hooks:
-            hook.segments_deleted(self, segments)
+        snapshots = self._state.segments_deleted(segments, set(self._base_offsets))
         due = self._clock.time_ms() + self._config.file_delete_delay_ms
         self._pending_deletes.extend((due, s) for s in segments)
+        self._pending_deletes.extend((due, path) for path in snapshots)
         if self._config.file_delete_delay_ms == 0:
             self.delete_expired_files()
 
-    def delete_file_later(self, path: Path) -> None:
-        """Remove `path`, a file already renamed `.deleted`, once file.delete.delay.ms has
-        passed, as the segments deleted with it (a hook's file, e.g. a producer snapshot)."""
-        with self._lock:
-            self._pending_deletes.append((self._clock.time_ms() + self._config.file_delete_delay_ms, path))
-
     def delete_expired_files(self, now_ms: int | None = None) -> int:
-        """Physically delete `.deleted` segments (and hooks' `.deleted` files) whose delay has
-        passed; returns how many."""
+        """Physically delete `.deleted` segments (and their `.snapshot.deleted` files) whose
+        delay has passed; returns how many."""
         now = self._clock.time_ms() if now_ms is None else now_ms
         with self._lock:
             due = [s for t, s in self._pending_deletes if t <= now]
@@ -1233,13 +717,12 @@ class Log:
                 item.unlink(missing_ok=True)
         return len(due)
 
-    def delete_old_segments(self, now_ms: int | None = None) -> Any:
-        """Kafka's deleteOldSegments: one retention pass under this log's lock; returns the
-        executed retention.RetentionPlan (see retention.apply_retention)."""
-        from retention.apply import apply_retention  # lazy: retention depends on logstore
-
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold this log's lock for the block, so a multi-step change (a retention pass:
+        retention.apply_retention) is atomic to appends, reads, truncation and the cleaner."""
         with self._lock:
-            return apply_retention(self, now_ms=now_ms)
+            yield
 
     @property
     def pending_deletes(self) -> list[LogSegment]:
@@ -1271,18 +754,12 @@ class Log:
 
     def _write_parent_checkpoints(self, *names: str) -> None:
         """Merge this log's entry into the parent directory's checkpoint files."""
-        parent = self._dir.parent
-        key = (self.topic, self.partition)
         values = {
             RECOVERY_POINT_CHECKPOINT: self._recovery_point,
             LOG_START_OFFSET_CHECKPOINT: self._log_start_offset,
             REPLICATION_OFFSET_CHECKPOINT: self._high_watermark,
         }
-        with _PARENT_CHECKPOINT_LOCK:  # standalone logs of one parent share these files
-            for name in names:
-                offsets = read_offsets_checkpoint(parent / name)
-                offsets[key] = values[name]
-                write_offsets_checkpoint(parent / name, offsets)
+        update_offsets_checkpoints(self._dir.parent, self.topic, self.partition, {n: values[n] for n in names})
 
     def close(self) -> None:
         """Flush, write the final time-index entries, trim indexes, write checkpoints (when
@@ -1291,8 +768,7 @@ class Log:
             if self._closed:
                 return
             if not self._read_only:
-                for hook in self._hooks:
-                    hook.closing(self)
+                self._state.closing(self._log_end_offset)
                 self._flush_to(self._log_end_offset)
             for segment in self._segments:
                 segment.close()
@@ -1327,11 +803,3 @@ def _complete_prefix(data: bytes) -> bytes | memoryview:
             break
         position += size
     return data if position == total else memoryview(data)[:position]
-
-
-def _is_arrow_table(obj: Any) -> bool:
-    try:
-        import pyarrow as pa
-    except ImportError:  # pragma: no cover - pyarrow is a runtime dependency
-        return False
-    return isinstance(obj, pa.Table | pa.RecordBatch)

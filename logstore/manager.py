@@ -1,5 +1,6 @@
 """LogManager: the logs of one data directory, its checkpoint files, the clean-shutdown marker
-and the background tasks (flush, checkpoints, retention, delayed deletes), as Kafka's LogManager.
+and the background tasks (flush, checkpoints, retention, cleaning, delayed deletes), as Kafka's
+LogManager. Retention and cleaning are policies handed in (logstore.policies), not imported.
 
 Background work runs from a Scheduler driven by the injected clock: tests call
 `run_pending(now_ms)` and nothing sleeps; `start()` runs the same tasks on a thread.
@@ -12,6 +13,7 @@ import shutil
 import threading
 import uuid
 from collections.abc import Callable, Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,8 +31,10 @@ from logstore.clock import Clock, SystemClock
 from logstore.config import LONG_MAX, LogConfig
 from logstore.errors import InvalidTopicError, LogClosedError
 from logstore.lock import DirectoryLock
-from logstore.log import LoadState, Log, LogHooks
+from logstore.log import Log
 from logstore.log_files import CLEAN_SHUTDOWN_FILE, parse_partition_dir, validate_topic
+from logstore.log_loader import LoadState
+from logstore.policies import BackgroundCleaner, CleanerFactory, RetentionPass
 
 CLEAN_SHUTDOWN_CONTENT = b'{"broker_epoch":"-1","version":"0"}'
 DELETE_DIR_SUFFIX = "-delete"
@@ -105,17 +109,19 @@ class LogManager:
     """All partition logs (`<topic>-<partition>` directories) of one data directory."""
 
     def __init__(self, data_dir: str | os.PathLike[str], default_config: LogConfig | Mapping[str, Any] | None = None,
-                 *, clock: Clock | None = None, hooks_factory: Callable[[], list[LogHooks]] | None = None):
+                 *, clock: Clock | None = None, cleaner: CleanerFactory | None = None,
+                 retention: RetentionPass | None = None):
         """Open the data directory: lock it, finish deletions, load every log (recovering them
         unless the last shutdown was clean) and register the background tasks.
 
-        Raises LogLockedError if another owner holds the directory.
+        `cleaner` (compaction.LogCleaner) builds the log cleaner and `retention`
+        (retention.apply_retention) is the retention pass; without them the manager neither
+        cleans nor deletes old segments. Raises LogLockedError if another owner holds the directory.
         """
         self._dir = Path(data_dir)
         self._dir.mkdir(parents=True, exist_ok=True)
         self._default_config = LogConfig.coerce(default_config)
         self._clock = clock or SystemClock()
-        self._hooks_factory = hooks_factory
         self._lock = threading.RLock()
         self._logs: dict[tuple[str, int], Log] = {}
         self._pending_dir_deletes: list[tuple[int, Path]] = []
@@ -131,8 +137,9 @@ class LogManager:
             self._dir_lock.release()
             raise
         self.scheduler = Scheduler(self._clock)
-        self.log_cleaner = self._make_log_cleaner()
-        self._schedule_default_tasks()
+        self.log_cleaner: BackgroundCleaner | None = (
+            None if cleaner is None else cleaner(self.logs, self._default_config, clock=self._clock))
+        self._schedule_default_tasks(retention)
 
     # ------------------------------------------------------------------ loading
 
@@ -168,18 +175,19 @@ class LogManager:
             fsync_dir(self._dir)
 
     def _open_log(self, path: Path, config: LogConfig, state: LoadState) -> Log:
-        hooks = self._hooks_factory() if self._hooks_factory is not None else ()
-        log = Log.open(path, config, clock=self._clock, hooks=hooks, load_state=state)
+        log = Log.open(path, config, clock=self._clock, load_state=state)
         log._on_start_offset_change = self._log_start_offset_changed
         return log
 
-    def _schedule_default_tasks(self) -> None:
+    def _schedule_default_tasks(self, retention: RetentionPass | None) -> None:
         config = self._default_config
         schedule = self.scheduler.schedule
         # As Kafka's LogManager.startup: the log tasks first run log.initial.task.delay.ms after
         # start, then every period; producer expiry and the cleaner keep their own timing.
         delay = config.log_initial_task_delay_ms
-        schedule("kafka-log-retention", self._run_retention, config.log_retention_check_interval_ms, delay)
+        if retention is not None:
+            schedule("kafka-log-retention", lambda now: self._run_retention(retention, now),
+                     config.log_retention_check_interval_ms, delay)
         schedule("kafka-log-flusher", self._run_flush, config.log_flush_scheduler_interval_ms, delay)
         if config.log_flush_offset_checkpoint_interval_ms > 0:
             schedule("kafka-recovery-point-checkpoint", lambda _now: self.checkpoint_recovery_points(),
@@ -191,24 +199,20 @@ class LogManager:
         schedule("PeriodicProducerExpirationCheck", self._expire_producers,
                  config.producer_id_expiration_check_interval_ms,
                  config.producer_id_expiration_check_interval_ms)
-        if self.log_cleaner.enabled:
+        if self.log_cleaner is not None and self.log_cleaner.enabled:
             schedule("kafka-log-cleaner", self.log_cleaner.run_until_idle, config.log_cleaner_backoff_ms,
                      config.log_cleaner_backoff_ms)
 
-    def _make_log_cleaner(self) -> Any:
-        from compaction.log_cleaner import LogCleaner  # lazy: compaction depends on logstore
-
-        return LogCleaner(self.logs, self._default_config, clock=self._clock)
-
     # ------------------------------------------------------------------ background tasks
 
-    def _run_retention(self, now_ms: int) -> None:
+    def _run_retention(self, retention: RetentionPass, now_ms: int) -> None:
         # Every log: without `delete` in cleanup.policy the pass still drops segments wholly
         # below the log start offset, as Kafka's deleteOldSegments does.
         for log in self.logs():
             if not log.closed:
-                with self.log_cleaner.exclusive(log):  # never beside a clean of the same log
-                    log.delete_old_segments(now_ms)
+                exclusive = nullcontext() if self.log_cleaner is None else self.log_cleaner.exclusive(log)
+                with exclusive:  # never beside a clean of the same log
+                    retention(log, now_ms=now_ms)
 
     def _expire_producers(self, now_ms: int) -> None:
         for log in self.logs():
@@ -247,7 +251,7 @@ class LogManager:
             self._stop.clear()
             self._thread = threading.Thread(target=self._loop, name="logstore-log-manager", daemon=True)
             self._thread.start()
-            if self.log_cleaner.enabled:
+            if self.log_cleaner is not None and self.log_cleaner.enabled:
                 # log.cleaner.threads threads clean instead of the scheduler task.
                 self.scheduler.cancel("kafka-log-cleaner")
                 self.log_cleaner.start()
@@ -367,7 +371,8 @@ class LogManager:
             thread, self._thread = self._thread, None
         if thread is not None:
             thread.join()
-        self.log_cleaner.stop(wait=True)  # call log_cleaner.stop(wait=False) first to abandon
+        if self.log_cleaner is not None:
+            self.log_cleaner.stop(wait=True)  # call log_cleaner.stop(wait=False) first to abandon
         with self._lock:
             logs = self.logs()
             for log in logs:

@@ -1,29 +1,26 @@
 """PartitionState: the Kafka state a partition keeps beside its segments -- producer state and
-its `.snapshot` files, the leader-epoch cache, the segments' `.txnindex` files -- kept in step
-with a Log through LogHooks, the way Kafka's UnifiedLog and LogLoader drive
-ProducerStateManager and LeaderEpochFileCache.
+its `.snapshot` files, the leader-epoch cache, the segments' `.txnindex` files. A part of Log:
+Log and LogLoader call it at each step, as Kafka's UnifiedLog and LogLoader drive
+ProducerStateManager and LeaderEpochFileCache. It owns the epoch cache.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING
+from pathlib import Path
 
+from logstore.clock import Clock
 from logstore.epoch import LeaderEpochFileCache
-from logstore.log import LogHooks
 from logstore.producer_state import (
-    DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     AppendAnalysis,
     BatchInfo,
-    BatchMetadata,
     ProducerStateManager,
     batch_info,
 )
 from logstore.records import RecordBatch
-
-if TYPE_CHECKING:
-    from logstore.log import Log
-    from logstore.segment import LogSegment
+from logstore.segment import LogSegment
+from logstore.txn_index import AbortedTxn, collect_aborted_txns
 
 
 def segment_sources(
@@ -45,18 +42,18 @@ def segment_sources(
     return [(s.base_offset, reader(s)) for s in segments]
 
 
-class PartitionState(LogHooks):
-    """Producer state, leader epochs and transaction indexes of one Log (install as a hook)."""
+class PartitionState:
+    """Producer state, leader epochs and transaction indexes of one partition directory."""
 
-    def __init__(self, *, producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS):
+    def __init__(self, directory: Path, *, clock: Clock, read_only: bool, producer_id_expiration_ms: int):
+        self._dir = directory
+        self._clock = clock
+        self._read_only = read_only
         self.producer_id_expiration_ms = producer_id_expiration_ms
+        self.epochs = LeaderEpochFileCache.in_dir(directory, read_only=read_only)
         self._producer_state: ProducerStateManager | None = None
-        self._epochs: LeaderEpochFileCache | None = None
         self._recovering: tuple[ProducerStateManager, LogSegment] | None = None
-        self._pending: tuple[list[RecordBatch], AppendAnalysis] | None = None
-        self._sound_txn_indexes: set[int] = set()  # base offsets checked by index_aborts_in_memory
-
-    # ---- state objects -------------------------------------------------------------------
+        self._sound_txn_indexes: set[int] = set()  # base offsets checked by _index_aborts_in_memory
 
     @property
     def producer_state(self) -> ProducerStateManager:
@@ -65,35 +62,138 @@ class PartitionState(LogHooks):
             raise RuntimeError("producer state is available once the log has been loaded")
         return self._producer_state
 
-    def leader_epoch_cache(self, log: Log) -> LeaderEpochFileCache:
-        """The partition's leader-epoch cache (`leader-epoch-checkpoint`)."""
-        if self._epochs is None:
-            self._epochs = LeaderEpochFileCache.in_dir(log.dir, read_only=log.read_only)
-        return self._epochs
+    def _new_manager(self) -> ProducerStateManager:
+        return ProducerStateManager(self._dir, producer_id_expiration_ms=self.producer_id_expiration_ms,
+                                    clock=self._clock, read_only=self._read_only)
 
-    def _new_manager(self, log: Log) -> ProducerStateManager:
-        return ProducerStateManager(
-            log.dir,
-            producer_id_expiration_ms=self.producer_id_expiration_ms,
-            clock=log.clock,
-            read_only=log.read_only,
-        )
+    # ---- loading and recovery (called by LogLoader) --------------------------------------
+
+    def recovering_segment(self, segments: Sequence[LogSegment], segment: LogSegment) -> None:
+        """Before `segment` (one of the live `segments`) is recovered: state as of its base
+        offset, and an empty `.txnindex` that the recovered batches refill (Kafka's
+        LogLoader.recoverSegment)."""
+        self._finish_segment_recovery()
+        if segment not in segments:
+            return  # opening a segment with a corrupt index: its .log is sound, keep the index
+        psm = self._new_manager()
+        psm.rebuild(segment_sources([s for s in segments if s.base_offset < segment.base_offset]),
+                    0, segment.base_offset)
+        segment.txn_index.reset()
+        self._recovering = (psm, segment)
+
+    def recovered_batch(self, batch: RecordBatch) -> None:
+        """Each valid batch re-read while recovering a segment, in offset order."""
+        if batch.magic >= 2 and batch.partition_leader_epoch >= 0:
+            latest = self.epochs.latest_epoch()
+            if latest is None or batch.partition_leader_epoch > latest:
+                self.epochs.assign(batch.partition_leader_epoch, batch.base_offset)
+        if self._recovering is not None:
+            psm, segment = self._recovering
+            psm.load_batch(batch_info(batch), segment.txn_index)
+
+    def _finish_segment_recovery(self) -> None:
+        if self._recovering is not None:
+            self._recovering[0].take_snapshot()  # spares the next segment's recovery a rescan
+            self._recovering = None
+
+    def loaded(self, segments: Sequence[LogSegment], log_start_offset: int, log_end_offset: int,
+               *, clean_shutdown: bool) -> None:
+        """After the segments are loaded and recovered: trim the epochs to the log's range and
+        rebuild producer state from the snapshots and the segments past them."""
+        self._finish_segment_recovery()
+        self.epochs.truncate_from_end(log_end_offset)
+        self.epochs.truncate_from_start(log_start_offset)
+        psm = self._new_manager()
+        psm.remove_stray_snapshots([s.base_offset for s in segments])
+        psm.rebuild(segment_sources(segments), log_start_offset, log_end_offset,
+                    clean_shutdown=clean_shutdown)
+        self._producer_state = psm
+
+    # ---- append, roll, close (called by Log) ---------------------------------------------
+
+    def analyze(self, batches: list[RecordBatch], origin: str) -> AppendAnalysis:
+        """Validate an append's producer state (raises the producer errors); the result names
+        the earlier batch a client append retries, if it is one."""
+        return self.producer_state.analyze([batch_info(b) for b in batches], origin)
+
+    def assign_epochs(self, batches: Iterable[RecordBatch]) -> None:
+        """Record the leader epochs stamped on appended batches (Kafka's maybeAssignEpochStartOffset)."""
+        for batch in batches:
+            if batch.magic < 2:
+                # A format regression: forget the epochs so the next leader election falls back
+                # to truncating by high watermark (as Kafka does).
+                if len(self.epochs):
+                    self.epochs.clear_and_flush()
+            elif batch.partition_leader_epoch >= 0:
+                self.epochs.assign(batch.partition_leader_epoch, batch.base_offset)
+
+    def appended(self, analysis: AppendAnalysis, active: LogSegment, log_end_offset: int) -> None:
+        """Commit an analysed append just written to `active`."""
+        self.producer_state.apply(analysis, active.txn_index, log_end_offset)
+
+    def rolled(self, new_segment: LogSegment) -> None:
+        """A new active segment was created: snapshot producer state at its base offset."""
+        psm = self.producer_state
+        psm.update_map_end_offset(new_segment.base_offset)
+        # Unsynced, as Kafka's roll: the log's flush after a roll makes the rename durable.
+        psm.take_snapshot(sync=False)
+
+    def closing(self, log_end_offset: int) -> None:
+        """The log is about to close cleanly: snapshot producer state at the log end."""
+        psm = self.producer_state
+        psm.update_map_end_offset(log_end_offset)
+        psm.take_snapshot()
+
+    # ---- truncation, log start, deletion (called by Log) ---------------------------------
+
+    def truncated(self, segments: Sequence[LogSegment], log_start_offset: int, end_offset: int) -> None:
+        """Everything at and above `end_offset` was removed from the log of `segments`."""
+        psm = self.producer_state
+        if len(segments) == 1 and segments[0].size == 0 and log_start_offset == end_offset:
+            self.epochs.clear_and_flush()
+            psm.truncate_fully_and_start_at(end_offset)
+            return
+        self.epochs.truncate_from_end(end_offset)
+        psm.rebuild(segment_sources(segments), log_start_offset, end_offset)
+
+    def start_offset_changed(self, log_start_offset: int) -> None:
+        """The log start offset moved up (or was reset by a full truncation)."""
+        self.epochs.truncate_from_start(log_start_offset)
+        self.producer_state.on_log_start_offset_incremented(log_start_offset)
+
+    def segments_deleted(self, deleted: Iterable[LogSegment], live_base_offsets: set[int]) -> list[Path]:
+        """Rename the snapshots of segments that left the log `.snapshot.deleted` and return
+        them, for deletion with the segments' files after file.delete.delay.ms (as Kafka)."""
+        renamed = []
+        for segment in deleted:
+            if segment.base_offset not in live_base_offsets:
+                path = self.producer_state.mark_snapshot_for_deletion(segment.base_offset)
+                if path is not None:
+                    renamed.append(path)
+        return renamed
 
     # ---- read committed ------------------------------------------------------------------
 
-    def last_stable_offset(self, log: Log) -> int:
+    def last_stable_offset(self, high_watermark: int, log_start_offset: int) -> int:
         """The LSO: the first offset of the earliest undecided or unreplicated transaction,
         bounded by the log start offset, if it is below the high watermark; else the HW."""
-        hw = log.high_watermark
         psm = self.producer_state
-        psm.on_high_watermark_updated(hw)
+        psm.on_high_watermark_updated(high_watermark)
         first = psm.first_unstable_offset()
         if first is None:
-            return hw
-        first = max(first, log.log_start_offset)
-        return first if first < hw else hw
+            return high_watermark
+        first = max(first, log_start_offset)
+        return first if first < high_watermark else high_watermark
 
-    def index_aborts_in_memory(self, log: Log, segments: Sequence[LogSegment]) -> None:
+    def aborted_transactions(self, segments: Sequence[LogSegment], offset: int, limit: int) -> tuple[AbortedTxn, ...]:
+        """The aborted transactions a read_committed fetch of [offset, limit) must drop; a
+        read-only log first rebuilds missing or corrupt `.txnindex` files in memory."""
+        if self._read_only:
+            first = max(bisect.bisect_right([s.base_offset for s in segments], offset) - 1, 0)
+            self._index_aborts_in_memory(segments, segments[first:])
+        return tuple(collect_aborted_txns(segments, offset, limit))
+
+    def _index_aborts_in_memory(self, all_segments: Sequence[LogSegment], segments: Sequence[LogSegment]) -> None:
         """Read-only logs: rebuild in memory the `.txnindex` of each of `segments` whose file is
         missing or corrupt, replaying batches (not records) from the first such segment as
         recovery would, from the producer state at its base offset. Writes no byte; each
@@ -109,136 +209,12 @@ class PartitionState(LogHooks):
         if not todo:
             return
         first, last = todo[0].base_offset, todo[-1].base_offset
-        psm = self._new_manager(log)
-        psm.rebuild(segment_sources([s for s in log.segments if s.base_offset < first]), 0, first)
+        psm = self._new_manager()
+        psm.rebuild(segment_sources([s for s in all_segments if s.base_offset < first]), 0, first)
         for segment in todo:
             segment.txn_index.keep_in_memory()
-        for segment in log.segments:
+        for segment in all_segments:
             if first <= segment.base_offset <= last:
                 index = segment.txn_index if segment.txn_index.in_memory else None
                 for batch in segment.iter_batches():
                     psm.load_batch(batch_info(batch), index)
-
-    # ---- append --------------------------------------------------------------------------
-
-    def _analyze(self, batches: list[RecordBatch], origin: str) -> AppendAnalysis:
-        pending = self._pending
-        if pending is not None and pending[0] is batches:
-            return pending[1]
-        analysis = self.producer_state.analyze([batch_info(b) for b in batches], origin)
-        self._pending = (batches, analysis)
-        return analysis
-
-    def duplicate_of(
-        self, log: Log, batches: list[RecordBatch], origin: str
-    ) -> BatchMetadata | None:
-        """The earlier batch a client append retries (answer with its offsets, write nothing).
-        Also validates the append's producer state; raises the producer errors."""
-        return self._analyze(batches, origin).duplicate
-
-    def before_append(self, log: Log, batches: list[RecordBatch], origin: str) -> None:
-        self._analyze(batches, origin)
-
-    def appended(self, log: Log, batches: list[RecordBatch], origin: str) -> None:
-        analysis = self._analyze(batches, origin)
-        self._pending = None
-        epochs = self.leader_epoch_cache(log)
-        for batch in batches:
-            if batch.magic < 2:
-                # A format regression: forget the epochs so the next leader election falls back
-                # to truncating by high watermark (as Kafka does).
-                if len(epochs):
-                    epochs.clear_and_flush()
-            elif batch.partition_leader_epoch >= 0:
-                epochs.assign(batch.partition_leader_epoch, batch.base_offset)
-        self.producer_state.apply(analysis, log.active_segment.txn_index, log.log_end_offset)
-
-    def rolled(self, log: Log, new_segment: LogSegment) -> None:
-        psm = self.producer_state
-        psm.update_map_end_offset(new_segment.base_offset)
-        # Unsynced, as Kafka's roll: the log's flush after a roll makes the rename durable.
-        psm.take_snapshot(sync=False)
-
-    def closing(self, log: Log) -> None:
-        psm = self.producer_state
-        psm.update_map_end_offset(log.log_end_offset)
-        psm.take_snapshot()
-
-    # ---- loading and recovery ------------------------------------------------------------
-
-    def recovering_segment(self, log: Log, segment: LogSegment) -> None:
-        """Before a segment is recovered: state as of its base offset, and an empty `.txnindex`
-        that the recovered batches refill (Kafka's LogLoader.recoverSegment)."""
-        self._finish_segment_recovery()
-        if segment not in log.segments:
-            return  # opening a segment with a corrupt index: its .log is sound, keep the index
-        psm = self._new_manager(log)
-        earlier = [s for s in log.segments if s.base_offset < segment.base_offset]
-        psm.rebuild(segment_sources(earlier), 0, segment.base_offset)
-        segment.txn_index.reset()
-        self._recovering = (psm, segment)
-
-    def recovered_batch(self, log: Log, batch: RecordBatch) -> None:
-        epochs = self.leader_epoch_cache(log)
-        if batch.magic >= 2 and batch.partition_leader_epoch >= 0:
-            latest = epochs.latest_epoch()
-            if latest is None or batch.partition_leader_epoch > latest:
-                epochs.assign(batch.partition_leader_epoch, batch.base_offset)
-        if self._recovering is not None:
-            psm, segment = self._recovering
-            psm.load_batch(batch_info(batch), segment.txn_index)
-
-    def _finish_segment_recovery(self) -> None:
-        if self._recovering is not None:
-            self._recovering[0].take_snapshot()  # spares the next segment's recovery a rescan
-            self._recovering = None
-
-    def loaded(self, log: Log) -> None:
-        self._finish_segment_recovery()
-        epochs = self.leader_epoch_cache(log)
-        epochs.truncate_from_end(log.log_end_offset)
-        epochs.truncate_from_start(log.log_start_offset)
-        psm = self._new_manager(log)
-        psm.remove_stray_snapshots([s.base_offset for s in log.segments])
-        psm.rebuild(
-            segment_sources(log.segments),
-            log.log_start_offset,
-            log.log_end_offset,
-            clean_shutdown=log.had_clean_shutdown,
-        )
-        self._producer_state = psm
-
-    # ---- truncation and deletion ---------------------------------------------------------
-
-    def truncated(self, log: Log, end_offset: int) -> None:
-        epochs = self.leader_epoch_cache(log)
-        psm = self.producer_state
-        segments = log.segments
-        if len(segments) == 1 and segments[0].size == 0 and log.log_start_offset == end_offset:
-            epochs.clear_and_flush()
-            psm.truncate_fully_and_start_at(end_offset)
-            return
-        epochs.truncate_from_end(end_offset)
-        psm.rebuild(segment_sources(segments), log.log_start_offset, end_offset)
-
-    def start_offset_changed(self, log: Log, log_start_offset: int) -> None:
-        self.leader_epoch_cache(log).truncate_from_start(log_start_offset)
-        self.producer_state.on_log_start_offset_incremented(log_start_offset)
-
-    def segments_deleted(self, log: Log, segments: list[LogSegment]) -> None:
-        # As Kafka: a deleted segment's snapshot is renamed `.snapshot.deleted` now and
-        # removed with the segment's files once file.delete.delay.ms has passed.
-        live = {s.base_offset for s in log.segments}
-        for segment in segments:
-            if segment.base_offset not in live:
-                renamed = self.producer_state.mark_snapshot_for_deletion(segment.base_offset)
-                if renamed is not None:
-                    log.delete_file_later(renamed)
-
-    # ---- epochs --------------------------------------------------------------------------
-
-    def epoch_for_offset(self, log: Log, offset: int) -> int | None:
-        return self.leader_epoch_cache(log).epoch_for_offset(offset)
-
-    def latest_epoch(self, log: Log) -> int | None:
-        return self.leader_epoch_cache(log).latest_epoch()

@@ -14,11 +14,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple, TypeAlias
 
-# From the submodules, not the `index` package: `import index` first imports logstore (for
-# its errors), whose __init__ imports Log and so this module while `index` is half-built.
+from index import NO_TIMESTAMP, OffsetIndex, TimeIndex, TimestampOffset
 from index.base import MAX_RELATIVE_OFFSET
-from index.offset_index import OffsetIndex
-from index.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
 from logstore.clock import Clock, SystemClock
 from logstore.errors import (
     CorruptIndexError,

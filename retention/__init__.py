@@ -1,10 +1,8 @@
 """Retention policies (time, size, log start offset) as a pure plan, and the code that applies it."""
 
 from retention.apply import (
-    LEADER_OFFSET_INCREMENTED,
     SEGMENT_DELETION,
     apply_retention,
-    follow_leader_log_start_offset,
     plan_for_log,
 )
 from retention.plan import (
@@ -20,10 +18,8 @@ from retention.plan import (
 )
 
 __all__ = [
-    "LEADER_OFFSET_INCREMENTED",
     "SEGMENT_DELETION",
     "apply_retention",
-    "follow_leader_log_start_offset",
     "plan_for_log",
     "REASONS",
     "REASON_LOG_START_OFFSET",

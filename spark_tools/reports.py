@@ -26,6 +26,7 @@ import pyarrow.fs as pafs
 
 from logstore.config import LogConfig
 from logstore.errors import CorruptRecordError, LogstoreError
+from logstore.log_like import SegmentedLogLike
 from spark_tools.dataframes import distribute, spark_schema
 from spark_tools.layout import (
     PartitionFiles,
@@ -135,7 +136,7 @@ def _policy(config: LogConfig) -> str:
     return ",".join(config.cleanup_policy)
 
 
-def retention_row(log: Any, config: LogConfig, now_ms: int) -> dict[str, Any]:
+def retention_row(log: SegmentedLogLike, config: LogConfig, now_ms: int) -> dict[str, Any]:
     """The retention report row of an open Log (``retention.plan_for_log``, nothing changes)."""
     from retention.apply import plan_for_log
     from retention.plan import REASON_LOG_START_OFFSET, REASON_RETENTION_BYTES, REASON_RETENTION_MS
@@ -244,7 +245,7 @@ def _cleaner(config: LogConfig) -> Any:
     return Cleaner(config)
 
 
-def compaction_row(log: Any, config: LogConfig, now_ms: int) -> dict[str, Any]:
+def compaction_row(log: SegmentedLogLike, config: LogConfig, now_ms: int) -> dict[str, Any]:
     """The compaction report row of an open Log (a dry-run Cleaner round; nothing changes)."""
     segments = log.segments
     key_stats, cache = _read_segments(segments)
@@ -308,7 +309,7 @@ def _due_text(rng: Any, config: LogConfig) -> str:
             f"{config.min_cleanable_dirty_ratio}")
 
 
-_ROW_BUILDERS: dict[str, tuple[Callable[[Any, LogConfig, int], dict], pa.Schema]] = {
+_ROW_BUILDERS: dict[str, tuple[Callable[[SegmentedLogLike, LogConfig, int], dict], pa.Schema]] = {
     "compaction": (compaction_row, COMPACTION_SCHEMA),
     "retention": (retention_row, RETENTION_SCHEMA),
 }

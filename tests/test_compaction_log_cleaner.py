@@ -10,9 +10,15 @@ from compaction.cleaner import Cleaner
 from compaction.log_cleaner import LogCleaner
 from logstore.clock import ManualClock
 from logstore.manager import LogManager
+from retention import apply_retention
 
 DAY = 24 * 3600 * 1000
 BASE = {"segment.bytes": 1024, "file.delete.delay.ms": 0, "log.cleaner.backoff.ms": 1000}
+
+
+def _manager(tmp_path, config, clock) -> LogManager:
+    """A LogManager with the cleaner and the retention pass, as a broker runs one."""
+    return LogManager(tmp_path, config, clock=clock, cleaner=LogCleaner, retention=apply_retention)
 
 
 def _fill(log, n, keys, tag=b"v"):
@@ -22,7 +28,7 @@ def _fill(log, n, keys, tag=b"v"):
 
 def test_manager_cleans_due_compacted_logs_on_its_schedule(tmp_path):
     clock = ManualClock(10**12)
-    with LogManager(tmp_path, BASE, clock=clock) as mgr:
+    with _manager(tmp_path, BASE, clock) as mgr:
         compacted = mgr.get_or_create("users", 0, {"cleanup.policy": "compact"})
         plain = mgr.get_or_create("events", 0, {"cleanup.policy": "delete", "retention.ms": -1})
         _fill(compacted, 200, 5)
@@ -40,7 +46,7 @@ def test_manager_cleans_due_compacted_logs_on_its_schedule(tmp_path):
 
 def test_dirtiest_log_is_cleaned_first_and_clean_logs_are_left_alone(tmp_path):
     clock = ManualClock(10**12)
-    with LogManager(tmp_path, BASE, clock=clock) as mgr:
+    with _manager(tmp_path, BASE, clock) as mgr:
         a = mgr.get_or_create("a", 0, {"cleanup.policy": "compact"})
         b = mgr.get_or_create("b", 0, {"cleanup.policy": "compact"})
         _fill(a, 100, 3)
@@ -61,7 +67,7 @@ def test_compact_delete_policy_runs_retention_and_compaction(tmp_path):
     # Segments emptied by cleaning are dated by their files' mtime (as in Kafka), so this
     # clock starts at the wall-clock time the files get.
     clock = ManualClock(time.time_ns() // 1_000_000)
-    with LogManager(tmp_path, {**BASE, "log.retention.check.interval.ms": 1000}, clock=clock) as mgr:
+    with _manager(tmp_path, {**BASE, "log.retention.check.interval.ms": 1000}, clock) as mgr:
         log = mgr.get_or_create("cd", 0, {"cleanup.policy": "compact,delete", "retention.ms": DAY})
         _fill(log, 100, 4)
         log.roll()
@@ -76,7 +82,7 @@ def test_compact_delete_policy_runs_retention_and_compaction(tmp_path):
 
 def test_threads_clean_in_the_background_and_stop_waits(tmp_path):
     clock = ManualClock(10**12)
-    mgr = LogManager(tmp_path, {**BASE, "log.cleaner.threads": 2}, clock=clock)
+    mgr = _manager(tmp_path, {**BASE, "log.cleaner.threads": 2}, clock)
     log = mgr.get_or_create("t", 0, {"cleanup.policy": "compact"})
     _fill(log, 300, 4)
     log.roll()
@@ -101,7 +107,7 @@ def test_threads_clean_in_the_background_and_stop_waits(tmp_path):
 
 def test_stop_without_waiting_abandons_a_clean_safely(tmp_path):
     clock = ManualClock(10**12)
-    mgr = LogManager(tmp_path, BASE, clock=clock)
+    mgr = _manager(tmp_path, BASE, clock)
     log = mgr.get_or_create("t", 0, {"cleanup.policy": "compact"})
     _fill(log, 300, 4)
     log.roll()
@@ -135,7 +141,7 @@ def test_stop_without_waiting_abandons_a_clean_safely(tmp_path):
 
 def test_exclusive_keeps_the_cleaner_off_a_log(tmp_path):
     clock = ManualClock(10**12)
-    with LogManager(tmp_path, BASE, clock=clock) as mgr:
+    with _manager(tmp_path, BASE, clock) as mgr:
         log = mgr.get_or_create("t", 0, {"cleanup.policy": "compact"})
         _fill(log, 100, 3)
         log.roll()

@@ -8,45 +8,20 @@ import pytest
 from logstore import Log, LogConfig, Record
 from logstore.clock import ManualClock
 from logstore.errors import (
-    CorruptRecordError,
-    InvalidConfigError,
     InvalidRecordError,
     LogClosedError,
     LogLockedError,
     OffsetOutOfRangeError,
     ReadOnlyLogError,
-    RecordTooLargeError,
 )
-from logstore.log_files import (
-    DELETED_SUFFIX,
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    SWAP_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    segment_file_name,
-)
-from logstore.records import RecordBatch, build_batch, build_control_batch, iter_batches
-from logstore.segment import LogSegment
-
-NOW = 1_700_000_000_000
+from logstore.log_files import DELETED_SUFFIX, LOG_SUFFIX, segment_file_name
+from logstore.records import RecordBatch, iter_batches
+from tests.log_builders import NOW, batch, log_with_cleaned_copy, offsets, open_log
 
 
 @pytest.fixture
 def clock():
     return ManualClock(NOW)
-
-
-def open_log(tmp_path, clock, **config):
-    return Log.open(tmp_path / "t-0", config, clock=clock)
-
-
-def batch(n=3, *, ts=NOW, key=b"k", value=b"v" * 10, base_offset=0, **kw):
-    records = [Record(base_offset + i, ts + i, key, value) for i in range(n)]
-    return build_batch(records, base_offset=base_offset, **kw)
-
-
-def offsets(log):
-    return [r.offset for r in log.records()]
 
 
 # ------------------------------------------------------------------ append (leader)
@@ -87,86 +62,6 @@ def test_append_records_tuples_and_arrow_tables(tmp_path, clock):
             (3, NOW - 1, b"c", b"4", ()),
             (4, NOW - 2, b"d", None, ()),
         ]
-
-
-def test_log_append_time_stamps_max_timestamp_and_new_crc(tmp_path, clock):
-    with open_log(tmp_path, clock, **{"message.timestamp.type": "LogAppendTime"}) as log:
-        info = log.append(batch(3, ts=5))
-        assert info.log_append_time == NOW == info.max_timestamp
-        (stored,) = log.read(0).batches()
-        assert stored.timestamp_type == "LogAppendTime" and stored.max_timestamp == NOW
-        assert stored.is_valid()
-        assert [r.timestamp for r in log.records()] == [NOW] * 3
-
-
-def test_wrong_header_max_timestamp_is_rewritten_with_a_valid_crc(tmp_path, clock):
-    with open_log(tmp_path, clock) as log:
-        log.append(build_batch([Record(0, NOW, b"k", b"v")], max_timestamp=NOW - 100))
-        (stored,) = log.read(0).batches()
-        assert stored.max_timestamp == NOW and stored.is_valid()
-
-
-def test_batch_over_max_message_bytes_is_rejected(tmp_path, clock):
-    with open_log(tmp_path, clock, **{"max.message.bytes": 100}) as log:
-        with pytest.raises(RecordTooLargeError, match="exceeds the maximum configured value of 100"):
-            log.append(batch(5))
-        assert log.log_end_offset == 0
-
-
-def test_timestamps_outside_the_before_and_after_bounds_are_rejected(tmp_path, clock):
-    cfg = {"message.timestamp.before.max.ms": 1000, "message.timestamp.after.max.ms": 10}
-    with open_log(tmp_path, clock, **cfg) as log:
-        with pytest.raises(InvalidRecordError, match="before.max.ms"):
-            log.append(batch(1, ts=NOW - 1001))
-        with pytest.raises(InvalidRecordError, match="after.max.ms"):
-            log.append(batch(1, ts=NOW + 11))
-        log.append(batch(1, ts=NOW - 1000))
-        log.append(batch(1, ts=NOW + 10))
-        assert log.log_end_offset == 2
-
-
-def test_default_after_max_is_one_hour(tmp_path, clock):
-    with open_log(tmp_path, clock) as log:
-        log.append(batch(1, ts=NOW + 3_600_000))
-        with pytest.raises(InvalidRecordError):
-            log.append(batch(1, ts=NOW + 3_600_001))
-
-
-def test_corrupt_batch_is_rejected(tmp_path, clock):
-    data = bytearray(batch(2))
-    data[-1] ^= 0xFF
-    with open_log(tmp_path, clock) as log:
-        with pytest.raises(CorruptRecordError, match="CRC"):
-            log.append(data)
-        with pytest.raises(CorruptRecordError, match="trailing"):
-            log.append(batch(1) + b"\x00\x01")
-
-
-def test_compressed_batch_whose_count_disagrees_with_its_records_is_rejected(tmp_path, clock):
-    # Header says 3 records (lastOffsetDelta 2), the compressed body holds 2.
-    data = build_batch([Record(0, NOW, b"k", b"v"), Record(2, NOW, b"k", b"v")], compression="gzip")
-    with open_log(tmp_path, clock) as log, pytest.raises((InvalidRecordError, CorruptRecordError)):
-        log.append(data)
-
-
-def test_client_control_batches_and_keyless_compacted_records_are_rejected(tmp_path, clock):
-    with open_log(tmp_path, clock, **{"cleanup.policy": "compact"}) as log:
-        with pytest.raises(InvalidRecordError, match="control"):
-            log.append(build_control_batch("commit", producer_id=1, producer_epoch=0, coordinator_epoch=0,
-                                           timestamp=NOW))
-        with pytest.raises(InvalidRecordError, match="without a key"):
-            log.append([(None, b"v")])
-        log.append(build_control_batch("commit", producer_id=1, producer_epoch=0, coordinator_epoch=0,
-                                       timestamp=NOW), origin="coordinator")
-        assert log.log_end_offset == 1
-
-
-def test_compression_type_recompresses_appended_batches(tmp_path, clock):
-    with open_log(tmp_path, clock, **{"compression.type": "zstd"}) as log:
-        log.append(batch(3))
-        log.append([(b"k", b"v")])
-        assert [b.compression for b in log.read(0).batches()] == ["zstd", "zstd"]
-        assert offsets(log) == [0, 1, 2, 3]
 
 
 # ------------------------------------------------------------------ follower
@@ -354,57 +249,14 @@ def test_delete_segments_including_the_active_one_rolls_first(tmp_path, clock):
         assert (log.log_start_offset, log.log_end_offset) == (3, 3)
 
 
-def _cleaned_copy(log, old):
-    new = LogSegment.create(log.dir, old[0].base_offset, file_suffix=".cleaned")
-    for seg in old:
-        for b in seg.iter_batches():
-            new.append_batches(bytes(b.view))
-    new.flush()
-    new.on_become_inactive_segment()
-    return new
-
-
 def test_replace_segments_swaps_crash_safely(tmp_path, clock):
     with open_log(tmp_path, clock, **{"segment.bytes": 200}) as log:
-        for _ in range(6):
-            log.append(batch(1))
-        old = log.segments[:2]
-        expected = offsets(log)
-        new = _cleaned_copy(log, old)
+        old, expected, new = log_with_cleaned_copy(log)
         log.replace_segments([new], old)
         assert log.segments[0] is new and offsets(log) == expected
         assert not [n for n in os.listdir(log.dir) if n.endswith((".swap", ".cleaned"))]
     with Log.open(tmp_path / "t-0", clock=clock) as log:
         assert offsets(log) == expected
-
-
-def test_open_finishes_an_interrupted_swap(tmp_path, clock):
-    with open_log(tmp_path, clock, **{"segment.bytes": 200}) as log:
-        for _ in range(6):
-            log.append(batch(1))
-        old = log.segments[:2]
-        expected = offsets(log)
-        new = _cleaned_copy(log, old)
-        new.change_file_suffixes(".cleaned", ".swap")  # crash right after the .swap rename
-        new.close()
-    with Log.open(tmp_path / "t-0", clock=clock) as log:
-        assert offsets(log) == expected
-        assert log.segments[1].base_offset > old[1].base_offset
-    assert not [n for n in os.listdir(tmp_path / "t-0") if n.endswith((".swap", ".cleaned", ".deleted"))]
-
-
-def test_open_rolls_back_an_unfinished_clean(tmp_path, clock):
-    with open_log(tmp_path, clock, **{"segment.bytes": 200}) as log:
-        for _ in range(6):
-            log.append(batch(1))
-        expected = offsets(log)
-        new = _cleaned_copy(log, log.segments[:2])
-        new.close()
-    (tmp_path / "t-0" / "junk.txt").write_text("unknown files are ignored")
-    with Log.open(tmp_path / "t-0", clock=clock) as log:
-        assert offsets(log) == expected
-    names = os.listdir(tmp_path / "t-0")
-    assert "junk.txt" in names and not [n for n in names if n.endswith(".cleaned")]
 
 
 # ------------------------------------------------------------------ open, recovery, ownership
@@ -414,47 +266,6 @@ def test_second_open_of_the_same_directory_is_refused(tmp_path, clock):
     with open_log(tmp_path, clock), pytest.raises(LogLockedError):
         Log.open(tmp_path / "t-0", clock=clock)
     Log.open(tmp_path / "t-0", clock=clock).close()
-
-
-def test_reopen_keeps_offsets_and_recovery_point(tmp_path, clock):
-    with open_log(tmp_path, clock, **{"segment.bytes": 300}) as log:
-        for _ in range(5):
-            log.append(batch(2))
-        segs = len(log.segments)
-    assert (tmp_path / "recovery-point-offset-checkpoint").read_text() == "0\n1\nt 0 10\n"
-    with Log.open(tmp_path / "t-0", {"segment.bytes": 300}, clock=clock) as log:
-        assert (log.log_end_offset, log.recovery_point, len(log.segments)) == (10, 10, segs)
-        assert log.append(batch(1)).first_offset == 10
-
-
-def test_torn_tail_is_truncated_on_open(tmp_path, clock):
-    with open_log(tmp_path, clock) as log:
-        log.append(batch(2))
-        log.append(batch(2))
-        path = log.active_segment.log_path
-    os.truncate(path, os.path.getsize(path) - 5)
-    (tmp_path / "recovery-point-offset-checkpoint").unlink()
-    with Log.open(tmp_path / "t-0", clock=clock) as log:
-        assert offsets(log) == [0, 1] and log.recovered_bytes > 0
-        assert log.append(batch(1)).first_offset == 2
-
-
-def test_missing_and_corrupt_indexes_are_rebuilt(tmp_path, clock):
-    cfg = {"segment.bytes": 400, "index.interval.bytes": 50}
-    with open_log(tmp_path, clock, **cfg) as log:
-        for _ in range(8):
-            log.append(batch(2))
-        first = log.segments[0]
-        index_bytes = first.offset_index.path.read_bytes()
-        time_bytes = first.time_index.path.read_bytes()
-        assert index_bytes and time_bytes
-    directory = tmp_path / "t-0"
-    (directory / segment_file_name(0, INDEX_SUFFIX)).unlink()
-    (directory / segment_file_name(0, TIME_INDEX_SUFFIX)).write_bytes(b"\x00" * 7)
-    with Log.open(directory, cfg, clock=clock) as log:
-        assert offsets(log) == list(range(16))
-    assert (directory / segment_file_name(0, INDEX_SUFFIX)).read_bytes() == index_bytes
-    assert (directory / segment_file_name(0, TIME_INDEX_SUFFIX)).read_bytes() == time_bytes
 
 
 def test_read_only_refuses_writes_and_writes_nothing(tmp_path, clock):
@@ -527,22 +338,6 @@ def test_segment_jitter_is_below_segment_ms(tmp_path, clock):
         assert all(0 <= s.roll_jitter_ms < 1000 for s in log.segments)
 
 
-def test_open_finishes_a_swap_whose_indexes_were_not_written(tmp_path, clock):
-    with open_log(tmp_path, clock, **{"segment.bytes": 200}) as log:
-        for _ in range(6):
-            log.append(batch(1))
-        old = log.segments[:2]
-        expected = offsets(log)
-        new = _cleaned_copy(log, old)
-        new.close()
-        new.change_file_suffixes(".cleaned", ".swap")
-    for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-        (tmp_path / "t-0" / segment_file_name(0, suffix, SWAP_SUFFIX)).unlink()
-    with Log.open(tmp_path / "t-0", clock=clock) as log:
-        assert offsets(log) == expected
-        assert log.segments[0].offset_index.path.exists()
-
-
 def test_appends_reads_and_deletions_on_threads(tmp_path, clock):
     import threading
 
@@ -594,16 +389,3 @@ def test_appends_reads_and_deletions_on_threads(tmp_path, clock):
         assert got == list(range(log.log_start_offset, 600))
 
 
-@pytest.mark.parametrize("index_bytes", [4, 8, 11])
-def test_open_with_index_bytes_the_indexes_reject_creates_nothing(tmp_path, index_bytes):
-    with pytest.raises(InvalidConfigError, match="segment.index.bytes"):
-        Log.open(tmp_path / "new" / "t-0", {"segment.index.bytes": index_bytes})
-    assert not (tmp_path / "new").exists()
-
-
-def test_open_of_an_existing_directory_with_rejected_index_bytes_adds_no_lock(tmp_path):
-    directory = tmp_path / "t-0"
-    directory.mkdir()
-    with pytest.raises(InvalidConfigError, match="segment.index.bytes"):
-        Log.open(directory, {"segment.index.bytes": 4})
-    assert list(directory.iterdir()) == []

@@ -1,10 +1,9 @@
-"""Log reads bounded by fetch isolation: log end, high watermark, and read_committed via PartitionState."""
+"""Log reads bounded by fetch isolation: log end, high watermark, and read_committed."""
 
 import pytest
 
 from logstore import Log, Record
 from logstore.clock import ManualClock
-from logstore.partition_state import PartitionState
 from logstore.records import build_batch, build_control_batch
 
 NOW = 1_700_000_000_000
@@ -23,7 +22,7 @@ def marker(kind, producer_id):
 
 @pytest.fixture
 def log(tmp_path):
-    with Log.open(tmp_path / "t-0", clock=ManualClock(NOW), hooks=[PartitionState()]) as log:
+    with Log.open(tmp_path / "t-0", clock=ManualClock(NOW)) as log:
         yield log
 
 

@@ -127,12 +127,10 @@ def test_kafka_directory_opens_writable_and_appends_continue(kafka_dir):
         assert [r.offset for r in log.records(719)] == [719, 720]
 
 
-def test_with_partition_state_hooks_every_kafka_file_but_partition_metadata_is_identical(tmp_path):
-    from logstore.partition_state import PartitionState
-
+def test_every_kafka_file_but_partition_metadata_is_identical_with_producer_state_and_epochs(tmp_path):
     calls, data = _calls()
     clock = ManualClock(max(b.max_timestamp for b in iter_batches(data)))
-    with Log.open(tmp_path / "plain-0", CONFIG, clock=clock, hooks=[PartitionState()]) as log:
+    with Log.open(tmp_path / "plain-0", CONFIG, clock=clock) as log:
         for call in calls:
             log.append(data[call["position"] : call["position"] + call["size"]], leader_epoch=call["leaderEpoch"])
     kafka = SAMPLE / "logdir/plain-0"
@@ -144,12 +142,11 @@ def test_with_partition_state_hooks_every_kafka_file_but_partition_metadata_is_i
 
 
 def test_idempotent_retry_is_answered_with_the_first_offsets(tmp_path):
-    from logstore.partition_state import PartitionState
     from logstore.records import Record, build_batch
 
     clock = ManualClock(1700000000000)
     data = build_batch([Record(0, 1700000000000, b"k", b"v")] * 1, producer_id=7, producer_epoch=0, base_sequence=0)
-    with Log.open(tmp_path / "t-0", clock=clock, hooks=[PartitionState()]) as log:
+    with Log.open(tmp_path / "t-0", clock=clock) as log:
         log.append([(b"a", b"b")])
         first = log.append(data)
         again = log.append(data)

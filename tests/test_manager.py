@@ -10,6 +10,7 @@ from logstore.clock import ManualClock
 from logstore.errors import InvalidTopicError, LogLockedError
 from logstore.manager import Scheduler
 from logstore.records import build_batch
+from retention import apply_retention
 
 NOW = 1_700_000_000_000
 
@@ -125,7 +126,7 @@ def test_background_tasks_run_on_the_clock_without_sleeping(tmp_path, clock):
     config = {"log.retention.check.interval.ms": 10_000, "retention.ms": 1000, "segment.bytes": 200,
               "file.delete.delay.ms": 0, "log.flush.scheduler.interval.ms": 100, "flush.ms": 500,
               "log.initial.task.delay.ms": 0}
-    with LogManager(tmp_path, config, clock=clock) as manager:
+    with LogManager(tmp_path, config, clock=clock, retention=apply_retention) as manager:
         log = manager.get_or_create("t", 0)
         for _ in range(4):
             log.append(batch(1))
@@ -145,11 +146,24 @@ def test_log_tasks_first_run_after_the_initial_task_delay(tmp_path, clock):
     deletion wait that long after start, then run every period."""
     log_tasks = {"kafka-log-retention", "kafka-log-flusher", "kafka-recovery-point-checkpoint",
                  "kafka-log-start-offset-checkpoint", "kafka-delete-logs"}
-    with LogManager(tmp_path, clock=clock) as manager:
+    with LogManager(tmp_path, clock=clock, retention=apply_retention) as manager:
         assert not log_tasks & set(manager.run_pending(NOW + 29_999))
         assert log_tasks <= set(manager.run_pending(NOW + 30_000))
         assert "kafka-log-retention" not in manager.run_pending(NOW + 30_000 + 299_999)
         assert "kafka-log-retention" in manager.run_pending(NOW + 30_000 + 300_000)
+
+
+def test_a_manager_without_policies_neither_cleans_nor_deletes_old_segments(tmp_path, clock):
+    config = {"retention.ms": 1000, "segment.bytes": 200, "log.initial.task.delay.ms": 0}
+    with LogManager(tmp_path, config, clock=clock) as manager:
+        assert manager.log_cleaner is None
+        assert not {"kafka-log-retention", "kafka-log-cleaner"} & set(manager.scheduler.tasks)
+        log = manager.get_or_create("t", 0)
+        for _ in range(4):
+            log.append(batch(1))
+        clock.advance(600_000)
+        manager.run_pending()
+        assert log.log_start_offset == 0 and log.segments[0].base_offset == 0
 
 
 def test_scheduler_runs_due_tasks_once_per_call():

@@ -29,7 +29,7 @@ LAG = 1000
 def _partition(replica_id: int, clock: ManualClock, **config: int) -> Partition:
     cfg = {"replica.lag.time.max.ms": LAG, "min.insync.replicas": 1, **config}
     log = MemoryLog("t", 0, {k.replace("_", "."): v for k, v in cfg.items()}, clock)
-    return Partition(log, replica_id, leader_epoch_cache=log.epochs, clock=clock)
+    return Partition(log, replica_id, clock=clock)
 
 
 class Trio:

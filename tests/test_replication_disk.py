@@ -11,6 +11,7 @@ import pytest
 from logstore import Log
 from logstore.clock import ManualClock
 from logstore.errors import FencedLeaderEpochError, ReplicaNotAvailableError
+from logstore.policies import RetentionPass
 from logstore.replication.controller import Controller
 from logstore.replication.follower import Follower, Step
 from logstore.replication.partition import Partition
@@ -21,13 +22,16 @@ from logstore.replication.transport import (
     TcpTransport,
     Transport,
 )
+from retention import apply_retention
 
 CONFIG = {"segment.bytes": 400, "file.delete.delay.ms": 0, "min.insync.replicas": 2,
           "replica.lag.time.max.ms": 10_000}
 
 
-def _open_three(root: Path, clock: ManualClock, config: dict[str, int] | None = None) -> list[Partition]:
-    return [Partition.open(root / f"broker-{i}" / "orders-0", i, config or CONFIG, clock=clock) for i in range(3)]
+def _open_three(root: Path, clock: ManualClock, config: dict[str, int] | None = None, *,
+                retention: RetentionPass | None = apply_retention) -> list[Partition]:
+    return [Partition.open(root / f"broker-{i}" / "orders-0", i, config or CONFIG, clock=clock, retention=retention)
+            for i in range(3)]
 
 
 def _start(partitions: list[Partition], transport: Transport) -> tuple[Controller, dict[int, Follower]]:
@@ -43,9 +47,19 @@ def _rounds(followers: dict[int, Follower], n: int) -> None:
             follower.step()
 
 
-def test_retention_on_the_leader_moves_every_follower_start_within_one_fetch(tmp_path: Path) -> None:
-    from retention import apply_retention
+def _fill_and_retain(parts: list[Partition], followers: dict[int, Follower]) -> int:
+    """40 appends fetched by both followers, then a retention pass on the leader; its new start."""
+    leader = parts[0]
+    for i in range(40):
+        leader.append([(b"k%d" % i, b"x" * 40)])
+        _rounds(followers, 2)
+    assert all(len(p.log.segments) > 4 for p in parts)
+    plan = apply_retention(leader.log)
+    assert plan.new_log_start_offset > 0
+    return leader.log.log_start_offset
 
+
+def test_retention_on_the_leader_moves_every_follower_start_within_one_fetch(tmp_path: Path) -> None:
     clock = ManualClock(1_000_000)
     config = {**CONFIG, "retention.bytes": 800}
     parts = _open_three(tmp_path, clock, config)
@@ -54,20 +68,33 @@ def test_retention_on_the_leader_moves_every_follower_start_within_one_fetch(tmp
         transport.register(p)
     _, followers = _start(parts, transport)
     _rounds(followers, 2)
-    leader = parts[0]
-    for i in range(40):
-        leader.append([(b"k%d" % i, b"x" * 40)])
-        _rounds(followers, 2)
-    assert all(len(p.log.segments) > 4 for p in parts)
-    plan = apply_retention(leader.log)
-    assert plan.new_log_start_offset > 0
-    start = leader.log.log_start_offset
+    start = _fill_and_retain(parts, followers)
     _rounds(followers, 1)  # one fetch each
     for p in parts:
         assert p.log.log_start_offset == start
         assert p.log.segments[0].base_offset <= start < p.log.segments[0].next_offset or \
             p.log.segments[0].base_offset == start
         assert all(s.next_offset > start for s in p.log.segments)  # nothing wholly below it
+    for p in parts:
+        p.close()
+
+
+def test_followers_without_retention_take_the_leader_start_but_keep_their_segments(tmp_path: Path) -> None:
+    clock = ManualClock(1_000_000)
+    parts = _open_three(tmp_path, clock, {**CONFIG, "retention.bytes": 800}, retention=None)
+    transport = InProcessTransport()
+    for p in parts:
+        transport.register(p)
+    _, followers = _start(parts, transport)
+    _rounds(followers, 2)
+    start = _fill_and_retain(parts, followers)
+    segments = {p.replica_id: list(p.log.segments) for p in parts[1:]}
+    _rounds(followers, 1)
+    for p in parts[1:]:
+        assert p.log.log_start_offset == start
+        assert p.log.segments == segments[p.replica_id]  # left to the follower's next retention pass
+        assert apply_retention(p.log).new_log_start_offset == start
+        assert all(s.next_offset > start for s in p.log.segments)
     for p in parts:
         p.close()
 
@@ -175,3 +202,11 @@ def test_demo_fails_over_without_losing_an_acknowledged_record(tmp_path: Path) -
         assert log.log_end_offset == 150
         log.close()
     assert run_demo(tmp_path, out=lines.append)["present_on_every_replica"] == 150  # a second run
+
+
+def test_partition_open_passes_its_config_to_producer_state(tmp_path):
+    partition = Partition.open(tmp_path / "t-0", 0, {"producer.id.expiration.ms": 1000})
+    try:
+        assert partition.log.producer_state.producer_id_expiration_ms == 1000
+    finally:
+        partition.log.close()

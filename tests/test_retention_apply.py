@@ -1,4 +1,4 @@
-"""Retention on a live Log: Log.delete_old_segments / retention.apply_retention end to end with
+"""Retention on a live Log: retention.apply_retention end to end with
 a fake clock, `.deleted` files during file.delete.delay.ms, the high watermark bound, racing
 readers and appenders, a crash between renaming and deleting, and a follower that follows."""
 
@@ -21,13 +21,13 @@ from logstore.checkpoint import read_offsets_checkpoint
 from logstore.clock import ManualClock
 from logstore.errors import OffsetOutOfRangeError, ReadOnlyLogError
 from logstore.log_files import DELETED_SUFFIX, LOG_SUFFIX, SNAPSHOT_SUFFIX, segment_file_name
+from logstore.replication import LEADER_OFFSET_INCREMENTED
 from retention import (
     REASON_LOG_START_OFFSET,
     REASON_RETENTION_BYTES,
     REASON_RETENTION_MS,
     SegmentInfo,
     apply_retention,
-    follow_leader_log_start_offset,
     plan_for_log,
     plan_retention,
 )
@@ -72,7 +72,7 @@ def test_time_retention_renames_then_deletes_after_file_delete_delay(tmp_path, c
     snapshots = {segment_file_name(s.base_offset, SNAPSHOT_SUFFIX, DELETED_SUFFIX) for s in segments[:3]
                  if (log.dir / segment_file_name(s.base_offset, SNAPSHOT_SUFFIX)).exists()}
     assert snapshots  # taken at the rolls: they go with their segments, after the same delay
-    plan = log.delete_old_segments()
+    plan = apply_retention(log)
     assert [d.segment for d in plan.deletions] == segments[:3]
     assert {d.reason for d in plan.deletions} == {REASON_RETENTION_MS}
     assert log.log_start_offset == segments[3].base_offset == plan.new_log_start_offset
@@ -101,15 +101,15 @@ def test_size_retention_keeps_at_least_retention_bytes(tmp_path, clock):
     sizes = [s.size for s in log.segments]
     limit = sum(sizes) - sizes[0] - sizes[1] - 1  # two segments must go, a third would undershoot
     log.config = log.config.with_overrides({"retention.bytes": limit})
-    plan = log.delete_old_segments()
+    plan = apply_retention(log)
     assert [d.reason for d in plan.deletions] == [REASON_RETENTION_BYTES] * 2
     assert plan.bytes_reclaimed == sizes[0] + sizes[1]
     assert log.size == limit + 1
     limit = log.size - sizes[2]  # exactly one more segment's worth over: it goes, nothing else
     log.config = log.config.with_overrides({"retention.bytes": limit})
-    assert len(log.delete_old_segments().deletions) == 1
+    assert len(apply_retention(log).deletions) == 1
     assert log.size == limit
-    assert not log.delete_old_segments()
+    assert not apply_retention(log)
     log.close()
 
 
@@ -118,7 +118,7 @@ def test_expired_active_segment_rolls_and_log_keeps_appending(tmp_path, clock):
     fill(log, clock, 10)
     end = log.log_end_offset
     clock.advance(10_000)
-    plan = log.delete_old_segments()
+    plan = apply_retention(log)
     assert plan.roll_active_first
     assert len(log.segments) == 1
     assert log.active_segment.base_offset == end == log.log_start_offset
@@ -135,11 +135,11 @@ def test_nothing_at_or_above_the_high_watermark_is_deleted(tmp_path, clock):
     bases = [s.base_offset for s in log.segments]
     log.high_watermark = bases[2] + 1
     clock.advance(1000)
-    plan = log.delete_old_segments()
+    plan = apply_retention(log)
     assert [d.segment.base_offset for d in plan.deletions] == bases[:2]
     assert log.log_start_offset == bases[2] <= log.high_watermark
     log.high_watermark = log.log_end_offset - 1
-    log.delete_old_segments()
+    apply_retention(log)
     assert len(log.segments) == 1  # the active segment holds offsets at the high watermark
     log.close()
 
@@ -148,10 +148,10 @@ def test_compact_policy_only_deletes_below_the_log_start_offset(tmp_path, clock)
     log = open_log(tmp_path / "t-0", clock, retention_ms=0, cleanup_policy="compact")
     fill(log, clock, 20)
     clock.advance(1000)
-    assert not log.delete_old_segments()
+    assert not apply_retention(log)
     third = log.segments[2].base_offset
     log.delete_records_before(third + 1)
-    plan = log.delete_old_segments()
+    plan = apply_retention(log)
     assert [d.reason for d in plan.deletions] == [REASON_LOG_START_OFFSET] * 2
     assert log.log_start_offset == third + 1
     assert log.segments[0].base_offset == third
@@ -201,7 +201,7 @@ def test_kafka_sample_retention_by_time_and_size(tmp_path):
 
     total = sum(s.size for s in segments)
     log.config = log.config.with_overrides({"retention.ms": -1, "retention.bytes": total - segments[0].size})
-    done = log.delete_old_segments()
+    done = apply_retention(log)
     assert [d.segment.base_offset for d in done.deletions] == [0]
     assert log.log_start_offset == 105
     assert sorted(n for n in files(directory) if n.startswith("00000000000000000000.")) == [
@@ -219,7 +219,7 @@ def test_reader_holding_a_deleted_segment_finishes_or_gets_out_of_range(tmp_path
     records = log.records(0)
     first = next(records)
     clock.advance(10_000)
-    log.delete_old_segments()
+    apply_retention(log)
     assert [b.base_offset for b in fetched.batches()] == fetched_offsets  # bytes already read
     assert first.offset == 0
     try:
@@ -267,7 +267,7 @@ def test_retention_races_appenders_and_readers(tmp_path, clock):
         try:
             while not done.is_set() or (log.log_start_offset == 0 and clock.time_ms() < T0 + 60_000):
                 clock.advance(100)
-                log.delete_old_segments()
+                apply_retention(log)
                 log.delete_expired_files()
         except BaseException as exc:  # noqa: BLE001
             errors.append(exc)
@@ -291,6 +291,7 @@ CRASH_SCRIPT = textwrap.dedent(
     import os, sys
     from logstore import Log
     from logstore.clock import ManualClock
+    from retention import apply_retention
     clock = ManualClock({t0})
     log = Log.open(sys.argv[1], {{"segment.bytes": 400, "retention.ms": 5000,
                                   "file.delete.delay.ms": 60000}}, clock=clock)
@@ -299,7 +300,7 @@ CRASH_SCRIPT = textwrap.dedent(
         clock.advance(1000)
     log.flush()
     if sys.argv[2] == "after-rename":
-        print(log.delete_old_segments().new_log_start_offset, flush=True)
+        print(apply_retention(log).new_log_start_offset, flush=True)
     else:
         target = log.segments[3].base_offset
         log.maybe_increment_log_start_offset(target, "segment_deletion")
@@ -323,7 +324,7 @@ def test_crash_between_start_offset_rename_and_delete_is_finished_on_reopen(tmp_
     log = open_log(directory, clock, retention_ms=-1)
     assert deleted_files(directory) == []  # the loader finishes the interrupted delete
     assert log.log_start_offset == start
-    log.delete_old_segments()  # what the crash left below the start goes by the start-offset rule
+    apply_retention(log)  # what the crash left below the start goes by the start-offset rule
     assert log.segments[0].base_offset <= start < (log.segments[1].base_offset if len(log.segments) > 1 else 1 << 62)
     assert next(log.records()).offset == start
     assert log.log_end_offset == 30
@@ -345,7 +346,8 @@ def test_follower_follows_leader_start_offset_and_restarts_when_too_far_behind(t
         if fetched.records:
             follower.append_as_follower(fetched.records)
         follower.high_watermark = fetched.high_watermark
-        follow_leader_log_start_offset(follower, fetched.log_start_offset)
+        if follower.maybe_increment_log_start_offset(fetched.log_start_offset, LEADER_OFFSET_INCREMENTED):
+            apply_retention(follower)  # the segments wholly below the new start go now
 
     fill(leader, clock, 30)
     while follower.log_end_offset < leader.log_end_offset:
@@ -353,7 +355,7 @@ def test_follower_follows_leader_start_offset_and_restarts_when_too_far_behind(t
     assert [r.offset for r in follower.records()] == list(range(30))
 
     clock.set(leader.segments[2].largest_timestamp + 5001)
-    assert len(leader.delete_old_segments().deletions) == 3
+    assert len(apply_retention(leader).deletions) == 3
     fetch_once()
     assert follower.log_start_offset == leader.log_start_offset
     assert all(s.base_offset >= leader.segments[0].base_offset for s in follower.segments)
@@ -402,7 +404,7 @@ def test_apply_on_a_real_log_matches_the_plan_of_its_metadata(
     infos = [SegmentInfo.of(s) for s in log.segments]
     expected = plan_retention(infos, config, now_ms=clock.time_ms(),
                               log_start_offset=log.log_start_offset, high_watermark=log.high_watermark)
-    done = log.delete_old_segments()
+    done = apply_retention(log)
     assert [(d.segment.base_offset, d.reason) for d in done.deletions] == [
         (d.segment.base_offset, d.reason) for d in expected.deletions]
     assert (done.new_log_start_offset, done.bytes_reclaimed, done.roll_active_first) == (

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import os
 
+from compaction import LogCleaner
 from logstore.checkpoint import read_offsets_checkpoint
 from logstore.clock import ManualClock
 from logstore.manager import LogManager
+from retention import apply_retention
 
 T0 = 1_700_000_000_000
 CHECK_MS = 300_000
@@ -21,7 +23,7 @@ def test_retention_runs_every_check_interval_and_files_go_after_the_delay(tmp_pa
     clock = ManualClock(T0)
     config = {"segment.bytes": 400, "retention.ms": 60_000, "file.delete.delay.ms": 60_000,
               "log.retention.check.interval.ms": CHECK_MS, "log.initial.task.delay.ms": CHECK_MS}
-    manager = LogManager(tmp_path, config, clock=clock)
+    manager = LogManager(tmp_path, config, clock=clock, retention=apply_retention)
     log = manager.get_or_create("orders", 0)
     for i in range(30):
         log.append([(b"k%d" % i, b"v" * 40)])
@@ -52,7 +54,7 @@ def test_compact_only_logs_still_drop_segments_below_the_log_start_offset(tmp_pa
     clock = ManualClock(T0)
     config = {"segment.bytes": 400, "log.retention.check.interval.ms": CHECK_MS, "file.delete.delay.ms": 0,
               "log.cleaner.enable": False}  # only retention may touch the compacted log here
-    manager = LogManager(tmp_path, config, clock=clock)
+    manager = LogManager(tmp_path, config, clock=clock, cleaner=LogCleaner, retention=apply_retention)
     compacted = manager.get_or_create("users", 0, {"cleanup.policy": "compact", "retention.ms": 0})
     kept = manager.get_or_create("events", 0, {"retention.ms": -1})
     for log in (compacted, kept):

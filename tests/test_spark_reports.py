@@ -14,6 +14,7 @@ from logstore.clock import ManualClock
 from logstore.errors import LogstoreError
 from logstore.log import Log
 from logstore.records import Record, build_batch, build_control_batch
+from retention import apply_retention
 from spark_tools import compaction_report, retention_report, write_report
 from spark_tools.reports import local_report
 from spark_tools.topic_configs import TopicConfigs
@@ -130,7 +131,7 @@ def _engine_retention(directory: Path, now: int):
         try:
             before_bases = [s.base_offset for s in log.segments]
             before_size = log.size
-            log.delete_old_segments(now_ms=now)
+            apply_retention(log, now_ms=now)
             after_bases = {s.base_offset for s in log.segments}
             out[(topic, int(partition))] = {
                 "deleted": [b for b in before_bases if b not in after_bases],

@@ -116,7 +116,6 @@ def read_records(stream: Any, fmt: str, b64: bool) -> Iterator[tuple]:
 def run(args: argparse.Namespace) -> int:
     """Append stdin's records in batches; print the first and last offsets assigned."""
     from logstore.log import Log
-    from logstore.partition_state import PartitionState
     from logstore.records import Record, build_batch
 
     path = partition_path(args)
@@ -128,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
     records = read_records(sys.stdin, args.format, args.base64)
     batch_size = min(args.batch_size, sys.maxsize)
     pending = list(islice(records, batch_size))  # bad first lines fail before the log is touched
-    with Log.open(path, configs, hooks=[PartitionState()]) as log:
+    with Log.open(path, configs) as log:
         while pending:
             now = log.clock.time_ms()
             batch = [Record(i, now if ts is None else ts, key, value, headers)

@@ -97,14 +97,14 @@ def is_repair(change: dict[str, Any]) -> bool:
 def recover_partition(path: Path) -> int:
     """Open `path` read-write with full recovery (from offset 0, as after a crash) and close it."""
     from logstore.checkpoint import LOG_START_OFFSET_CHECKPOINT, read_offsets_checkpoint
-    from logstore.log import LoadState, Log
+    from logstore.log import Log
     from logstore.log_files import parse_partition_dir
-    from logstore.partition_state import PartitionState
+    from logstore.log_loader import LoadState
 
     key = parse_partition_dir(path.name)
     start = read_offsets_checkpoint(path.parent / LOG_START_OFFSET_CHECKPOINT).get(key, 0)
     state = LoadState(recovery_point=0, log_start_offset=start, clean_shutdown=False)
-    log = Log.open(path, hooks=[PartitionState()], load_state=state)
+    log = Log.open(path, load_state=state)
     recovered = log.recovered_bytes
     log.close()
     return recovered

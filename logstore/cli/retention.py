@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     """Plan (and unless --dry-run, apply) retention on every partition found; print each plan."""
     from logstore.clock import ManualClock, SystemClock
     from logstore.log import Log
-    from retention import SegmentInfo, plan_for_log
+    from retention import SegmentInfo, apply_retention, plan_for_log
 
     config = parse_config_options(args.config)
     clock = ManualClock(args.now) if args.now is not None else SystemClock()
@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
             preview = plan_for_log(log, now_ms=now)
             # Read segment metadata before any file is renamed.
             infos = {s.base_offset: SegmentInfo.of(s) for s in preview.segments}
-            plan = preview if args.dry_run else log.delete_old_segments(now_ms=now)
+            plan = preview if args.dry_run else apply_retention(log, now_ms=now)
         finally:
             log.close()
         rows = [(infos[s.base_offset], reason) for s, reason in plan.deletions]

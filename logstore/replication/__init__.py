@@ -12,6 +12,7 @@ from logstore.replication.election import (
 from logstore.replication.follower import Follower, Step, truncation_offset
 from logstore.replication.partition import (
     ACKS_ALL,
+    LEADER_OFFSET_INCREMENTED,
     AppendHandle,
     EpochEndOffset,
     FetchResponse,
@@ -28,6 +29,7 @@ from logstore.replication.transport import (
 
 __all__ = [
     "ACKS_ALL",
+    "LEADER_OFFSET_INCREMENTED",
     "AppendHandle",
     "Controller",
     "Election",

@@ -33,11 +33,15 @@ from logstore.errors import (
     UnknownLeaderEpochError,
 )
 from logstore.log import AppendInfo, Log
+from logstore.log_like import LogLike
+from logstore.policies import RetentionPass
 
 LEADER = "leader"
 FOLLOWER = "follower"
 UNKNOWN_OFFSET = -1  # a remote replica's LEO before its first fetch (Kafka's UnknownOffset)
 ACKS_ALL = -1
+#: The reason recorded when a follower takes its leader's log start offset (Kafka's LeaderOffsetIncremented).
+LEADER_OFFSET_INCREMENTED = "leader_offset_incremented"
 _ACKS = (ACKS_ALL, 0, 1)
 _CHECKPOINT_LOCK = threading.Lock()
 
@@ -134,22 +138,27 @@ IsrChangeCallback = Callable[["Partition", int, frozenset[int]], bool]
 
 class Partition:
     """One local replica. Thread-safe (one lock). Build with `Partition.open` (a Log with
-    Kafka's partition state) or directly around any Log-like object and its epoch cache."""
+    Kafka's partition state) or directly around any LogLike and its epoch cache.
+
+    `retention` (e.g. retention.apply_retention) runs on the log when a fetch moves its log
+    start offset, deleting the segments wholly below it at once; without it they stay until
+    the next retention pass.
+    """
 
     def __init__(
         self,
-        log: Any,
+        log: LogLike,
         replica_id: int,
         *,
-        leader_epoch_cache: LeaderEpochFileCache,
         clock: Clock | None = None,
         on_isr_change: IsrChangeCallback | None = None,
+        retention: RetentionPass | None = None,
     ):
         self.log = log
         self.replica_id = replica_id
-        self.epochs = leader_epoch_cache
         self.clock = clock or log.clock
         self.on_isr_change = on_isr_change
+        self.retention = retention
         log.high_watermark_follows_log_end = False
         self.role: str | None = None
         self.leader_id: int | None = None
@@ -171,20 +180,22 @@ class Partition:
         *,
         clock: Clock | None = None,
         on_isr_change: IsrChangeCallback | None = None,
+        retention: RetentionPass | None = None,
     ) -> Partition:
         """Open the partition directory `path` as a replica: a Log with producer state and the
         leader-epoch cache, and the HW from the data directory's replication-offset-checkpoint."""
-        from logstore.partition_state import PartitionState
-
-        state = PartitionState()
-        log = Log.open(path, config, clock=clock, hooks=[state])
-        partition = cls(log, replica_id, leader_epoch_cache=state.leader_epoch_cache(log),
-                        clock=clock, on_isr_change=on_isr_change)
+        log = Log.open(path, config, clock=clock)
+        partition = cls(log, replica_id, clock=clock, on_isr_change=on_isr_change, retention=retention)
         checkpoint = read_offsets_checkpoint(log.dir.parent / REPLICATION_OFFSET_CHECKPOINT)
         log.high_watermark = checkpoint.get((log.topic, log.partition), 0)
         return partition
 
     # ------------------------------------------------------------------ state
+
+    @property
+    def epochs(self) -> LeaderEpochFileCache:
+        """The log's leader-epoch cache (read it; the log changes it)."""
+        return self.log.leader_epoch_cache
 
     @property
     def topic(self) -> str:
@@ -252,7 +263,7 @@ class Partition:
                 f"replica {self.replica_id} of {self.topic}-{self.partition} changed role"))
             leo = self.log.log_end_offset
             self.role, self.leader_id, self.leader_epoch = LEADER, self.replica_id, leader_epoch
-            self.epochs.assign(leader_epoch, leo)
+            self.log.assign_epoch_start_offset(leader_epoch, leo)
             self.leader_epoch_start_offset = leo
             self._remotes = {
                 r: ReplicaState(r, last_caught_up_time_ms=now if r in self.isr else 0, last_fetch_time_ms=now,
@@ -488,8 +499,8 @@ class Partition:
 
     def append_fetched(self, leader_epoch: int, response: FetchResponse) -> bool:
         """Apply a fetch response as a follower of `leader_epoch`: append the batches, set
-        HW = min(LEO, leader HW), take the leader's log start offset (deleting segments wholly
-        below it). False (nothing applied) if the role or epoch changed meanwhile."""
+        HW = min(LEO, leader HW), take the leader's log start offset (and run `retention` if it
+        moved). False (nothing applied) if the role or epoch changed meanwhile."""
         with self._lock:
             if self.role != FOLLOWER or self.leader_epoch != leader_epoch:
                 return False
@@ -502,20 +513,17 @@ class Partition:
             return True
 
     def _follow_log_start_offset(self, leader_log_start_offset: int) -> None:
-        from retention import follow_leader_log_start_offset  # retention imports logstore
-
-        follow_leader_log_start_offset(self.log, min(leader_log_start_offset, self.log.high_watermark))
+        # Never past this replica's HW, which the log start offset may not pass.
+        offset = min(leader_log_start_offset, self.log.high_watermark)
+        if self.log.maybe_increment_log_start_offset(offset, LEADER_OFFSET_INCREMENTED) \
+                and self.retention is not None:
+            self.retention(self.log)
 
     def truncate_to(self, leader_epoch: int, offset: int) -> bool:
         """Truncate the local log to `offset` as a follower of `leader_epoch` (False if the role
         or epoch changed meanwhile, or nothing was above `offset`)."""
         with self._lock:
             if self.role != FOLLOWER or self.leader_epoch != leader_epoch:
-                return False
-            if offset >= self.log.log_end_offset:
-                # As Kafka's truncateTo: drop an epoch entry at the log end that this replica
-                # added when it led without appending anything; it would never match a leader.
-                self.epochs.truncate_from_end(self.log.log_end_offset)
                 return False
             return bool(self.log.truncate_to(offset))
 

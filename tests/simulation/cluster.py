@@ -43,6 +43,7 @@ from logstore.replication.controller import Controller
 from logstore.replication.follower import Follower, Step
 from logstore.replication.partition import ACKS_ALL, AppendHandle, Partition
 from logstore.replication.transport import FetchRequest, InProcessTransport
+from retention import apply_retention
 from tests.simulation.memory_log import MemoryLog
 
 TOPIC = "sim"
@@ -201,9 +202,10 @@ class SimCluster:
             if node.memory_log is None:
                 node.memory_log = MemoryLog(TOPIC, 0, self.config, self.clock)
             log = node.memory_log
-            partition = Partition(log, node.replica_id, leader_epoch_cache=log.epochs, clock=self.clock)
+            partition = Partition(log, node.replica_id, clock=self.clock)
         else:
-            partition = Partition.open(self._dir(node), node.replica_id, self.config, clock=self.clock)
+            partition = Partition.open(self._dir(node), node.replica_id, self.config, clock=self.clock,
+                                       retention=apply_retention)
         partition.log.high_watermark = node.hw_checkpoint
         node.partition = partition
         node.follower = Follower(partition, self.transport, truncate_to_hw=self.truncate_to_hw,
@@ -385,8 +387,9 @@ class SimCluster:
         if leader is not None:
             log = leader.log
             target = log.log_start_offset + int((log.high_watermark - log.log_start_offset) * fraction)
-            if log.maybe_increment_log_start_offset(target, "client_record_deletion"):
-                log.delete_old_segments()  # retention drops the segments wholly below the start
+            if log.maybe_increment_log_start_offset(target, "client_record_deletion") \
+                    and leader.retention is not None:
+                leader.retention(log)  # retention drops the segments wholly below the start
         self._after()
 
     def isolate(self) -> None:

@@ -1,8 +1,8 @@
-"""MemoryLog: the slice of Log's contract that replication uses, kept in memory so the
-simulation can run tens of thousands of schedules. Same rules as Log for offsets, the high
-watermark, truncation, the log start offset and the epoch cache; a crash keeps only what was
-flushed (everything below the recovery point), like reopening a directory after losing the
-page cache. The disk runs of the simulation use the real Log."""
+"""MemoryLog: a logstore.log_like.LogLike (the slice of Log's contract that replication uses)
+kept in memory, so the simulation can run tens of thousands of schedules. Same rules as Log
+for offsets, the high watermark, truncation, the log start offset and the epoch cache; a crash
+keeps only what was flushed (everything below the recovery point), like reopening a directory
+after losing the page cache. The disk runs of the simulation use the real Log."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ class MemoryLog:
         self.partition = partition
         self.config = LogConfig.coerce(config)
         self.clock = clock
-        self.epochs = LeaderEpochFileCache(None)
+        self.leader_epoch_cache = LeaderEpochFileCache(None)
         self.high_watermark_follows_log_end = True
         self._batches: list[bytes] = []
         self._bases: list[int] = []
@@ -55,7 +55,7 @@ class MemoryLog:
         self._bases.append(header.base_offset)
         self._ends.append(header.next_offset)
         if header.partition_leader_epoch >= 0:
-            self.epochs.assign(header.partition_leader_epoch, header.base_offset)
+            self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
         self.log_end_offset = header.next_offset
         if self.log_end_offset - self.recovery_point >= self.config.flush_messages:
             self.flush()
@@ -78,9 +78,9 @@ class MemoryLog:
         return AppendInfo(first, header.last_offset, header.max_timestamp, -1, header.record_count, len(data),
                           header.last_offset)
 
-    def append_as_follower(self, data: bytes) -> AppendInfo:
+    def append_as_follower(self, batch_bytes: bytes | bytearray | memoryview) -> AppendInfo:
         """Append fetched batches keeping their offsets and epochs."""
-        batches = [bytes(b.buffer[b.position:b.position + b.size_in_bytes]) for b in iter_batches(data)]
+        batches = [bytes(b.buffer[b.position:b.position + b.size_in_bytes]) for b in iter_batches(batch_bytes)]
         if not batches:
             return AppendInfo(self.log_end_offset, self.log_end_offset - 1, -1, -1, 0, 0, -1)
         first = read_batch_header(batches[0]).base_offset
@@ -88,7 +88,7 @@ class MemoryLog:
             raise InvalidRecordError(f"follower append at {first} below the log end offset {self.log_end_offset}")
         for batch in batches:
             self._add(batch)
-        return AppendInfo(first, self.log_end_offset - 1, -1, -1, 0, len(data), -1)
+        return AppendInfo(first, self.log_end_offset - 1, -1, -1, 0, len(batch_bytes), -1)
 
     def read(self, offset: int, max_bytes: int = 1_048_576, *, max_offset: int | None = None) -> FetchResult:
         """Whole batches from the one holding `offset`, at least one, at most `max_bytes`."""
@@ -109,9 +109,14 @@ class MemoryLog:
         first = self._bases[bisect.bisect_right(self._ends, offset)] if out else offset
         return FetchResult(b"".join(out), first, self._hw, start, end)
 
+    def assign_epoch_start_offset(self, leader_epoch: int, start_offset: int) -> None:
+        """Record that `leader_epoch` starts at `start_offset`."""
+        self.leader_epoch_cache.assign(leader_epoch, start_offset)
+
     def truncate_to(self, offset: int) -> bool:
         """Drop whole batches at or above `offset`; False if nothing was there."""
         if offset >= self.log_end_offset:
+            self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
             return False
         if not self._bases or self._bases[0] > offset:
             self.truncate_fully_and_start_at(offset)
@@ -122,7 +127,7 @@ class MemoryLog:
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self._hw = min(self._hw, self.log_end_offset)
-        self.epochs.truncate_from_end(self.log_end_offset)
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -131,7 +136,7 @@ class MemoryLog:
         self._bases.clear()
         self._ends.clear()
         self.log_start_offset = self.log_end_offset = self.recovery_point = self._hw = offset
-        self.epochs.clear_and_flush()
+        self.leader_epoch_cache.clear_and_flush()
 
     def maybe_increment_log_start_offset(self, offset: int, reason: str = "") -> bool:
         """Move the log start offset up (bounded by the HW); drop batches wholly below it."""
@@ -143,11 +148,8 @@ class MemoryLog:
         self.recovery_point = max(self.recovery_point, offset)
         drop = bisect.bisect_right(self._ends, offset)
         del self._batches[:drop], self._bases[:drop], self._ends[:drop]
-        self.epochs.truncate_from_start(offset)
+        self.leader_epoch_cache.truncate_from_start(offset)
         return True
-
-    def delete_old_segments(self) -> None:
-        """Batches below the start are gone already (retention is immediate here)."""
 
     def flush(self) -> None:
         """Everything written so far survives a crash."""

@@ -1,0 +1,78 @@
+"""AppendInput: turns what `Log.append` accepts (batch bytes, Records, (key, value) tuples, an
+Arrow table) into one writable buffer of v2 batches, the form the validator stamps in place."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from logstore.errors import InvalidRecordError
+from logstore.records import Record, build_batch_columnar
+
+# Appends of immutable bytes up to this size are copied into one reused buffer per log.
+SCRATCH_BUFFER_LIMIT = 16 * 1024 * 1024
+
+
+class AppendInput:
+    """Builds or copies an append's batches into a writable buffer; keeps one scratch buffer."""
+
+    def __init__(self) -> None:
+        self._scratch = bytearray()
+
+    def to_buffer(self, records: Any, now_ms: int, compression: str) -> bytearray | memoryview:
+        """A writable buffer of v2 batches: a bytearray as given, bytes copied, records built
+        with `compression` (a topic compression.type) and `now_ms` for missing timestamps."""
+        if isinstance(records, bytearray):
+            return records
+        if isinstance(records, bytes | memoryview):
+            return self._copy(records)
+        compression = "none" if compression in ("producer", "uncompressed") else compression
+        if isinstance(records, pa.Table | pa.RecordBatch):
+            return _build_from_arrow(records, now_ms, compression)
+        return _build_from_items(list(records), now_ms, compression)
+
+    def _copy(self, records: bytes | memoryview) -> bytearray | memoryview:
+        # The leader rewrites offsets in place, so immutable input is copied, into a reused
+        # buffer: its pages are already mapped, which saves a page fault per 4 KiB appended.
+        size = memoryview(records).nbytes
+        if size > SCRATCH_BUFFER_LIMIT:
+            return bytearray(records)
+        if len(self._scratch) < size:
+            self._scratch = bytearray(size)
+        view = memoryview(self._scratch)[:size]
+        view[:] = memoryview(records).cast("B")
+        return view
+
+
+def _build_from_arrow(table: pa.Table | pa.RecordBatch, now_ms: int, compression: str) -> bytearray:
+    names = table.column_names
+    timestamps = table.column("timestamp") if "timestamp" in names else np.full(table.num_rows, now_ms, np.int64)
+    return bytearray(build_batch_columnar(
+        table.column("key") if "key" in names else None,
+        table.column("value") if "value" in names else None,
+        timestamps=timestamps,
+        headers=table.column("headers") if "headers" in names else None,
+        compression=compression))
+
+
+def _build_from_items(items: list[Any], now_ms: int, compression: str) -> bytearray:
+    if not items:
+        raise InvalidRecordError("cannot append an empty list of records")
+    keys, values, timestamps, headers = [], [], [], []
+    for item in items:
+        if isinstance(item, Record):
+            keys.append(item.key)
+            values.append(item.value)
+            timestamps.append(now_ms if item.timestamp is None or item.timestamp < 0 else item.timestamp)
+            headers.append(item.headers)
+        elif isinstance(item, tuple) and len(item) == 2:
+            keys.append(item[0])
+            values.append(item[1])
+            timestamps.append(now_ms)
+            headers.append(())
+        else:
+            raise InvalidRecordError(f"expected Record or (key, value) tuples, got {type(item).__name__}")
+    return bytearray(build_batch_columnar(keys, values, timestamps=timestamps, headers=headers,
+                                          compression=compression))

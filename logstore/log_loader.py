@@ -1,0 +1,274 @@
+"""LogLoader: opens a partition directory's segments (Kafka's LogLoader): removes temporary
+files, completes or rolls back an interrupted segment swap, rebuilds missing or corrupt indexes,
+and recovers the segments from the recovery point unless the last shutdown was clean.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from index.offset_index import OffsetIndex
+from index.time_index import TimeIndex
+from logstore.checkpoint import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    fsync_dir,
+    read_offsets_checkpoint,
+)
+from logstore.clock import Clock
+from logstore.config import LONG_MAX, LogConfig
+from logstore.errors import CorruptIndexError, InvalidConfigError
+from logstore.log_files import (
+    CLEAN_SHUTDOWN_FILE,
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    INDEX_SUFFIXES,
+    LOG_SUFFIX,
+    OFFSET_DIGITS,
+    SWAP_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    is_segment_log_name,
+    offset_from_file_name,
+    segment_file_name,
+)
+from logstore.partition_state import PartitionState
+from logstore.segment import LogSegment
+
+
+@dataclass(slots=True)
+class LoadState:
+    """Offsets a Log starts from, kept by whoever owns the data directory's checkpoints."""
+
+    recovery_point: int = 0
+    log_start_offset: int = 0
+    high_watermark: int | None = None
+    clean_shutdown: bool = False
+
+    @classmethod
+    def from_parent_dir(cls, directory: Path, topic: str, partition: int) -> LoadState:
+        """The entry of `topic`-`partition` in the checkpoints of `directory`'s parent (a standalone Log)."""
+        parent = directory.parent
+        key = (topic, partition)
+        return cls(
+            recovery_point=read_offsets_checkpoint(parent / RECOVERY_POINT_CHECKPOINT).get(key, 0),
+            log_start_offset=read_offsets_checkpoint(parent / LOG_START_OFFSET_CHECKPOINT).get(key, 0),
+            high_watermark=read_offsets_checkpoint(parent / REPLICATION_OFFSET_CHECKPOINT).get(key),
+            clean_shutdown=(parent / CLEAN_SHUTDOWN_FILE).exists(),
+        )
+
+
+@dataclass(slots=True)
+class LoadedLog:
+    """What loading found: the live segments and the log's offsets."""
+
+    segments: list[LogSegment]
+    log_start_offset: int
+    log_end_offset: int
+    recovery_point: int
+    recovered_bytes: int
+
+
+def segment_options(config: LogConfig, clock: Clock) -> dict[str, Any]:
+    """Keyword arguments for LogSegment.open/create taken from the log's config."""
+    return {"index_interval_bytes": config.index_interval_bytes,
+            "max_index_size": config.segment_index_bytes, "clock": clock}
+
+
+def roll_jitter_ms(config: LogConfig) -> int:
+    """A new active segment's random segment.jitter.ms share (Kafka's randomSegmentJitter)."""
+    jitter = config.segment_jitter_ms
+    if jitter == 0:
+        return 0
+    return random.randrange(2**31) % min(jitter, config.segment_ms)
+
+
+def check_writable_config(config: LogConfig) -> None:
+    """Raise InvalidConfigError for a setting a segment's index files would reject, before
+    the open creates the directory or its `.lock` (LogConfig allows Kafka's minimum of 4)."""
+    for index in (OffsetIndex, TimeIndex):
+        if config.segment_index_bytes < index.ENTRY_SIZE:
+            raise InvalidConfigError(
+                f"segment.index.bytes {config.segment_index_bytes} is smaller than one "
+                f"{index.ENTRY_SIZE}-byte entry of a {index.KIND}")
+
+
+def _index_files_look_sane(segment: LogSegment) -> bool:
+    """Both index files exist and hold whole entries (checked with stat, without mapping them)."""
+    for index in (segment.offset_index, segment.time_index):
+        try:
+            size = os.stat(index.path).st_size
+        except FileNotFoundError:
+            return False
+        if size % index.ENTRY_SIZE:
+            return False
+    return True
+
+
+class LogLoader:
+    """Loads one partition directory; `load()` once, then hand the result to Log."""
+
+    def __init__(self, directory: Path, config: LogConfig, clock: Clock, read_only: bool,
+                 state: PartitionState, load_state: LoadState) -> None:
+        self._dir = directory
+        self._config = config
+        self._clock = clock
+        self._read_only = read_only
+        self._state = state
+        self._load_state = load_state
+        self._segments: list[LogSegment] = []
+        self._recovered_bytes = 0
+
+    def load(self) -> LoadedLog:
+        """Temp files, swaps, segment files, recovery; then the log's offsets. Loading a
+        read-only log changes no byte; FileNotFoundError if it holds no segments."""
+        state = self._load_state
+        if self._read_only:
+            segments = self._load_segments_read_only()
+        else:
+            self._complete_swaps(self._remove_temp_files())
+            segments, corrupt_txn_indexes = self._load_segment_files()
+        self._segments = sorted(segments, key=lambda s: s.base_offset)
+        if not self._read_only:
+            # Kafka recovers a segment on any index problem rather than failing the load; once
+            # the segment is live, its .txnindex is refilled from the ABORT markers.
+            # A read-only log rebuilds such an index in memory on its first read_committed read.
+            for segment in corrupt_txn_indexes:
+                self._recover_segment(segment)
+            self._recover()
+        if not self._segments:
+            if self._read_only:
+                raise FileNotFoundError(f"log directory {self._dir} holds no segments")
+            self._segments = [LogSegment.create(self._dir, state.log_start_offset,
+                                                roll_jitter_ms=roll_jitter_ms(self._config),
+                                                **segment_options(self._config, self._clock))]
+        active = self._segments[-1]
+        log_end = active.next_offset
+        if not self._read_only:
+            active.resize_indexes(self._config.segment_index_bytes)
+            active.roll_jitter_ms = roll_jitter_ms(self._config)
+        log_start = max(state.log_start_offset, self._segments[0].base_offset)
+        recovery_point = log_end if state.clean_shutdown else min(max(state.recovery_point, 0), log_end)
+        recovery_point = max(recovery_point, log_start)
+        self._state.loaded(self._segments, log_start, log_end, clean_shutdown=state.clean_shutdown)
+        return LoadedLog(self._segments, log_start, log_end, recovery_point, self._recovered_bytes)
+
+    def _open_segment(self, base_offset: int) -> LogSegment:
+        return LogSegment.open(self._dir, base_offset, read_only=self._read_only,
+                               **segment_options(self._config, self._clock))
+
+    def _load_segments_read_only(self) -> list[LogSegment]:
+        return [self._open_segment(offset_from_file_name(name))
+                for name in sorted(os.listdir(self._dir)) if is_segment_log_name(name)]
+
+    def _remove_temp_files(self) -> list[Path]:
+        """Delete `.deleted` and `.cleaned` files and `.swap` files of an unfinished clean."""
+        swap_files, cleaned_files = [], []
+        min_cleaned = LONG_MAX
+        for entry in os.scandir(self._dir):
+            if not entry.is_file():
+                continue
+            name = entry.name
+            if name.endswith(DELETED_SUFFIX):
+                os.unlink(entry.path)
+            elif name.endswith(CLEANED_SUFFIX):
+                offset = offset_from_file_name(name)
+                if offset is not None:
+                    min_cleaned = min(min_cleaned, offset)
+                cleaned_files.append(Path(entry.path))
+            elif name.endswith(SWAP_SUFFIX):
+                swap_files.append(Path(entry.path))
+        valid = []
+        for path in swap_files:
+            offset = offset_from_file_name(path.name)
+            if offset is not None and offset >= min_cleaned:
+                path.unlink()
+            else:
+                valid.append(path)
+        for path in cleaned_files:
+            path.unlink()
+        return valid
+
+    def _complete_swaps(self, swap_files: list[Path]) -> None:
+        """Finish an interrupted replace: drop the old segments the `.swap` ones cover, then
+        rename `.swap` files to live names (Kafka's LogLoader passes 1-3)."""
+        swap_logs = [p for p in swap_files if p.name.endswith(LOG_SUFFIX + SWAP_SUFFIX)]
+        if not swap_logs:
+            for path in swap_files:
+                path.unlink()
+            return
+        low, high = LONG_MAX, -1
+        for path in swap_logs:
+            base = offset_from_file_name(path.name)
+            if base is None:
+                continue
+            segment = LogSegment.open(self._dir, base, file_suffix=SWAP_SUFFIX, read_only=True,
+                                      **segment_options(self._config, self._clock))
+            low = min(low, base)
+            high = max(high, segment.read_next_offset())
+            segment.close_handlers()
+        for entry in os.scandir(self._dir):
+            offset = offset_from_file_name(entry.name)
+            if entry.is_file() and not entry.name.endswith(SWAP_SUFFIX) and offset is not None \
+                    and low <= offset < high:
+                os.unlink(entry.path)
+        for entry in os.scandir(self._dir):
+            if entry.is_file() and entry.name.endswith(SWAP_SUFFIX):
+                os.replace(entry.path, entry.path[: -len(SWAP_SUFFIX)])
+        fsync_dir(self._dir)
+
+    def _load_segment_files(self) -> tuple[list[LogSegment], list[LogSegment]]:
+        """(segments, those whose `.txnindex` is corrupt); recovers segments with missing or
+        corrupt offset/time indexes, except the corrupt-txnindex ones, recovered once live."""
+        names = sorted(e.name for e in os.scandir(self._dir) if e.is_file())
+        present = set(names)
+        segments, corrupt_txn = [], []
+        for name in names:
+            base = offset_from_file_name(name)
+            if base is None:
+                continue
+            suffix = name[OFFSET_DIGITS:]
+            if suffix in INDEX_SUFFIXES:
+                if segment_file_name(base, LOG_SUFFIX) not in present:
+                    os.unlink(self._dir / name)  # an index without its log indexes nothing
+            elif suffix == LOG_SUFFIX:
+                segment = self._open_segment(base)
+                if segment_file_name(base, TXN_INDEX_SUFFIX) in present and not segment.txn_index.is_sound():
+                    corrupt_txn.append(segment)
+                elif not _index_files_look_sane(segment):
+                    self._recover_segment(segment)
+                segments.append(segment)
+        if segments and (not corrupt_txn or corrupt_txn[-1] is not segments[-1]):
+            # Older segments' indexes stay unmapped until first use (fast open of thousands of
+            # segments); the active one is checked in full, as Kafka checks every segment.
+            try:
+                segments[-1].sanity_check()
+            except CorruptIndexError:
+                self._recover_segment(segments[-1])
+        return segments, corrupt_txn
+
+    def _recover_segment(self, segment: LogSegment) -> int:
+        self._state.recovering_segment(self._segments, segment)
+        dropped = segment.recover(on_batch=self._state.recovered_batch)
+        self._recovered_bytes += dropped
+        return dropped
+
+    def _recover(self) -> None:
+        """Recover every segment from the one holding the recovery point on; after the first
+        segment with an invalid tail, the later segments are deleted (Kafka's recoverLog)."""
+        if self._load_state.clean_shutdown or not self._segments:
+            return
+        bases = [s.base_offset for s in self._segments]
+        start = max(bisect.bisect_right(bases, self._load_state.recovery_point) - 1, 0)
+        for i in range(start, len(self._segments)):
+            if self._recover_segment(self._segments[i]) > 0:
+                doomed = self._segments[i + 1 :]
+                self._segments = self._segments[: i + 1]
+                for segment in doomed:
+                    segment.delete()
+                break

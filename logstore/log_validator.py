@@ -1,0 +1,212 @@
+"""LogValidator: checks the batches of an append and, for a leader, assigns their offsets, leader
+epoch and timestamps in place (Kafka's LogValidator and UnifiedLog.analyzeAndValidateRecords).
+
+A function of the buffer, the topic's config, the next offset, the time, the leader epoch and
+the append's origin: it reads no log state, so it is tested on its own.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+import numpy as np
+
+from logstore import _kernels
+from logstore.config import TIMESTAMP_TYPE_LOG_APPEND, LogConfig
+from logstore.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
+from logstore.records import (
+    RecordBatch,
+    build_batch_columnar,
+    crc32c,
+    iter_batches,
+    set_base_offset_and_epoch,
+    set_log_append_time,
+)
+from logstore.records.header import (
+    ATTRIBUTES_OFFSET,
+    COMPRESSION_MASK,
+    CRC_OFFSET,
+    MAX_TIMESTAMP_OFFSET,
+    NO_TIMESTAMP,
+    V2_HEADER_SIZE,
+)
+
+ORIGINS = ("client", "coordinator", "replication")
+_COMPRESSION_CODES = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+_TIMESTAMP_TYPE_BIT = 0x08
+_INT64 = struct.Struct(">q")
+_UINT32 = struct.Struct(">I")
+
+
+class ValidatedBatches(NamedTuple):
+    """An append's batches after validation: the buffer they sit in and their offsets."""
+
+    batches: list[RecordBatch]
+    data: memoryview
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int  # last offset of the (first) batch holding max_timestamp
+    record_count: int
+
+
+def complete_batches(view: memoryview) -> list[RecordBatch]:
+    """The batches of `view`; CorruptRecordError if bytes after the last whole batch remain."""
+    it = iter_batches(view)
+    batches = list(it)
+    if it.valid_end != view.nbytes:
+        raise CorruptRecordError(
+            f"{view.nbytes - it.valid_end} trailing bytes do not form a complete batch",
+            position=it.valid_end)
+    return batches
+
+
+def validate_leader_append(buf: bytearray | memoryview, config: LogConfig, next_offset: int, now_ms: int,
+                           leader_epoch: int, origin: str, *, source: str) -> ValidatedBatches:
+    """Validate a leader append and assign offsets from `next_offset`, `leader_epoch` and, for
+    LogAppendTime, `now_ms`, in place (recompressed into a new buffer when the topic's
+    compression.type differs). `source` names the partition in errors. Raises
+    InvalidRecordError (RecordTooLargeError, timestamps, counts) or CorruptRecordError."""
+    view = memoryview(buf).cast("B")
+    batches = complete_batches(view)
+    if not batches:
+        raise InvalidRecordError("an append needs at least one record batch")
+    target = config.compression_type
+    if target != "producer":
+        target_code = _COMPRESSION_CODES["none" if target == "uncompressed" else target]
+        if any(b.magic == 2 and (b.attributes & COMPRESSION_MASK) != target_code for b in batches):
+            buf = _recompress(batches, target_code, config, source)
+            view = memoryview(buf).cast("B")
+            batches = complete_batches(view)
+    log_append = config.message_timestamp_type == TIMESTAMP_TYPE_LOG_APPEND
+    first_offset = next_offset
+    max_timestamp, offset_of_max, count = NO_TIMESTAMP, -1, 0
+    for batch in batches:
+        _validate_batch(batch, origin, config, source)
+        low, high, null_key = _scan_records(batch)
+        if config.compact and null_key:
+            raise InvalidRecordError(
+                f"{source} is a compacted topic's partition: it cannot accept a record without a key")
+        batch_max = high
+        if not log_append and batch.record_count:
+            _check_timestamps(low, high, now_ms, batch.position, config)
+        set_base_offset_and_epoch(buf, batch.position, next_offset, leader_epoch)
+        end = batch.position + batch.size_in_bytes
+        if log_append:
+            set_log_append_time(buf, batch.position, now_ms)
+            batch_max = now_ms
+        elif batch_max != batch.max_timestamp:
+            _set_max_timestamp(buf, batch.position, end, batch_max)
+        last = next_offset + batch.last_offset_delta
+        if batch_max > max_timestamp:
+            max_timestamp, offset_of_max = batch_max, last
+        next_offset = last + 1
+        count += batch.record_count
+    final = [RecordBatch(view, b.position) for b in batches]
+    return ValidatedBatches(final, view, first_offset, next_offset - 1, max_timestamp, offset_of_max, count)
+
+
+def validate_follower_append(batch_bytes: bytes | bytearray | memoryview, *, source: str) -> ValidatedBatches:
+    """Validate batches fetched from a leader, keeping their offsets and epochs: CRCs and
+    increasing offsets. An empty input gives no batches (first_offset 0, last_offset -1)."""
+    view = memoryview(batch_bytes).cast("B")
+    batches = complete_batches(view)
+    last = -1
+    max_ts, offset_of_max, count = NO_TIMESTAMP, -1, 0
+    for batch in batches:
+        batch.validate()
+        if batch.last_offset <= last:
+            raise InvalidRecordError(
+                f"out of order offsets in follower append to {source}: {batch.last_offset} after {last}")
+        last = batch.last_offset
+        if batch.max_timestamp > max_ts:
+            max_ts, offset_of_max = batch.max_timestamp, batch.last_offset
+        count += batch.record_count
+    first = 0
+    if batches:
+        first = batches[0].base_offset if batches[0].magic == 2 else batches[0].last_offset
+    return ValidatedBatches(batches, view, first, last, max_ts, offset_of_max, count)
+
+
+def _validate_batch(batch: RecordBatch, origin: str, config: LogConfig, source: str) -> None:
+    if batch.magic != 2:
+        raise InvalidRecordError(
+            f"leader appends take magic 2 batches only (got magic {batch.magic}); "
+            "legacy batches are accepted by append_as_follower")
+    size = batch.size_in_bytes
+    if size > config.max_message_bytes:
+        raise RecordTooLargeError(
+            f"the record batch size in the append to {source} is {size} bytes "
+            f"which exceeds the maximum configured value of {config.max_message_bytes}")
+    batch.validate()
+    if origin != "client":
+        return
+    if batch.record_count <= 0:
+        raise InvalidRecordError(f"invalid reported count for record batch: {batch.record_count}")
+    if batch.last_offset_delta + 1 != batch.record_count:
+        raise InvalidRecordError(
+            f"inconsistent batch offset range [{batch.base_offset}, {batch.last_offset}] "
+            f"and count of records {batch.record_count}")
+    if batch.is_control:
+        raise InvalidRecordError("clients are not allowed to write control records")
+    if batch.producer_id >= 0 and batch.base_sequence < 0:
+        raise InvalidRecordError(
+            f"invalid sequence number {batch.base_sequence} in record batch with "
+            f"producerId {batch.producer_id}")
+    if batch.attributes & _TIMESTAMP_TYPE_BIT:
+        raise InvalidRecordError(
+            "invalid timestamp type in a client batch: producers must not set LogAppendTime")
+
+
+def _scan_records(batch: RecordBatch) -> tuple[int, int, bool]:
+    """Walk a batch's records without copying them (Kafka's skipKeyValueIterator):
+    (min timestamp ignoring -1, max timestamp, any null key)."""
+    data = np.frombuffer(batch.records_bytes(), dtype=np.uint8)
+    status, error, low, high, null_key = _kernels.scan_records(
+        data, 0, data.size, batch.record_count, batch.base_timestamp)
+    if status in (_kernels.ERR_OFFSET_DELTA, _kernels.ERR_TRAILING):
+        raise InvalidRecordError(
+            f"batch at position {batch.position} holds records that disagree with its "
+            f"header count {batch.record_count}: {_kernels.STATUS_MESSAGES[status]}")
+    if status != _kernels.OK:
+        compressed = batch.attributes & COMPRESSION_MASK
+        raise CorruptRecordError(
+            f"{_kernels.STATUS_MESSAGES[status]} (record byte {error})",
+            position=batch.position if compressed else batch.position + V2_HEADER_SIZE + error)
+    return int(low), int(high), bool(null_key)
+
+
+def _check_timestamps(low: int, high: int, now: int, position: int, config: LogConfig) -> None:
+    before = config.message_timestamp_before_max_ms
+    after = config.message_timestamp_after_max_ms
+    # Python ints: no int64 overflow for the Long.MAX defaults.
+    if low != NO_TIMESTAMP and now - low > before:
+        raise InvalidRecordError(
+            f"timestamp {low} of a record in the batch at position {position} is more than "
+            f"message.timestamp.before.max.ms={before} before the log's time {now}")
+    if high != NO_TIMESTAMP and high - now > after:
+        raise InvalidRecordError(
+            f"timestamp {high} of a record in the batch at position {position} is more than "
+            f"message.timestamp.after.max.ms={after} after the log's time {now}")
+
+
+def _recompress(batches: list[RecordBatch], code: int, config: LogConfig, source: str) -> bytearray:
+    """Re-encode batches with the topic's compression.type (Kafka's buildRecordsAndAssignOffsets)."""
+    name = next(k for k, v in _COMPRESSION_CODES.items() if v == code)
+    out = bytearray()
+    for batch in batches:
+        _validate_batch(batch, "client", config, source)
+        table = batch.to_arrow()
+        out += build_batch_columnar(
+            table.column("key"), table.column("value"), timestamps=table.column("timestamp"),
+            headers=table.column("headers"), compression=name,
+            producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
+            base_sequence=batch.base_sequence, is_transactional=batch.is_transactional)
+    return out
+
+
+def _set_max_timestamp(buf: bytearray | memoryview, position: int, end: int, timestamp: int) -> None:
+    """Rewrite a CreateTime batch's maxTimestamp and its CRC (Kafka's setMaxTimestamp)."""
+    _INT64.pack_into(buf, position + MAX_TIMESTAMP_OFFSET, timestamp)
+    _UINT32.pack_into(buf, position + CRC_OFFSET, crc32c(memoryview(buf)[position + ATTRIBUTES_OFFSET : end]))

@@ -1,0 +1,132 @@
+"""LogLoader (through Log.open, as Kafka's LogLoaderTest): temporary files, interrupted swaps,
+missing or corrupt indexes, torn tails, recovery points and the state built beside the segments."""
+
+import os
+
+import pytest
+
+from logstore import Log, LogConfig
+from logstore.clock import ManualClock
+from logstore.errors import InvalidConfigError
+from logstore.log_loader import LoadState, LogLoader
+from logstore.partition_state import PartitionState
+from tests.log_builders import NOW, batch, log_with_cleaned_copy, offsets, open_log
+
+
+@pytest.fixture
+def clock():
+    return ManualClock(NOW)
+
+
+def test_open_finishes_an_interrupted_swap(tmp_path, clock):
+    with open_log(tmp_path, clock, **{"segment.bytes": 200}) as log:
+        old, expected, new = log_with_cleaned_copy(log)
+        new.change_file_suffixes(".cleaned", ".swap")  # crash right after the .swap rename
+        new.close()
+    with Log.open(tmp_path / "t-0", clock=clock) as log:
+        assert offsets(log) == expected
+        assert log.segments[1].base_offset > old[1].base_offset
+    assert not [n for n in os.listdir(tmp_path / "t-0") if n.endswith((".swap", ".cleaned", ".deleted"))]
+
+
+def test_open_rolls_back_an_unfinished_clean(tmp_path, clock):
+    with open_log(tmp_path, clock, **{"segment.bytes": 200}) as log:
+        _, expected, new = log_with_cleaned_copy(log)
+        new.close()
+    (tmp_path / "t-0" / "junk.txt").write_text("unknown files are ignored")
+    with Log.open(tmp_path / "t-0", clock=clock) as log:
+        assert offsets(log) == expected
+    names = os.listdir(tmp_path / "t-0")
+    assert "junk.txt" in names and not [n for n in names if n.endswith(".cleaned")]
+
+
+def test_reopen_keeps_offsets_and_recovery_point(tmp_path, clock):
+    with open_log(tmp_path, clock, **{"segment.bytes": 300}) as log:
+        for _ in range(5):
+            log.append(batch(2))
+        segs = len(log.segments)
+    assert (tmp_path / "recovery-point-offset-checkpoint").read_text() == "0\n1\nt 0 10\n"
+    with Log.open(tmp_path / "t-0", {"segment.bytes": 300}, clock=clock) as log:
+        assert (log.log_end_offset, log.recovery_point, len(log.segments)) == (10, 10, segs)
+        assert log.append(batch(1)).first_offset == 10
+
+
+def test_torn_tail_is_truncated_on_open(tmp_path, clock):
+    with open_log(tmp_path, clock) as log:
+        log.append(batch(2))
+        log.append(batch(2))
+        path = log.active_segment.log_path
+    os.truncate(path, os.path.getsize(path) - 5)
+    (tmp_path / "recovery-point-offset-checkpoint").unlink()
+    with Log.open(tmp_path / "t-0", clock=clock) as log:
+        assert offsets(log) == [0, 1] and log.recovered_bytes > 0
+        assert log.append(batch(1)).first_offset == 2
+
+
+def test_missing_and_corrupt_indexes_are_rebuilt(tmp_path, clock):
+    cfg = {"segment.bytes": 400, "index.interval.bytes": 50}
+    with open_log(tmp_path, clock, **cfg) as log:
+        for _ in range(8):
+            log.append(batch(2))
+        first = log.segments[0]
+        index_bytes = first.offset_index.path.read_bytes()
+        time_bytes = first.time_index.path.read_bytes()
+        assert index_bytes and time_bytes
+    directory = tmp_path / "t-0"
+    (directory / f"{0:020d}.index").unlink()
+    (directory / f"{0:020d}.timeindex").write_bytes(b"\x00" * 7)
+    with Log.open(directory, cfg, clock=clock) as log:
+        assert offsets(log) == list(range(16))
+    assert (directory / f"{0:020d}.index").read_bytes() == index_bytes
+    assert (directory / f"{0:020d}.timeindex").read_bytes() == time_bytes
+
+
+def test_open_finishes_a_swap_whose_indexes_were_not_written(tmp_path, clock):
+    with open_log(tmp_path, clock, **{"segment.bytes": 200}) as log:
+        old, expected, new = log_with_cleaned_copy(log)
+        new.close()
+        new.change_file_suffixes(".cleaned", ".swap")
+    for suffix in (".index.swap", ".timeindex.swap"):
+        (tmp_path / "t-0" / f"{0:020d}{suffix}").unlink()
+    with Log.open(tmp_path / "t-0", clock=clock) as log:
+        assert offsets(log) == expected
+        assert log.segments[0].offset_index.path.exists()
+
+
+@pytest.mark.parametrize("index_bytes", [4, 8, 11])
+def test_open_with_index_bytes_the_indexes_reject_creates_nothing(tmp_path, index_bytes):
+    with pytest.raises(InvalidConfigError, match="segment.index.bytes"):
+        Log.open(tmp_path / "new" / "t-0", {"segment.index.bytes": index_bytes})
+    assert not (tmp_path / "new").exists()
+
+
+def test_open_of_an_existing_directory_with_rejected_index_bytes_adds_no_lock(tmp_path):
+    directory = tmp_path / "t-0"
+    directory.mkdir()
+    with pytest.raises(InvalidConfigError, match="segment.index.bytes"):
+        Log.open(directory, {"segment.index.bytes": 4})
+    assert list(directory.iterdir()) == []
+
+
+
+def test_open_builds_producer_state_from_the_logs_config(tmp_path, clock):
+    with Log.open(tmp_path / "t-0", {"producer.id.expiration.ms": 1000}, clock=clock) as log:
+        assert log.producer_state.producer_id_expiration_ms == 1000
+        log.append(batch(1, producer_id=7, producer_epoch=0, base_sequence=0))
+        clock.advance(1000)
+        assert log.remove_expired_producers() == [7]
+
+
+def test_loader_on_its_own_reports_offsets_and_dropped_bytes(tmp_path, clock):
+    with open_log(tmp_path, clock, **{"segment.bytes": 300}) as log:
+        for _ in range(5):
+            log.append(batch(2))
+        path = log.active_segment.log_path
+    os.truncate(path, os.path.getsize(path) - 5)
+    directory = tmp_path / "t-0"
+    state = PartitionState(directory, clock=clock, read_only=False, producer_id_expiration_ms=1000)
+    loaded = LogLoader(directory, LogConfig.coerce({"segment.bytes": 300}), clock, False, state, LoadState(recovery_point=0)).load()
+    assert loaded.log_start_offset == 0 and loaded.recovered_bytes > 0
+    assert loaded.log_end_offset == loaded.segments[-1].next_offset == 8
+    assert loaded.recovery_point == 0  # not clean: nothing past the checkpoint is vouched for
+    assert state.producer_state.map_end_offset == 8
