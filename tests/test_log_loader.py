@@ -8,6 +8,7 @@ import pytest
 from logstore import Log, LogConfig
 from logstore.clock import ManualClock
 from logstore.errors import InvalidConfigError
+from logstore.log_files import INDEX_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX, segment_file_name
 from logstore.log_loader import LoadState, LogLoader
 from logstore.partition_state import PartitionState
 from tests.log_builders import NOW, batch, log_with_cleaned_copy, offsets, open_log
@@ -73,12 +74,12 @@ def test_missing_and_corrupt_indexes_are_rebuilt(tmp_path, clock):
         time_bytes = first.time_index.path.read_bytes()
         assert index_bytes and time_bytes
     directory = tmp_path / "t-0"
-    (directory / f"{0:020d}.index").unlink()
-    (directory / f"{0:020d}.timeindex").write_bytes(b"\x00" * 7)
+    (directory / segment_file_name(0, INDEX_SUFFIX)).unlink()
+    (directory / segment_file_name(0, TIME_INDEX_SUFFIX)).write_bytes(b"\x00" * 7)
     with Log.open(directory, cfg, clock=clock) as log:
         assert offsets(log) == list(range(16))
-    assert (directory / f"{0:020d}.index").read_bytes() == index_bytes
-    assert (directory / f"{0:020d}.timeindex").read_bytes() == time_bytes
+    assert (directory / segment_file_name(0, INDEX_SUFFIX)).read_bytes() == index_bytes
+    assert (directory / segment_file_name(0, TIME_INDEX_SUFFIX)).read_bytes() == time_bytes
 
 
 def test_open_finishes_a_swap_whose_indexes_were_not_written(tmp_path, clock):
@@ -86,8 +87,8 @@ def test_open_finishes_a_swap_whose_indexes_were_not_written(tmp_path, clock):
         old, expected, new = log_with_cleaned_copy(log)
         new.close()
         new.change_file_suffixes(".cleaned", ".swap")
-    for suffix in (".index.swap", ".timeindex.swap"):
-        (tmp_path / "t-0" / f"{0:020d}{suffix}").unlink()
+    for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        (tmp_path / "t-0" / segment_file_name(0, suffix, SWAP_SUFFIX)).unlink()
     with Log.open(tmp_path / "t-0", clock=clock) as log:
         assert offsets(log) == expected
         assert log.segments[0].offset_index.path.exists()
