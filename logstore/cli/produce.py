@@ -26,10 +26,9 @@ from logstore.cli._common import (
     partition_path,
     positive_int,
 )
-from logstore.config import LONG_MAX
 
 COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
-MAX_TIMESTAMP = LONG_MAX  # an int64 of ms; Kafka's producer refuses negative timestamps
+MAX_TIMESTAMP = 2**63 - 1  # an int64 of ms; Kafka's producer refuses negative timestamps
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
