@@ -29,12 +29,12 @@ from logstore.records.header import (
     CRC_OFFSET,
     MAX_TIMESTAMP_OFFSET,
     NO_TIMESTAMP,
+    TIMESTAMP_TYPE_BIT,
     V2_HEADER_SIZE,
 )
 
 ORIGINS = ("client", "coordinator", "replication")
 _COMPRESSION_CODES = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
-_TIMESTAMP_TYPE_BIT = 0x08
 _INT64 = struct.Struct(">q")
 _UINT32 = struct.Struct(">I")
 
@@ -154,7 +154,7 @@ def _validate_batch(batch: RecordBatch, origin: str, config: LogConfig, source: 
         raise InvalidRecordError(
             f"invalid sequence number {batch.base_sequence} in record batch with "
             f"producerId {batch.producer_id}")
-    if batch.attributes & _TIMESTAMP_TYPE_BIT:
+    if batch.attributes & TIMESTAMP_TYPE_BIT:
         raise InvalidRecordError(
             "invalid timestamp type in a client batch: producers must not set LogAppendTime")
 
