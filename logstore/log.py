@@ -49,15 +49,14 @@ from logstore.log_loader import (
     segment_options,
 )
 from logstore.log_validator import (
-    ORIGINS,
     ValidatedBatches,
     validate_follower_append,
     validate_leader_append,
 )
 from logstore.partition_state import PartitionState
-from logstore.producer_state import AppendAnalysis, ProducerStateManager, committed_batches
+from logstore.producer_state import ORIGINS, AppendAnalysis, ProducerStateManager, committed_batches
 from logstore.records import Record, RecordBatch, iter_batches
-from logstore.records.header import LOG_OVERHEAD, NO_TIMESTAMP, SIZE_OFFSET
+from logstore.records.header import LOG_OVERHEAD, NO_TIMESTAMP, SIZE_FIELD, SIZE_OFFSET
 from logstore.segment import LogSegment, TimestampAndOffset
 
 # ListOffsets special timestamps (Kafka's ListOffsetsRequest).
@@ -67,7 +66,6 @@ MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 
 _INT64 = struct.Struct(">q")
-_SIZE = struct.Struct(">i")
 
 
 class AppendInfo(NamedTuple):
@@ -798,7 +796,7 @@ def _complete_prefix(data: bytes) -> bytes | memoryview:
     """`data` without a trailing partial batch (a read cut short by max_bytes), not copied."""
     position, total = 0, len(data)
     while position + LOG_OVERHEAD <= total:
-        size = _SIZE.unpack_from(data, position + SIZE_OFFSET)[0] + LOG_OVERHEAD
+        size = SIZE_FIELD.unpack_from(data, position + SIZE_OFFSET)[0] + LOG_OVERHEAD
         if position + size > total:
             break
         position += size

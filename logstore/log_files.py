@@ -27,9 +27,18 @@ INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 OFFSET_FILE_SUFFIXES = (LOG_SUFFIX, *INDEX_SUFFIXES, SNAPSHOT_SUFFIX)
 OFFSET_DIGITS = 20
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+# KRaft metadata snapshots in __cluster_metadata-0: `<end offset>-<epoch>.checkpoint`.
+CHECKPOINT_SUFFIX = ".checkpoint"
+BOOTSTRAP_SNAPSHOT = "bootstrap.checkpoint"
+EPOCH_DIGITS = 10
+# Partition directories that are not live logs: being deleted, a future replica, a stray.
+DELETE_DIR_SUFFIX = "-delete"
+FUTURE_DIR_SUFFIX = "-future"
+STRAY_DIR_SUFFIX = "-stray"
 
 MAX_TOPIC_LENGTH = 249
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
+_KRAFT_SNAPSHOT_NAME = re.compile(rf"^([0-9]{{{OFFSET_DIGITS}}})-([0-9]{{{EPOCH_DIGITS}}})\{CHECKPOINT_SUFFIX}$")
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 
 
@@ -122,3 +131,15 @@ def is_partition_dir_name(name: str) -> bool:
     except InvalidTopicError:
         return False
     return True
+
+
+def parse_kraft_snapshot_name(filename: str) -> tuple[int, int] | None:
+    """(end offset, epoch) of a KRaft snapshot file name "<20 digits>-<10 digits>.checkpoint", or
+    None for any other name (bootstrap.checkpoint among them)."""
+    match = _KRAFT_SNAPSHOT_NAME.match(filename)
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def kraft_snapshot_file_name(end_offset: int, epoch: int) -> str:
+    """The file name Kafka gives the KRaft snapshot that ends before ``end_offset`` at ``epoch``."""
+    return f"{end_offset:0{OFFSET_DIGITS}d}-{epoch:0{EPOCH_DIGITS}d}{CHECKPOINT_SUFFIX}"

@@ -33,7 +33,6 @@ from logstore.records.header import (
     V2_HEADER_SIZE,
 )
 
-ORIGINS = ("client", "coordinator", "replication")
 _COMPRESSION_CODES = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 _INT64 = struct.Struct(">q")
 _UINT32 = struct.Struct(">I")

@@ -32,14 +32,19 @@ from logstore.config import LONG_MAX, LogConfig
 from logstore.errors import InvalidTopicError, LogClosedError
 from logstore.lock import DirectoryLock
 from logstore.log import Log
-from logstore.log_files import CLEAN_SHUTDOWN_FILE, parse_partition_dir, validate_topic
+from logstore.log_files import (
+    CLEAN_SHUTDOWN_FILE,
+    DELETE_DIR_SUFFIX,
+    FUTURE_DIR_SUFFIX,
+    STRAY_DIR_SUFFIX,
+    parse_partition_dir,
+    partition_dir_name,
+    validate_topic,
+)
 from logstore.log_loader import LoadState
 from logstore.policies import BackgroundCleaner, CleanerFactory, RetentionPass
 
 CLEAN_SHUTDOWN_CONTENT = b'{"broker_epoch":"-1","version":"0"}'
-DELETE_DIR_SUFFIX = "-delete"
-FUTURE_DIR_SUFFIX = "-future"
-STRAY_DIR_SUFFIX = "-stray"
 # How often the delayed-delete task looks for `.deleted` segments and `-delete` directories
 # whose `file.delete.delay.ms` has passed (Kafka schedules one task per file instead).
 DELETE_CHECK_INTERVAL_MS = 1000
@@ -299,7 +304,7 @@ class LogManager:
                 if config is not None:
                     log.config = merged
                 return log
-            path = self._dir / f"{topic}-{partition}"
+            path = self._dir / partition_dir_name(topic, partition)
             log = self._open_log(path, merged, LoadState())
             self._logs[(topic, partition)] = log
             fsync_dir(self._dir)
@@ -331,7 +336,7 @@ class LogManager:
                 raise KeyError(f"no log for {topic}-{partition} in {self._dir}")
             delay = log.config.file_delete_delay_ms
             log.close()
-            target = self._dir / f"{topic}-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+            target = self._dir / f"{partition_dir_name(topic, partition)}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
             os.replace(log.dir, target)
             fsync_dir(self._dir)
             self._pending_dir_deletes.append((self._clock.time_ms() + delay, target))

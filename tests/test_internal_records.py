@@ -28,10 +28,8 @@ from logstore.internal_topics import (
     format_metadata_for_dump,
     format_offsets_for_dump,
     format_transaction_log_for_dump,
-    parse_snapshot_name,
     read_snapshot,
     record_json,
-    snapshot_file_name,
 )
 from logstore.internal_topics.coordinator_schemas import (
     OFFSETS_RECORD_TYPES,
@@ -54,6 +52,7 @@ from logstore.internal_topics.schema import (
     read_message,
     write_message,
 )
+from logstore.log_files import kraft_snapshot_file_name, parse_kraft_snapshot_name
 from logstore.records import Record, build_batch, iter_batches
 
 # -- strategies generated from the tables ----------------------------------------------------
@@ -456,9 +455,9 @@ def test_record_json_gives_structured_output():
 
 
 def test_snapshot_file_names():
-    assert snapshot_file_name(1234, 5) == "00000000000000001234-0000000005.checkpoint"
-    assert parse_snapshot_name("00000000000000001234-0000000005.checkpoint") == (1234, 5)
-    assert parse_snapshot_name("bootstrap.checkpoint") is None
+    assert kraft_snapshot_file_name(1234, 5) == "00000000000000001234-0000000005.checkpoint"
+    assert parse_kraft_snapshot_name("00000000000000001234-0000000005.checkpoint") == (1234, 5)
+    assert parse_kraft_snapshot_name("bootstrap.checkpoint") is None
 
 
 _TOPIC_ID = uuid.UUID("0f0e0d0c-0b0a-0908-0706-050403020100")

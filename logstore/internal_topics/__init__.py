@@ -22,9 +22,7 @@ from logstore.internal_topics.records import (
 )
 from logstore.internal_topics.snapshot import (
     build_snapshot,
-    parse_snapshot_name,
     read_snapshot,
-    snapshot_file_name,
 )
 
 __all__ = [
@@ -44,8 +42,6 @@ __all__ = [
     "format_offsets_for_dump",
     "format_transaction_log_for_dump",
     "metadata_type",
-    "parse_snapshot_name",
     "read_snapshot",
     "record_json",
-    "snapshot_file_name",
 ]

@@ -6,7 +6,6 @@ control batch holding a SnapshotFooterRecord. Offsets count from 0 inside the fi
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 
 from logstore.errors import CorruptRecordError
@@ -19,23 +18,8 @@ from logstore.internal_topics.records import (
 )
 from logstore.records import Record, build_batch, iter_batches
 
-SNAPSHOT_SUFFIX = ".checkpoint"
-BOOTSTRAP_SNAPSHOT = "bootstrap.checkpoint"
 SNAPSHOT_HEADER, SNAPSHOT_FOOTER = "SnapshotHeaderRecord", "SnapshotFooterRecord"
 SNAPSHOT_RECORD_VERSION = 0
-_SNAPSHOT_NAME = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
-
-
-def parse_snapshot_name(filename: str) -> tuple[int, int] | None:
-    """(end offset, epoch) of a snapshot file name "<20 digits>-<10 digits>.checkpoint", or
-    None for any other name (bootstrap.checkpoint among them)."""
-    match = _SNAPSHOT_NAME.match(filename)
-    return (int(match.group(1)), int(match.group(2))) if match else None
-
-
-def snapshot_file_name(end_offset: int, epoch: int) -> str:
-    """The file name Kafka gives the snapshot that ends before ``end_offset`` at ``epoch``."""
-    return f"{end_offset:020d}-{epoch:010d}{SNAPSHOT_SUFFIX}"
 
 
 def read_snapshot(buffer) -> list[tuple[int, InternalRecord]]:
