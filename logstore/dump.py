@@ -19,15 +19,14 @@ import numpy as np
 from index.offset_index import OFFSET_INDEX_DTYPE
 from index.time_index import TIME_INDEX_DTYPE
 from logstore.errors import CorruptRecordError, CorruptSnapshotError
-from logstore.producer_state import (
+from logstore.producer_append import decrement_sequence, increment_sequence
+from logstore.producer_snapshot import (
     SNAPSHOT_CRC_END,
     SNAPSHOT_ENTRY_DTYPE,
     SNAPSHOT_ENTRY_SIZE,
     SNAPSHOT_HEADER_DTYPE,
     SNAPSHOT_HEADER_SIZE,
     SNAPSHOT_VERSION,
-    decrement_sequence,
-    increment_sequence,
 )
 from logstore.records.control import CONTROL_KEY, END_TXN_MARKER_VALUE
 from logstore.records.header import (

@@ -54,7 +54,8 @@ from logstore.log_validator import (
     validate_leader_append,
 )
 from logstore.partition_state import PartitionState
-from logstore.producer_state import ORIGINS, AppendAnalysis, ProducerStateManager, committed_batches
+from logstore.producer_append import ORIGINS, AppendAnalysis, committed_batches
+from logstore.producer_state import ProducerStateManager
 from logstore.records import Record, RecordBatch, iter_batches
 from logstore.records.header import LOG_OVERHEAD, NO_TIMESTAMP, SIZE_FIELD, SIZE_OFFSET
 from logstore.segment import LogSegment, TimestampAndOffset

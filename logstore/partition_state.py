@@ -12,12 +12,8 @@ from pathlib import Path
 
 from logstore.clock import Clock
 from logstore.epoch import LeaderEpochFileCache
-from logstore.producer_state import (
-    AppendAnalysis,
-    BatchInfo,
-    ProducerStateManager,
-    batch_info,
-)
+from logstore.producer_append import AppendAnalysis, BatchInfo, batch_info
+from logstore.producer_state import ProducerStateManager
 from logstore.records import RecordBatch
 from logstore.segment import LogSegment
 from logstore.txn_index import AbortedTxn, collect_aborted_txns

@@ -378,7 +378,7 @@ class _StatefulLog:
 
 
 def test_producer_state_and_lso_come_from_the_log_when_it_carries_them(tmp_path):
-    from logstore.producer_state import BatchMetadata, ProducerStateEntry
+    from logstore.producer_append import BatchMetadata, ProducerStateEntry
 
     clock = ManualClock(10**12)
     log = Log.open(tmp_path / "t-0", COMPACT, clock=clock)

@@ -21,18 +21,16 @@ from logstore.errors import (
     TransactionCoordinatorFencedError,
     UnknownProducerIdError,
 )
-from logstore.producer_state import (
+from logstore.producer_append import (
     ORIGIN_CLIENT,
     ORIGIN_COORDINATOR,
     ORIGIN_REPLICATION,
     BatchInfo,
     CompletedTxn,
     EndTxnMarker,
-    ProducerStateManager,
-    decode_snapshot,
-    encode_snapshot,
-    snapshot_path,
 )
+from logstore.producer_snapshot import decode_snapshot, encode_snapshot, snapshot_path
+from logstore.producer_state import ProducerStateManager
 from logstore.records.control import ABORT, COMMIT
 from logstore.records.header import INT32_MAX
 from logstore.txn_index import AbortedTxn, TransactionIndex

@@ -74,7 +74,7 @@ def record_json(record: Any, b64: bool) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     """Print records from the chosen start up to the log end (or the LSO)."""
     from logstore.log import Log
-    from logstore.producer_state import committed_batches
+    from logstore.producer_append import committed_batches
 
     path = partition_path(args)
     if not path.is_dir():

@@ -1,0 +1,167 @@
+"""Producer-state snapshot files (`<offset>.snapshot`, FORMAT.md "Producer-state snapshot"):
+their byte layout, and the java.util.HashMap order Kafka writes entries in, so our files are
+byte-identical to Kafka's.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+from crc32c import crc32c
+
+from logstore.checkpoint import atomic_write
+from logstore.errors import CorruptSnapshotError
+from logstore.log_files import SNAPSHOT_SUFFIX, offset_prefix, segment_file_name
+from logstore.producer_append import BatchMetadata, ProducerStateEntry
+
+SNAPSHOT_VERSION = 1
+# FORMAT.md: int16 version, uint32 crc (CRC-32C of every byte after it), int32 entry count,
+# then 46-byte entries; all big-endian.
+SNAPSHOT_HEADER_DTYPE = np.dtype([("version", ">i2"), ("crc", ">u4"), ("count", ">i4")])
+SNAPSHOT_ENTRY_DTYPE = np.dtype(
+    [
+        ("producer_id", ">i8"),
+        ("producer_epoch", ">i2"),
+        ("last_sequence", ">i4"),
+        ("last_offset", ">i8"),
+        ("offset_delta", ">i4"),
+        ("timestamp", ">i8"),
+        ("coordinator_epoch", ">i4"),
+        ("current_txn_first_offset", ">i8"),
+    ]
+)
+SNAPSHOT_HEADER_SIZE = SNAPSHOT_HEADER_DTYPE.itemsize  # 10
+SNAPSHOT_ENTRY_SIZE = SNAPSHOT_ENTRY_DTYPE.itemsize  # 46
+SNAPSHOT_CRC_END = 6  # the CRC covers bytes [6, end)
+
+
+def snapshot_path(log_dir: Path | str, offset: int) -> Path:
+    """`<dir>/<offset, 20 digits>.snapshot`."""
+    return Path(log_dir) / segment_file_name(offset, SNAPSHOT_SUFFIX)
+
+
+def list_snapshot_files(log_dir: Path | str) -> dict[int, Path]:
+    """{offset: path} of the regular `*.snapshot` files in a directory."""
+    directory = Path(log_dir)
+    try:
+        entries = list(os.scandir(directory))
+    except (FileNotFoundError, NotADirectoryError):
+        return {}
+    found: dict[int, Path] = {}
+    for entry in entries:
+        name = entry.name
+        if name.endswith(SNAPSHOT_SUFFIX) and entry.is_file():
+            offset = offset_prefix(name)
+            if offset is not None:
+                found[offset] = directory / name
+    return found
+
+
+def encode_snapshot(entries: Iterable[ProducerStateEntry]) -> bytes:
+    """The `.snapshot` bytes for these entries, in the order given."""
+    rows = [
+        (
+            e.producer_id,
+            e.producer_epoch,
+            e.last_seq,
+            e.last_data_offset,
+            e.last_offset_delta,
+            e.last_timestamp,
+            e.coordinator_epoch,
+            -1 if e.current_txn_first_offset is None else e.current_txn_first_offset,
+        )
+        for e in entries
+    ]
+    header = np.zeros(1, dtype=SNAPSHOT_HEADER_DTYPE)
+    header["version"] = SNAPSHOT_VERSION
+    header["count"] = len(rows)
+    body = np.array(rows, dtype=SNAPSHOT_ENTRY_DTYPE).tobytes()
+    data = bytearray(header.tobytes() + body)
+    crc = crc32c(memoryview(data)[SNAPSHOT_CRC_END:])
+    data[2:SNAPSHOT_CRC_END] = crc.to_bytes(4, "big")
+    return bytes(data)
+
+
+def decode_snapshot(data: bytes, path: Path | str | None = None) -> list[ProducerStateEntry]:
+    """Parse `.snapshot` bytes; raises CorruptSnapshotError on a bad version, size or CRC."""
+    where = f"{path}: " if path is not None else ""
+    if len(data) < SNAPSHOT_HEADER_SIZE:
+        raise CorruptSnapshotError(
+            f"{where}snapshot of {len(data)} bytes is shorter than its header"
+        )
+    header = np.frombuffer(data, dtype=SNAPSHOT_HEADER_DTYPE, count=1)[0]
+    if int(header["version"]) != SNAPSHOT_VERSION:
+        raise CorruptSnapshotError(f"{where}unknown snapshot version {int(header['version'])}")
+    stored, computed = int(header["crc"]), crc32c(memoryview(data)[SNAPSHOT_CRC_END:])
+    if stored != computed:
+        raise CorruptSnapshotError(
+            f"{where}snapshot CRC mismatch: stored {stored}, computed {computed}"
+        )
+    count = int(header["count"])
+    if count < 0 or SNAPSHOT_HEADER_SIZE + count * SNAPSHOT_ENTRY_SIZE != len(data):
+        raise CorruptSnapshotError(
+            f"{where}snapshot claims {count} entries but holds {len(data) - SNAPSHOT_HEADER_SIZE} bytes"
+        )
+    rows = np.frombuffer(data, dtype=SNAPSHOT_ENTRY_DTYPE, count=count, offset=SNAPSHOT_HEADER_SIZE)
+    entries = []
+    for pid, epoch, seq, last_offset, delta, ts, coord, txn_first in rows.tolist():
+        entry = ProducerStateEntry(pid, epoch, coord, ts, txn_first if txn_first >= 0 else None)
+        if last_offset >= 0:
+            entry.batch_metadata.append(BatchMetadata(seq, last_offset, delta, ts))
+        entries.append(entry)
+    return entries
+
+
+def write_snapshot_file(path: Path, data: bytes, *, sync: bool = True) -> None:
+    """Write a snapshot via a temporary file and a rename; with `sync`, crash-safely (fsync the
+    file and the directory). An unsynced snapshot lost in a crash fails its CRC and is skipped."""
+    if sync:
+        atomic_write(path, data)
+        return
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+# ---- Java HashMap iteration order ----------------------------------------------------------
+# Kafka writes snapshot entries in the iteration order of a java.util.HashMap<Long, ...>:
+# bucket by bucket, and inside a bucket in insertion order. The table starts at 16 buckets and
+# doubles whenever the size exceeds 3/4 of it (it never shrinks), or when a bucket reaches
+# 8 entries while the table is under 64 buckets. Emulating it makes our files byte-identical.
+
+_JAVA_INITIAL_CAPACITY = 16
+_JAVA_LOAD_FACTOR_NUM, _JAVA_LOAD_FACTOR_DEN = 3, 4
+_JAVA_TREEIFY_THRESHOLD = 8
+_JAVA_MIN_TREEIFY_CAPACITY = 64
+
+
+def java_long_hash(value: int) -> int:
+    """java.util.HashMap's spread hash of a java.lang.Long key, as an unsigned 32-bit int."""
+    v = value & 0xFFFF_FFFF_FFFF_FFFF
+    h = (v ^ (v >> 32)) & 0xFFFF_FFFF
+    return h ^ (h >> 16)
+
+
+class JavaHashMapOrder:
+    """Tracks a HashMap's table capacity so keys can be listed in its iteration order."""
+
+    def __init__(self) -> None:
+        self.capacity = _JAVA_INITIAL_CAPACITY
+
+    def on_insert(self, key: int, existing_keys: Iterable[int], new_size: int) -> None:
+        """Account for inserting a new `key` into a map that becomes `new_size` long."""
+        mask = self.capacity - 1
+        bucket = java_long_hash(key) & mask
+        in_bucket = sum(1 for k in existing_keys if java_long_hash(k) & mask == bucket)
+        if in_bucket >= _JAVA_TREEIFY_THRESHOLD and self.capacity < _JAVA_MIN_TREEIFY_CAPACITY:
+            self.capacity *= 2
+        if new_size * _JAVA_LOAD_FACTOR_DEN > self.capacity * _JAVA_LOAD_FACTOR_NUM:
+            self.capacity *= 2
+
+    def order(self, keys_in_insertion_order: Iterable[int]) -> list[int]:
+        """The keys in the map's iteration order."""
+        mask = self.capacity - 1
+        return sorted(keys_in_insertion_order, key=lambda k: java_long_hash(k) & mask)
