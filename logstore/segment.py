@@ -31,23 +31,13 @@ from logstore.log_files import (
     TXN_INDEX_SUFFIX,
     segment_file_name,
 )
+from logstore.log_input_stream import scan_entries
 from logstore.records import BatchHeader, RecordBatch, read_batch_header
-from logstore.records.header import (
-    HEADER_SIZE_UP_TO_MAGIC,
-    LOG_OVERHEAD,
-    RECORD_OVERHEAD_V0,
-    SIZE_OFFSET,
-    V2_HEADER_SIZE,
-)
 from logstore.txn_index import TransactionIndex
 
 # What append() writes: anything exposing a contiguous byte buffer.
 Buffer: TypeAlias = bytes | bytearray | memoryview
 
-# Bytes read per pread while scanning: small for header-only scans (a few batches between
-# index entries), larger for recovery, which reads every batch in full.
-HEADER_SCAN_CHUNK = 16 * 1024
-FULL_SCAN_CHUNK = 1024 * 1024
 
 # Buffers per pwritev call (the kernel's UIO_MAXIOV on Linux).
 IOV_MAX = os.sysconf("SC_IOV_MAX")
@@ -381,49 +371,9 @@ class LogSegment:
     def _scan(
         self, start: int, *, full: bool, max_entry_size: int | None = None
     ) -> Iterator[tuple[int, BatchHeader, bytes, int]]:
-        """Yield (position, header, buffer, offset in buffer) for each entry from `start`.
-
-        With `full` the whole entry is in the buffer, else at least its header. Stops at a
-        torn tail (an entry running past the end of the file), like Kafka's
-        FileLogInputStream; raises CorruptRecordError for an impossible size or magic.
-        """
-        end = self._size
-        chunk = FULL_SCAN_CHUNK if full else HEADER_SCAN_CHUNK
-        buf, buf_start = b"", start
-        position = start
-        while position + HEADER_SIZE_UP_TO_MAGIC < end:
-            off = position - buf_start
-            if off + HEADER_SIZE_UP_TO_MAGIC > len(buf):
-                buf, buf_start, off = self.read_bytes(position, chunk), position, 0
-            size_field = int.from_bytes(
-                buf[off + SIZE_OFFSET : off + LOG_OVERHEAD], "big", signed=True
-            )
-            if size_field < RECORD_OVERHEAD_V0:
-                raise CorruptRecordError(
-                    f"entry size {size_field} is smaller than the minimum {RECORD_OVERHEAD_V0}",
-                    position=position,
-                    path=str(self._log_path),
-                )
-            entry_size = size_field + LOG_OVERHEAD
-            if max_entry_size is not None and entry_size > max_entry_size:
-                raise CorruptRecordError(
-                    f"entry size {entry_size} is larger than the maximum {max_entry_size}",
-                    position=position,
-                    path=str(self._log_path),
-                )
-            if position > end - entry_size:
-                return
-            need = entry_size if full else min(entry_size, V2_HEADER_SIZE)
-            if off + need > len(buf):
-                buf, buf_start, off = self.read_bytes(position, max(chunk, need)), position, 0
-            try:
-                header = read_batch_header(buf, off)
-            except CorruptRecordError as exc:
-                raise CorruptRecordError(
-                    str(exc), position=position, path=str(self._log_path)
-                ) from exc
-            yield position, header, buf, off
-            position += entry_size
+        """Every entry of the `.log` from `start` (see log_input_stream.scan_entries)."""
+        return scan_entries(self.read_bytes, self._size, start, full=full, max_entry_size=max_entry_size,
+                            path=str(self._log_path))
 
     def iter_batches(self, start_position: int = 0) -> Iterator[RecordBatch]:
         """Every complete batch from `start_position`, each a RecordBatch over its own bytes."""
