@@ -5,6 +5,9 @@ log double; tests/simulation and test_replication_disk.py run them on real Logs.
 
 from __future__ import annotations
 
+import logging
+import threading
+
 import pytest
 
 from logstore.clock import ManualClock
@@ -20,7 +23,7 @@ from logstore.errors import (
 from logstore.replication.controller import Controller
 from logstore.replication.follower import Follower, Step, truncation_offset
 from logstore.replication.partition import ACKS_ALL, EpochEndOffset, Partition
-from logstore.replication.transport import InProcessTransport
+from logstore.replication.transport import FetchRequest, InProcessTransport
 from tests.simulation.memory_log import MemoryLog
 
 LAG = 1000
@@ -284,6 +287,44 @@ def test_follower_restarts_from_the_leaders_log_start_when_behind_it() -> None:
     assert t.p[2].log_end_offset == 5
 
 
+def test_follower_restarts_its_empty_log_at_the_batch_holding_the_leaders_log_start() -> None:
+    # DeleteRecords put the leader's start inside a batch: the follower behind it restarts
+    # empty at that start, then takes the whole batch (Kafka's appendRecordsToFollowerOrFutureReplica).
+    t = Trio()
+    t.rounds(2)
+    t.controller.fail(2)
+    t.p[0].append(_records(3))
+    t.p[0].append(_records(2))
+    t.rounds(2, (1,))
+    t.p[0].log.maybe_increment_log_start_offset(1)
+    t.controller.startup(t.p[2])
+    assert t.f[2].step() is Step.OUT_OF_RANGE
+    assert (t.p[2].log.log_start_offset, t.p[2].log_end_offset) == (1, 1)
+    assert t.f[2].step() is Step.FETCHED
+    assert t.p[2].log.batch_ids() == t.p[0].log.batch_ids()
+    assert (t.p[2].log.log_start_offset, t.p[2].high_watermark) == (1, 5)
+    t.rounds(1, (2,))
+    assert t.controller.isr == {0, 1, 2}
+
+
+def test_a_log_start_moving_during_a_fetch_answers_out_of_range(monkeypatch) -> None:
+    t = Trio()
+    t.controller.fail(1, 2)
+    t.p[0].append(_records(3))
+    log = t.p[0].log
+    read = log.read
+
+    def read_after_delete_records(offset: int, max_bytes: int):
+        log.maybe_increment_log_start_offset(2)  # another thread's DeleteRecords wins the race
+        return read(offset, max_bytes)
+
+    monkeypatch.setattr(log, "read", read_after_delete_records)
+    t.controller.startup(t.p[1])
+    assert t.f[1].step() is Step.TRUNCATED
+    assert t.f[1].step() is Step.OUT_OF_RANGE
+    assert (t.p[1].log.log_start_offset, t.p[1].log_end_offset) == (2, 2)
+
+
 def test_follower_takes_the_leaders_log_start_offset_in_one_fetch() -> None:
     t = Trio()
     t.rounds(2)
@@ -317,6 +358,56 @@ def test_fenced_follower_waits_and_an_unreachable_leader_is_retried() -> None:
     assert t.f[2].step() is Step.RETRY
     t.p[0].make_follower(1, 6)
     assert Follower(t.p[0], t.transport).step() is Step.RETRY
+
+
+class _BreaksOnce(InProcessTransport):
+    """The first fetch fails with an error no fetcher expects; the second waits for the test."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fetches = 0
+        self.retrying = threading.Event()
+        self.resume = threading.Event()
+
+    def fetch(self, leader_id: int, request: FetchRequest):
+        self.fetches += 1
+        if self.fetches == 1:
+            raise RuntimeError("socket closed under the fetcher")
+        if self.fetches == 2:
+            self.retrying.set()
+            self.resume.wait(30)
+        return super().fetch(leader_id, request)
+
+
+def test_follower_thread_survives_an_unexpected_error_shows_it_and_retries(caplog) -> None:
+    t = Trio()
+    t.transport = transport = _BreaksOnce()
+    for p in t.p:
+        transport.register(p)
+    follower = Follower(t.p[1], transport)
+    assert follower.step() is Step.TRUNCATED
+    with caplog.at_level(logging.ERROR, logger="logstore.replication.follower"):
+        follower.start(interval_s=0.001, backoff_s=0.001)
+        try:
+            assert transport.retrying.wait(30), "the fetcher thread died"
+            assert isinstance(follower.last_error, RuntimeError)
+            transport.resume.set()
+            assert t.p[0].wait_for_isr(2, timeout_s=30)
+        finally:
+            follower.stop()
+    assert follower.last_error is None
+    assert any("t-0" in r.getMessage() and "offset 0" in r.getMessage() for r in caplog.records)
+
+
+def test_follower_reports_invalid_fetched_records_and_retries() -> None:
+    t = Trio()
+    t.rounds(2)
+    t.p[0].append(_records(2))
+    t.p[1].log.append(_records(1))  # a stray record: the next fetched batch starts below its end
+    assert t.f[1].step() is Step.FAILED
+    assert "below the log end offset" in str(t.f[1].last_error)
+    t.p[1].log.truncate_to(0)
+    assert t.f[1].step() is Step.FETCHED and t.f[1].last_error is None
 
 
 def test_controller_elections_bump_the_epoch_and_use_the_seed_strategies() -> None:

@@ -30,9 +30,11 @@ from logstore.errors import (
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
     UnknownLeaderEpochError,
 )
 from logstore.log import AppendInfo, Log
+from logstore.records import read_batch_header
 
 LEADER = "leader"
 FOLLOWER = "follower"
@@ -416,7 +418,12 @@ class Partition:
                     f"fetch offset {fetch_offset} from replica {replica_id} is out of range for "
                     f"{self.topic}-{self.partition}: valid offsets are [{start}, {end}]",
                     log_start_offset=start, log_end_offset=end)
-            result = log.read(fetch_offset, max_bytes)
+            try:
+                result = log.read(fetch_offset, max_bytes)
+            except OffsetOutOfRangeError as exc:  # the start moved (DeleteRecords, retention) meanwhile
+                raise FetchOffsetOutOfRangeError(
+                    f"{exc} (fetch from replica {replica_id})",
+                    log_start_offset=log.log_start_offset, log_end_offset=log.log_end_offset) from exc
             now = self.clock.time_ms()
             self._update_follower_state(state, fetch_offset, log_start_offset, end, now)
             self._maybe_expand_isr(state)
@@ -494,6 +501,12 @@ class Partition:
                 return False
             log = self.log
             if response.records:
+                first = read_batch_header(response.records)
+                end = log.log_end_offset
+                if end == log.log_start_offset and first.base_offset < end <= first.last_offset:
+                    # The leader's start is inside this batch (DeleteRecords): an empty log restarts
+                    # at the batch (Kafka's appendRecordsToFollowerOrFutureReplica).
+                    log.truncate_fully_and_start_at(first.base_offset)
                 log.append_as_follower(response.records)
             log.high_watermark = min(log.log_end_offset, response.high_watermark)
             if response.log_start_offset > log.log_start_offset:
