@@ -307,6 +307,28 @@ def test_follower_restarts_its_empty_log_at_the_batch_holding_the_leaders_log_st
     assert t.controller.isr == {0, 1, 2}
 
 
+def test_a_follower_holding_nothing_the_leader_keeps_restarts_at_the_batch_holding_its_start() -> None:
+    # A zombie's unreplicated tail ends exactly at the new leader's start, inside its batch:
+    # the epochs cannot tell (the leader's history below its start is gone), so the fetch must.
+    t = Trio()
+    t.rounds(2)
+    t.p[0].append(_records(1))
+    t.rounds(2)
+    t.controller.fail(0)  # replica 0 keeps running, unaware: a zombie leader
+    t.p[0].append(_records(2), acks=1)  # offsets 1..2 in epoch 0, never replicated
+    t.p[1].append(_records(3))  # offsets 1..3 in epoch 1
+    t.rounds(3, (2,))
+    t.p[1].log.maybe_increment_log_start_offset(3)
+    t.controller.startup(t.p[0])
+    zombie = Follower(t.p[0], t.transport)
+    assert zombie.step() is Step.TRUNCATED and t.p[0].log_end_offset == 3  # epoch 0 "ends" at 3
+    assert zombie.step() is Step.FETCHED
+    assert t.p[0].log.batch_ids() == t.p[1].log.batch_ids()
+    assert t.p[0].log.log_start_offset == 3
+    zombie.step()
+    assert t.controller.isr == {0, 1, 2}
+
+
 def test_a_log_start_moving_during_a_fetch_answers_out_of_range(monkeypatch) -> None:
     t = Trio()
     t.controller.fail(1, 2)

@@ -503,9 +503,11 @@ class Partition:
             if response.records:
                 first = read_batch_header(response.records)
                 end = log.log_end_offset
-                if end == log.log_start_offset and first.base_offset < end <= first.last_offset:
-                    # The leader's start is inside this batch (DeleteRecords): an empty log restarts
-                    # at the batch (Kafka's appendRecordsToFollowerOrFutureReplica).
+                below_start = end <= max(log.log_start_offset, response.log_start_offset)
+                if below_start and first.base_offset < end <= first.last_offset:
+                    # A log start inside this batch (DeleteRecords): a log that is empty, or holds
+                    # nothing the leader keeps, restarts at the batch. Kafka restarts an empty one
+                    # (appendRecordsToFollowerOrFutureReplica) and fails the partition otherwise.
                     log.truncate_fully_and_start_at(first.base_offset)
                 log.append_as_follower(response.records)
             log.high_watermark = min(log.log_end_offset, response.high_watermark)
