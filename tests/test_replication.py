@@ -36,12 +36,14 @@ def _partition(replica_id: int, clock: ManualClock, **config: int) -> Partition:
 
 
 class Trio:
-    """Leader 0 and followers 1, 2 wired through a Controller and an in-process transport."""
+    """Leader 0 and followers 1, 2 wired through a Controller (keeping eligible leader replicas
+    unless `elr=False`) and an in-process transport."""
 
-    def __init__(self, **config: int):
+    def __init__(self, *, elr: bool = True, **config: int):
         self.clock = ManualClock(1_000_000)
         self.transport = InProcessTransport()
-        self.controller = Controller([0, 1, 2])
+        self.controller = Controller([0, 1, 2], min_insync_replicas=config.get("min_insync_replicas", 1),
+                                     eligible_leader_replicas_enable=elr)
         self.p = [_partition(i, self.clock, **config) for i in range(3)]
         for p in self.p:
             self.transport.register(p)
@@ -98,8 +100,8 @@ def test_acks_zero_and_one_complete_at_once(acks: int) -> None:
     assert t.p[0].high_watermark == 0
 
 
-def test_min_insync_replicas_refuses_acks_all_when_the_isr_is_too_small() -> None:
-    t = Trio(min_insync_replicas=2)
+def test_min_insync_replicas_refuses_acks_all_when_the_isr_is_too_small_without_elr() -> None:
+    t = Trio(min_insync_replicas=2, elr=False)
     assert t.controller.isr == {0}  # followers have not fetched yet
     with pytest.raises(NotEnoughReplicasError):
         t.p[0].append(_records())
@@ -111,8 +113,8 @@ def test_min_insync_replicas_refuses_acks_all_when_the_isr_is_too_small() -> Non
     assert t.p[0].append(_records()).done is False
 
 
-def test_acks_all_fails_when_the_isr_shrank_below_min_insync_before_commit() -> None:
-    t = Trio(min_insync_replicas=2)
+def test_acks_all_fails_when_the_isr_shrank_below_min_insync_before_commit_without_elr() -> None:
+    t = Trio(min_insync_replicas=2, elr=False)
     t.rounds(2)
     handle = t.p[0].append(_records())
     t.clock.advance(LAG + 1)  # neither follower fetches again
@@ -120,6 +122,21 @@ def test_acks_all_fails_when_the_isr_shrank_below_min_insync_before_commit() -> 
     assert t.p[0].high_watermark == 1  # committed by the leader alone
     with pytest.raises(NotEnoughReplicasAfterAppendError):
         handle.result(0)
+
+
+def test_with_elr_the_hw_stands_still_while_the_isr_is_below_min_insync_replicas() -> None:
+    # KIP-966: so every eligible leader replica holds everything below the HW.
+    t = Trio(min_insync_replicas=2)
+    t.rounds(2)
+    handle = t.p[0].append(_records())
+    t.clock.advance(LAG + 1)
+    assert t.p[0].maybe_shrink_isr() == {1, 2}
+    assert t.controller.elr == {1, 2}
+    assert t.p[0].append(_records(), acks=1).is_committed
+    assert t.p[0].high_watermark == 0 and not handle.done
+    t.rounds(2, (1,))  # replica 1 rejoins at the HW: the ISR is back to min.insync.replicas
+    assert t.controller.isr == {0, 1} and t.controller.elr == frozenset()
+    assert t.p[0].high_watermark == 2 and handle.is_committed
 
 
 def test_isr_shrinks_only_after_lag_time_without_catching_up() -> None:
@@ -451,11 +468,50 @@ def test_controller_elections_bump_the_epoch_and_use_the_seed_strategies() -> No
     assert [e for e, _ in t.controller.elections] == [0, 1, 2, 3]
 
 
+def test_controller_refuses_a_failed_replica_back_into_the_isr() -> None:
+    # KIP-841: the controller fenced replica 2, which still fetches from the leader.
+    t = Trio()
+    t.rounds(2)
+    t.controller.fail(2)
+    assert t.controller.isr == {0, 1} and t.p[0].isr == {0, 1}
+    t.rounds(2)
+    assert t.controller.isr == {0, 1} and t.p[0].isr == {0, 1}
+    t.controller.startup(t.p[2])
+    t.rounds(1)
+    assert t.controller.isr == {0, 1, 2}
+
+
+def test_controller_keeps_the_last_isr_member_without_elr_whatever_it_lost() -> None:
+    t = Trio(elr=False)
+    t.rounds(2)
+    t.controller.fail(2)
+    t.controller.fail(0, 1)  # "last replica standing": whichever id comes last
+    assert t.controller.leader is None and t.controller.isr == {1}
+    t.controller.startup(t.p[1], unclean_shutdown=True)
+    assert t.controller.leader == 1
+
+
+def test_controller_elects_an_eligible_leader_replica_that_kept_its_data() -> None:
+    t = Trio()
+    t.rounds(2)
+    t.controller.fail(2)
+    t.controller.fail(0, 1)
+    assert t.controller.leader is None
+    assert (t.controller.isr, t.controller.elr) == (frozenset(), {0, 1})
+    t.controller.startup(t.p[1], unclean_shutdown=True)  # lost its unflushed records
+    assert t.controller.leader is None and t.controller.elr == {0}
+    t.controller.startup(t.p[2])  # never eligible: it left the ISR before the others
+    assert t.controller.leader is None
+    t.controller.startup(t.p[0])
+    assert (t.controller.leader, t.controller.isr, t.controller.elr) == (0, {0}, frozenset())
+    assert t.p[0].is_leader and t.p[1].follower_state() == (0, t.controller.leader_epoch)
+
+
 def test_controller_goes_offline_without_unclean_election_and_recovers_with_it() -> None:
     t = Trio()
     t.controller.fail(1, 2)
     t.controller.fail(0)
-    assert t.controller.leader is None and t.controller.isr == {0}
+    assert t.controller.leader is None and t.controller.isr == frozenset() and t.controller.elr == {0}
     t.controller.startup(t.p[1])
     assert t.controller.leader is None
     unclean = Controller([0, 1, 2], unclean_leader_election_enable=True)

@@ -157,6 +157,7 @@ class Partition:
         self.assigned: tuple[int, ...] = ()
         self.isr: frozenset[int] = frozenset()
         self.leader_epoch_start_offset = UNKNOWN_OFFSET
+        self.hw_needs_min_isr = False  # KIP-966: set by make_leader when the controller keeps ELR
         self._remotes: dict[int, ReplicaState] = {}
         self._pending: list[AppendHandle] = []
         self._lock = threading.RLock()
@@ -236,14 +237,17 @@ class Partition:
 
     # ------------------------------------------------------------------ role changes
 
-    def make_leader(self, leader_epoch: int, isr: Iterable[int], assigned: Iterable[int]) -> bool:
+    def make_leader(self, leader_epoch: int, isr: Iterable[int], assigned: Iterable[int], *,
+                    eligible_leader_replicas: bool = False) -> bool:
         """Become leader in `leader_epoch` (a LeaderAndIsr from the controller). The epoch starts
-        at the current LEO in the epoch cache; every remote replica's state is reset. Returns
-        False (and changes nothing) for an epoch older than the one known."""
+        at the current LEO in the epoch cache; every remote replica's state is reset. With
+        `eligible_leader_replicas` (KIP-966) the HW only moves while the ISR holds
+        min.insync.replicas. False (and no change) for an epoch older than the one known."""
         with self._lock:
             if leader_epoch < self.leader_epoch:
                 return False
             now = self.clock.time_ms()
+            self.hw_needs_min_isr = eligible_leader_replicas
             self.isr = frozenset(isr) | {self.replica_id}
             self.assigned = tuple(assigned)
             self._isr_changed.notify_all()
@@ -347,7 +351,10 @@ class Partition:
                     f"committed with ISR {sorted(self.isr)} below min.insync.replicas={min_isr}"))
 
     def _maybe_increment_high_watermark(self, now: int) -> bool:
-        """HW = min LEO over the ISR and the replicas caught up within the lag time; only up."""
+        """HW = min LEO over the ISR and the replicas caught up within the lag time; only up,
+        and with `hw_needs_min_isr` only while the ISR holds min.insync.replicas."""
+        if self.hw_needs_min_isr and len(self.isr) < self._config.min_insync_replicas:
+            return False  # an eligible leader replica must hold everything below the HW
         leo = self.log.log_end_offset
         lag = self._config.replica_lag_time_max_ms
         new_hw = leo

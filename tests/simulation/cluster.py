@@ -10,7 +10,8 @@ Fault model (Kafka's durability assumption made explicit):
 - `fail(r)`: the machine dies (power loss). Unflushed bytes are lost -- unless `r` is the last
   live ISR replica, the one fault Kafka does not survive (every copy of a committed record
   gone at once), so then the failure keeps the data. The controller notices: `r` leaves the
-  ISR or, if it led, a new leader is elected.
+  ISR or, if it led, a new leader is elected. A replica that lost bytes registers again
+  with an unclean shutdown, which takes it out of the eligible leader replicas (KIP-966).
 - `recover(r)`: a failed replica's broker starts again.
 - `isolate()`: the controller loses the leader (session expiry) and elects another, but the
   old leader keeps running unaware -- a zombie that still takes produces; `reconnect()` ends it.
@@ -37,6 +38,7 @@ from logstore.checkpoint import (
     write_offsets_checkpoint,
 )
 from logstore.clock import ManualClock
+from logstore.config import LogConfig
 from logstore.errors import NotEnoughReplicasError, NotLeaderOrFollowerError
 from logstore.records import build_batch_columnar, iter_batches, read_batch_header
 from logstore.replication.controller import Controller
@@ -81,6 +83,7 @@ class Node:
         self.memory_log: MemoryLog | None = None
         self.hw_checkpoint = 0
         self.isolated = False  # up, but cut off from the controller (a zombie leader)
+        self.unclean_shutdown = False  # it lost unflushed bytes when it last went down
 
     @property
     def up(self) -> bool:
@@ -170,6 +173,7 @@ class SimCluster:
         replicas: int = 3,
         strict_history: bool = True,
         unclean_leader_election_enable: bool = False,
+        eligible_leader_replicas_enable: bool = True,
     ):
         if backend == "disk" and root is None:
             raise ValueError("the disk backend needs a root directory")
@@ -181,7 +185,9 @@ class SimCluster:
         self.clock = ManualClock(START_MS)
         self.transport = InProcessTransport()
         self.controller = Controller(list(range(replicas)),
-                                     unclean_leader_election_enable=unclean_leader_election_enable)
+                                     min_insync_replicas=LogConfig.coerce(self.config).min_insync_replicas,
+                                     unclean_leader_election_enable=unclean_leader_election_enable,
+                                     eligible_leader_replicas_enable=eligible_leader_replicas_enable)
         self.nodes = [Node(i) for i in range(replicas)]
         self.invariants = Invariants(strict_history)
         self.pending: list[tuple[AppendHandle, BatchId]] = []
@@ -209,12 +215,14 @@ class SimCluster:
         node.follower = Follower(partition, self.transport, truncate_to_hw=self.truncate_to_hw,
                                  truncate_on_fetch=self.truncate_on_fetch)
         self.transport.register(partition)
-        self.controller.startup(partition)
+        self.controller.startup(partition, unclean_shutdown=node.unclean_shutdown)
+        node.unclean_shutdown = False
 
     def _stop(self, node: Node, *, lose_unflushed: bool) -> None:
         partition = node.partition
         assert partition is not None
         self.transport.unregister(node.replica_id, TOPIC, 0)
+        node.unclean_shutdown = lose_unflushed
         log = partition.log
         if lose_unflushed and log.recovery_point < log.log_end_offset:
             if isinstance(log, MemoryLog):
@@ -336,7 +344,7 @@ class SimCluster:
 
     def fail_together(self, lose_unflushed: dict[int, bool]) -> None:
         """Several machines fail at the same moment (each losing its unflushed bytes or not);
-        the controller learns of all of them in one event."""
+        the controller learns of all of them in one event, in the dict's order."""
         for replica_id, lose in lose_unflushed.items():
             self._stop(self.nodes[replica_id], lose_unflushed=lose)
         self.controller.fail(*lose_unflushed)
