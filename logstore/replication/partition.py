@@ -239,10 +239,9 @@ class Partition:
 
     def make_leader(self, leader_epoch: int, isr: Iterable[int], assigned: Iterable[int], *,
                     eligible_leader_replicas: bool = False) -> bool:
-        """Become leader in `leader_epoch` (a LeaderAndIsr from the controller). The epoch starts
-        at the current LEO in the epoch cache; every remote replica's state is reset. With
-        `eligible_leader_replicas` (KIP-966) the HW only moves while the ISR holds
-        min.insync.replicas. False (and no change) for an epoch older than the one known."""
+        """Become leader in `leader_epoch` (a LeaderAndIsr): the epoch starts at the LEO in the
+        epoch cache, remote replica states reset; with `eligible_leader_replicas` (KIP-966) the HW
+        moves only while the ISR holds min.insync.replicas. False (no change) for an older epoch."""
         with self._lock:
             if leader_epoch < self.leader_epoch:
                 return False
