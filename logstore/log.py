@@ -585,7 +585,8 @@ class Log:
     # ------------------------------------------------------------------ truncation
 
     def truncate_to(self, offset: int) -> bool:
-        """Remove every record at or above `offset` (whole batches); False if nothing to do."""
+        """Remove every record at or above `offset` (whole batches: the one holding `offset`
+        goes too); False if nothing to do. A log start it lowers is checkpointed before return."""
         with self._lock:
             self._require_writable("truncate")
             if offset < 0:
@@ -606,10 +607,14 @@ class Log:
             active.truncate_to(offset)
             active.resize_indexes(self._config.segment_index_bytes)
             self._log_end_offset = active.read_next_offset()
-            self._log_start_offset = min(offset, self._log_start_offset)
+            old_start = self._log_start_offset
+            # Kafka lowers the start to `offset`; the batch holding the start may be gone too.
+            self._log_start_offset = min(offset, old_start, self._log_end_offset)
             self._recovery_point = min(self._recovery_point, self._log_end_offset)
             self._high_watermark = min(self._high_watermark, self._log_end_offset)
             self._state.truncated(self._segments, self._log_start_offset, self._log_end_offset)
+            if self._log_start_offset != old_start:
+                self._start_offset_changed()
             return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:

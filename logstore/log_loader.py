@@ -141,6 +141,7 @@ class LogLoader:
             for segment in corrupt_txn_indexes:
                 self._recover_segment(segment)
             self._recover()
+            self._drop_segments_ending_below(state.log_start_offset)
         if not self._segments:
             if self._read_only:
                 raise FileNotFoundError(f"log directory {self._dir} holds no segments")
@@ -157,6 +158,16 @@ class LogLoader:
         recovery_point = max(recovery_point, log_start)
         self._state.loaded(self._segments, log_start, log_end, clean_shutdown=state.clean_shutdown)
         return LoadedLog(self._segments, log_start, log_end, recovery_point, self._recovered_bytes)
+
+    def _drop_segments_ending_below(self, log_start_offset: int) -> None:
+        """A log that ends below its checkpointed start (a crash between a truncation and its
+        checkpoint, or a power loss) restarts empty at that start, as Kafka's recoverLog does."""
+        if not self._segments or self._segments[-1].next_offset >= log_start_offset:
+            return
+        for segment in self._segments:
+            segment.delete()
+        self._segments = []
+        self._state.epochs.clear_and_flush()
 
     def _open_segment(self, base_offset: int) -> LogSegment:
         return LogSegment.open(self._dir, base_offset, read_only=self._read_only,

@@ -222,6 +222,36 @@ def test_delete_records_before_is_bounded_by_the_high_watermark(tmp_path, clock)
         assert log.log_start_offset == 2
 
 
+def _crash(log):
+    """Drop the log as a killed process does: no flush, no close, no checkpoint."""
+    log._release()
+
+
+def test_truncation_below_the_log_start_is_checkpointed_before_it_returns(tmp_path, clock):
+    log = open_log(tmp_path, clock)
+    log.append(batch(2))
+    log.append(batch(2))
+    log.delete_records_before(2)
+    assert log.truncate_to(0)
+    assert (log.log_start_offset, log.log_end_offset) == (0, 0)
+    assert (tmp_path / "log-start-offset-checkpoint").read_text() == "0\n1\nt 0 0\n"
+    _crash(log)
+    with Log.open(tmp_path / "t-0", clock=clock) as log:
+        assert (log.log_start_offset, log.log_end_offset) == (0, 0)
+
+
+def test_truncation_inside_the_batch_holding_the_log_start_brings_the_start_down_to_the_end(tmp_path, clock):
+    with open_log(tmp_path, clock) as log:
+        log.append(batch(3))
+        log.append(batch(2))
+        log.delete_records_before(1)
+        assert log.truncate_to(2)  # removes the whole batch 0..2, which holds the start
+        assert (log.log_start_offset, log.high_watermark, log.log_end_offset) == (0, 0, 0)
+        assert log.append(batch(1)).first_offset == 0
+    with Log.open(tmp_path / "t-0", clock=clock) as log:
+        assert (log.log_start_offset, log.log_end_offset) == (0, 1)
+
+
 # ------------------------------------------------------------------ segment deletion and swap
 
 

@@ -110,6 +110,42 @@ def test_open_of_an_existing_directory_with_rejected_index_bytes_adds_no_lock(tm
 
 
 
+def test_open_of_a_log_ending_below_its_checkpointed_start_restarts_it_empty_at_that_start(tmp_path, clock):
+    # Kafka's LogLoader.recoverLog (LogLoaderTest.testLogEndLessThanStartAfterReopen).
+    with open_log(tmp_path, clock) as log:
+        log.append(batch(3, producer_id=7, producer_epoch=0, base_sequence=0), leader_epoch=4)
+    (tmp_path / "log-start-offset-checkpoint").write_text("0\n1\nt 0 5\n")
+    with Log.open(tmp_path / "t-0", clock=clock) as log:
+        assert (log.log_start_offset, log.high_watermark, log.log_end_offset) == (5, 5, 5)
+        assert [s.base_offset for s in log.segments] == [5]
+        assert len(log.leader_epoch_cache) == 0 and not log.producer_state.producers
+        assert log.append(batch(1)).first_offset == 5
+    assert not [n for n in os.listdir(tmp_path / "t-0") if n.startswith(f"{0:020d}.")]
+
+
+def test_a_crash_between_truncation_and_the_start_checkpoint_reopens_with_start_at_most_end(
+        tmp_path, clock, monkeypatch):
+    log = open_log(tmp_path, clock)
+    log.append(batch(2))
+    log.append(batch(2))
+    log.delete_records_before(3)
+
+    class Crash(BaseException):
+        """The process dies here."""
+
+    def crash(*_args, **_kwargs):
+        raise Crash
+
+    monkeypatch.setattr("logstore.log.update_offsets_checkpoints", crash)
+    with pytest.raises(Crash):
+        log.truncate_to(1)  # the segment is cut to 0: below the checkpointed start 3
+    monkeypatch.undo()
+    log._release()
+    with Log.open(tmp_path / "t-0", clock=clock) as log:
+        assert log.log_start_offset <= log.high_watermark <= log.log_end_offset
+        assert (log.log_start_offset, log.log_end_offset) == (3, 3)
+
+
 def test_open_builds_producer_state_from_the_logs_config(tmp_path, clock):
     with Log.open(tmp_path / "t-0", {"producer.id.expiration.ms": 1000}, clock=clock) as log:
         assert log.producer_state.producer_id_expiration_ms == 1000

@@ -5,6 +5,9 @@ log double; tests/simulation and test_replication_disk.py run them on real Logs.
 
 from __future__ import annotations
 
+import logging
+import threading
+
 import pytest
 
 from logstore.clock import ManualClock
@@ -20,7 +23,7 @@ from logstore.errors import (
 from logstore.replication.controller import Controller
 from logstore.replication.follower import Follower, Step, truncation_offset
 from logstore.replication.partition import ACKS_ALL, EpochEndOffset, Partition
-from logstore.replication.transport import InProcessTransport
+from logstore.replication.transport import FetchRequest, InProcessTransport
 from tests.simulation.memory_log import MemoryLog
 
 LAG = 1000
@@ -33,12 +36,14 @@ def _partition(replica_id: int, clock: ManualClock, **config: int) -> Partition:
 
 
 class Trio:
-    """Leader 0 and followers 1, 2 wired through a Controller and an in-process transport."""
+    """Leader 0 and followers 1, 2 wired through a Controller (keeping eligible leader replicas
+    unless `elr=False`) and an in-process transport."""
 
-    def __init__(self, **config: int):
+    def __init__(self, *, elr: bool = True, **config: int):
         self.clock = ManualClock(1_000_000)
         self.transport = InProcessTransport()
-        self.controller = Controller([0, 1, 2])
+        self.controller = Controller([0, 1, 2], min_insync_replicas=config.get("min_insync_replicas", 1),
+                                     eligible_leader_replicas_enable=elr)
         self.p = [_partition(i, self.clock, **config) for i in range(3)]
         for p in self.p:
             self.transport.register(p)
@@ -95,8 +100,8 @@ def test_acks_zero_and_one_complete_at_once(acks: int) -> None:
     assert t.p[0].high_watermark == 0
 
 
-def test_min_insync_replicas_refuses_acks_all_when_the_isr_is_too_small() -> None:
-    t = Trio(min_insync_replicas=2)
+def test_min_insync_replicas_refuses_acks_all_when_the_isr_is_too_small_without_elr() -> None:
+    t = Trio(min_insync_replicas=2, elr=False)
     assert t.controller.isr == {0}  # followers have not fetched yet
     with pytest.raises(NotEnoughReplicasError):
         t.p[0].append(_records())
@@ -108,8 +113,8 @@ def test_min_insync_replicas_refuses_acks_all_when_the_isr_is_too_small() -> Non
     assert t.p[0].append(_records()).done is False
 
 
-def test_acks_all_fails_when_the_isr_shrank_below_min_insync_before_commit() -> None:
-    t = Trio(min_insync_replicas=2)
+def test_acks_all_fails_when_the_isr_shrank_below_min_insync_before_commit_without_elr() -> None:
+    t = Trio(min_insync_replicas=2, elr=False)
     t.rounds(2)
     handle = t.p[0].append(_records())
     t.clock.advance(LAG + 1)  # neither follower fetches again
@@ -117,6 +122,21 @@ def test_acks_all_fails_when_the_isr_shrank_below_min_insync_before_commit() -> 
     assert t.p[0].high_watermark == 1  # committed by the leader alone
     with pytest.raises(NotEnoughReplicasAfterAppendError):
         handle.result(0)
+
+
+def test_with_elr_the_hw_stands_still_while_the_isr_is_below_min_insync_replicas() -> None:
+    # KIP-966: so every eligible leader replica holds everything below the HW.
+    t = Trio(min_insync_replicas=2)
+    t.rounds(2)
+    handle = t.p[0].append(_records())
+    t.clock.advance(LAG + 1)
+    assert t.p[0].maybe_shrink_isr() == {1, 2}
+    assert t.controller.elr == {1, 2}
+    assert t.p[0].append(_records(), acks=1).is_committed
+    assert t.p[0].high_watermark == 0 and not handle.done
+    t.rounds(2, (1,))  # replica 1 rejoins at the HW: the ISR is back to min.insync.replicas
+    assert t.controller.isr == {0, 1} and t.controller.elr == frozenset()
+    assert t.p[0].high_watermark == 2 and handle.is_committed
 
 
 def test_isr_shrinks_only_after_lag_time_without_catching_up() -> None:
@@ -284,6 +304,66 @@ def test_follower_restarts_from_the_leaders_log_start_when_behind_it() -> None:
     assert t.p[2].log_end_offset == 5
 
 
+def test_follower_restarts_its_empty_log_at_the_batch_holding_the_leaders_log_start() -> None:
+    # DeleteRecords put the leader's start inside a batch: the follower behind it restarts
+    # empty at that start, then takes the whole batch (Kafka's appendRecordsToFollowerOrFutureReplica).
+    t = Trio()
+    t.rounds(2)
+    t.controller.fail(2)
+    t.p[0].append(_records(3))
+    t.p[0].append(_records(2))
+    t.rounds(2, (1,))
+    t.p[0].log.maybe_increment_log_start_offset(1)
+    t.controller.startup(t.p[2])
+    assert t.f[2].step() is Step.OUT_OF_RANGE
+    assert (t.p[2].log.log_start_offset, t.p[2].log_end_offset) == (1, 1)
+    assert t.f[2].step() is Step.FETCHED
+    assert t.p[2].log.batch_ids() == t.p[0].log.batch_ids()
+    assert (t.p[2].log.log_start_offset, t.p[2].high_watermark) == (1, 5)
+    t.rounds(1, (2,))
+    assert t.controller.isr == {0, 1, 2}
+
+
+def test_a_follower_holding_nothing_the_leader_keeps_restarts_at_the_batch_holding_its_start() -> None:
+    # A zombie's unreplicated tail ends exactly at the new leader's start, inside its batch:
+    # the epochs cannot tell (the leader's history below its start is gone), so the fetch must.
+    t = Trio()
+    t.rounds(2)
+    t.p[0].append(_records(1))
+    t.rounds(2)
+    t.controller.fail(0)  # replica 0 keeps running, unaware: a zombie leader
+    t.p[0].append(_records(2), acks=1)  # offsets 1..2 in epoch 0, never replicated
+    t.p[1].append(_records(3))  # offsets 1..3 in epoch 1
+    t.rounds(3, (2,))
+    t.p[1].log.maybe_increment_log_start_offset(3)
+    t.controller.startup(t.p[0])
+    zombie = Follower(t.p[0], t.transport)
+    assert zombie.step() is Step.TRUNCATED and t.p[0].log_end_offset == 3  # epoch 0 "ends" at 3
+    assert zombie.step() is Step.FETCHED
+    assert t.p[0].log.batch_ids() == t.p[1].log.batch_ids()
+    assert t.p[0].log.log_start_offset == 3
+    zombie.step()
+    assert t.controller.isr == {0, 1, 2}
+
+
+def test_a_log_start_moving_during_a_fetch_answers_out_of_range(monkeypatch) -> None:
+    t = Trio()
+    t.controller.fail(1, 2)
+    t.p[0].append(_records(3))
+    log = t.p[0].log
+    read = log.read
+
+    def read_after_delete_records(offset: int, max_bytes: int):
+        log.maybe_increment_log_start_offset(2)  # another thread's DeleteRecords wins the race
+        return read(offset, max_bytes)
+
+    monkeypatch.setattr(log, "read", read_after_delete_records)
+    t.controller.startup(t.p[1])
+    assert t.f[1].step() is Step.TRUNCATED
+    assert t.f[1].step() is Step.OUT_OF_RANGE
+    assert (t.p[1].log.log_start_offset, t.p[1].log_end_offset) == (2, 2)
+
+
 def test_follower_takes_the_leaders_log_start_offset_in_one_fetch() -> None:
     t = Trio()
     t.rounds(2)
@@ -319,6 +399,56 @@ def test_fenced_follower_waits_and_an_unreachable_leader_is_retried() -> None:
     assert Follower(t.p[0], t.transport).step() is Step.RETRY
 
 
+class _BreaksOnce(InProcessTransport):
+    """The first fetch fails with an error no fetcher expects; the second waits for the test."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fetches = 0
+        self.retrying = threading.Event()
+        self.resume = threading.Event()
+
+    def fetch(self, leader_id: int, request: FetchRequest):
+        self.fetches += 1
+        if self.fetches == 1:
+            raise RuntimeError("socket closed under the fetcher")
+        if self.fetches == 2:
+            self.retrying.set()
+            self.resume.wait(30)
+        return super().fetch(leader_id, request)
+
+
+def test_follower_thread_survives_an_unexpected_error_shows_it_and_retries(caplog) -> None:
+    t = Trio()
+    t.transport = transport = _BreaksOnce()
+    for p in t.p:
+        transport.register(p)
+    follower = Follower(t.p[1], transport)
+    assert follower.step() is Step.TRUNCATED
+    with caplog.at_level(logging.ERROR, logger="logstore.replication.follower"):
+        follower.start(interval_s=0.001, backoff_s=0.001)
+        try:
+            assert transport.retrying.wait(30), "the fetcher thread died"
+            assert isinstance(follower.last_error, RuntimeError)
+            transport.resume.set()
+            assert t.p[0].wait_for_isr(2, timeout_s=30)
+        finally:
+            follower.stop()
+    assert follower.last_error is None
+    assert any("t-0" in r.getMessage() and "offset 0" in r.getMessage() for r in caplog.records)
+
+
+def test_follower_reports_invalid_fetched_records_and_retries() -> None:
+    t = Trio()
+    t.rounds(2)
+    t.p[0].append(_records(2))
+    t.p[1].log.append(_records(1))  # a stray record: the next fetched batch starts below its end
+    assert t.f[1].step() is Step.FAILED
+    assert "below the log end offset" in str(t.f[1].last_error)
+    t.p[1].log.truncate_to(0)
+    assert t.f[1].step() is Step.FETCHED and t.f[1].last_error is None
+
+
 def test_controller_elections_bump_the_epoch_and_use_the_seed_strategies() -> None:
     t = Trio()
     t.rounds(2)
@@ -338,11 +468,50 @@ def test_controller_elections_bump_the_epoch_and_use_the_seed_strategies() -> No
     assert [e for e, _ in t.controller.elections] == [0, 1, 2, 3]
 
 
+def test_controller_refuses_a_failed_replica_back_into_the_isr() -> None:
+    # KIP-841: the controller fenced replica 2, which still fetches from the leader.
+    t = Trio()
+    t.rounds(2)
+    t.controller.fail(2)
+    assert t.controller.isr == {0, 1} and t.p[0].isr == {0, 1}
+    t.rounds(2)
+    assert t.controller.isr == {0, 1} and t.p[0].isr == {0, 1}
+    t.controller.startup(t.p[2])
+    t.rounds(1)
+    assert t.controller.isr == {0, 1, 2}
+
+
+def test_controller_keeps_the_last_isr_member_without_elr_whatever_it_lost() -> None:
+    t = Trio(elr=False)
+    t.rounds(2)
+    t.controller.fail(2)
+    t.controller.fail(0, 1)  # "last replica standing": whichever id comes last
+    assert t.controller.leader is None and t.controller.isr == {1}
+    t.controller.startup(t.p[1], unclean_shutdown=True)
+    assert t.controller.leader == 1
+
+
+def test_controller_elects_an_eligible_leader_replica_that_kept_its_data() -> None:
+    t = Trio()
+    t.rounds(2)
+    t.controller.fail(2)
+    t.controller.fail(0, 1)
+    assert t.controller.leader is None
+    assert (t.controller.isr, t.controller.elr) == (frozenset(), {0, 1})
+    t.controller.startup(t.p[1], unclean_shutdown=True)  # lost its unflushed records
+    assert t.controller.leader is None and t.controller.elr == {0}
+    t.controller.startup(t.p[2])  # never eligible: it left the ISR before the others
+    assert t.controller.leader is None
+    t.controller.startup(t.p[0])
+    assert (t.controller.leader, t.controller.isr, t.controller.elr) == (0, {0}, frozenset())
+    assert t.p[0].is_leader and t.p[1].follower_state() == (0, t.controller.leader_epoch)
+
+
 def test_controller_goes_offline_without_unclean_election_and_recovers_with_it() -> None:
     t = Trio()
     t.controller.fail(1, 2)
     t.controller.fail(0)
-    assert t.controller.leader is None and t.controller.isr == {0}
+    assert t.controller.leader is None and t.controller.isr == frozenset() and t.controller.elr == {0}
     t.controller.startup(t.p[1])
     assert t.controller.leader is None
     unclean = Controller([0, 1, 2], unclean_leader_election_enable=True)

@@ -9,8 +9,11 @@ from hypothesis import strategies as st
 
 from logstore.errors import InvalidReplicationError
 from logstore.replication import (
+    Election,
     assign_replicas,
     controlled_shutdown_leader,
+    eligible_leader_replicas,
+    isr_after_fencing,
     offline_partition_leader,
     preferred_replica_leader,
     rack_alternated_brokers,
@@ -98,3 +101,32 @@ def test_controlled_shutdown_moves_leadership_and_shrinks_the_isr():
     result = controlled_shutdown_leader([1, 2, 3], isr=[1, 2, 3], live={1, 2, 3}, shutting_down={1})
     assert (result.leader, result.isr) == (2, (2, 3))
     assert controlled_shutdown_leader([1], isr=[1], live={1}, shutting_down={1}).leader is None
+
+
+def test_fenced_replicas_all_leave_the_isr_with_elr_and_the_last_one_stays_without():
+    assert isr_after_fencing([1, 2, 3], [1, 2], eligible_leader_replicas=False) == frozenset({3})
+    assert isr_after_fencing([1, 2], [1, 2], eligible_leader_replicas=False) == frozenset({2})
+    assert isr_after_fencing([1, 2], [2, 1], eligible_leader_replicas=False) == frozenset({1})
+    assert isr_after_fencing([1, 2], [1, 2], eligible_leader_replicas=True) == frozenset()
+
+
+def test_eligible_leader_replicas_are_those_that_left_an_isr_below_min_insync_replicas():
+    # KIP-966 (Kafka's PartitionChangeBuilder.populateTargetElr).
+    assert eligible_leader_replicas([1, 2, 3], [1, 2], (), min_insync_replicas=2) == frozenset()
+    assert eligible_leader_replicas([1, 2], [1], (), min_insync_replicas=2) == frozenset({2})
+    assert eligible_leader_replicas([1], [], [2], min_insync_replicas=2) == frozenset({1, 2})
+    assert eligible_leader_replicas([1], [], [2], min_insync_replicas=2, unclean_shutdown=[2]) == frozenset({1})
+    assert eligible_leader_replicas([], [2], [1, 2], min_insync_replicas=2) == frozenset({1})
+    assert eligible_leader_replicas([2], [2, 3], [1], min_insync_replicas=2) == frozenset()
+
+
+def test_an_eligible_leader_replica_leads_only_when_the_isr_is_empty():
+    assert offline_partition_leader([1, 2, 3], isr=[], live={2, 3}, elr=[3, 1]) == Election(3, (3,))
+    assert offline_partition_leader([1, 2, 3], isr=[2], live={2, 3}, elr=[3]).leader == 2
+    assert offline_partition_leader([1, 2, 3], isr=[], live={2}, elr=[1, 3]).leader is None
+    unclean = offline_partition_leader([1, 2, 3], isr=[], live={2}, elr=[1], unclean_leader_election_enable=True)
+    assert (unclean.leader, unclean.unclean) == (2, True)
+    assert preferred_replica_leader([3, 1, 2], isr=[], live={1, 2, 3}, elr=[3]).leader == 3
+    assert reassigned_partition_leader([4, 5], isr=[], live={4, 5}, elr=[5]).leader == 5
+    shutdown = controlled_shutdown_leader([1, 2], isr=[1], live={1, 2}, shutting_down={1}, elr=[2])
+    assert (shutdown.leader, shutdown.isr) == (2, (2,))

@@ -99,6 +99,31 @@ def test_followers_without_retention_take_the_leader_start_but_keep_their_segmen
         p.close()
 
 
+def test_a_follower_behind_a_log_start_inside_a_batch_rejoins_on_disk(tmp_path: Path) -> None:
+    clock = ManualClock(1_000_000)
+    parts = _open_three(tmp_path, clock)
+    transport = InProcessTransport()
+    for p in parts:
+        transport.register(p)
+    controller, followers = _start(parts, transport)
+    _rounds(followers, 2)
+    controller.fail(2)
+    leader = parts[0]
+    leader.append([(b"k", b"v")] * 3)
+    leader.append([(b"k", b"v")] * 2)
+    _rounds({1: followers[1]}, 2)
+    leader.log.delete_records_before(1)
+    controller.startup(parts[2])
+    _rounds(followers, 3)
+    follower = parts[2].log
+    assert (follower.log_start_offset, follower.log_end_offset, follower.high_watermark) == (1, 5, 5)
+    assert [s.base_offset for s in follower.segments] == [0]
+    assert [r.offset for r in follower.records()] == [1, 2, 3, 4]
+    assert controller.isr == {0, 1, 2}
+    for p in parts:
+        p.close()
+
+
 def test_hw_checkpoint_survives_reopen(tmp_path: Path) -> None:
     clock = ManualClock(1_000_000)
     parts = _open_three(tmp_path, clock)

@@ -5,6 +5,8 @@ from logstore.replication.controller import Controller
 from logstore.replication.election import (
     Election,
     controlled_shutdown_leader,
+    eligible_leader_replicas,
+    isr_after_fencing,
     offline_partition_leader,
     preferred_replica_leader,
     reassigned_partition_leader,
@@ -46,6 +48,8 @@ __all__ = [
     "Transport",
     "assign_replicas",
     "controlled_shutdown_leader",
+    "eligible_leader_replicas",
+    "isr_after_fencing",
     "offline_partition_leader",
     "preferred_replica_leader",
     "rack_alternated_brokers",

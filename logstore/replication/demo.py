@@ -37,7 +37,7 @@ def run_demo(directory: str | Path | None = None, *, out: Callable[[str], Any] =
     root = Path(tempfile.mkdtemp(prefix="replication-", dir=directory))
     clock = ManualClock(1_700_000_000_000)
     transport = InProcessTransport()
-    controller = Controller([0, 1, 2])
+    controller = Controller([0, 1, 2], min_insync_replicas=CONFIG["min.insync.replicas"])
     parts = {i: Partition.open(root / f"broker-{i}" / TOPIC_DIR, i, CONFIG, clock=clock) for i in range(3)}
     followers = {i: Follower(p, transport) for i, p in parts.items()}
     for p in parts.values():

@@ -1,7 +1,10 @@
-"""Partition leader election strategies (seed 004, as Kafka's controller applies them).
+"""Partition leader election strategies (seed 004, as Kafka's controller applies them), with
+Kafka 4.0's eligible leader replicas (KIP-966).
 
-Pure functions over the assigned replicas (AR), the ISR and the live brokers. Each returns
-an ``Election`` whose ``leader`` is None when no replica qualifies.
+Pure functions over the assigned replicas (AR), the ISR, the eligible leader replicas (ELR)
+and the live brokers. A replica may lead if it is live and in the ISR, or, when the ISR is
+empty, live and in the ELR (Kafka's PartitionChangeBuilder.isValidNewLeader). Each strategy
+returns an ``Election`` whose ``leader`` is None when no replica qualifies.
 """
 
 from __future__ import annotations
@@ -19,15 +22,24 @@ class Election:
     unclean: bool = False
 
 
+def _may_lead(replica: int, isr: Collection[int], elr: Collection[int], live: Collection[int]) -> bool:
+    return replica in live and (replica in isr or (not isr and replica in elr))
+
+
+def _isr_led_by(leader: int, isr: Collection[int], live: Collection[int]) -> tuple[int, ...]:
+    """The live ISR, or just the leader when it comes from the ELR."""
+    return tuple(r for r in isr if r in live) or (leader,)
+
+
 def offline_partition_leader(
     assignment: Sequence[int], isr: Collection[int], live: Collection[int],
-    *, unclean_leader_election_enable: bool = False,
+    *, elr: Collection[int] = (), unclean_leader_election_enable: bool = False,
 ) -> Election:
-    """Leader for an offline or new partition: first live AR replica in the ISR; else, if
+    """Leader for an offline or new partition: first AR replica that may lead; else, if
     unclean election is enabled, the first live AR replica (which may lack committed data)."""
     for replica in assignment:
-        if replica in live and replica in isr:
-            return Election(replica, tuple(r for r in isr if r in live))
+        if _may_lead(replica, isr, elr, live):
+            return Election(replica, _isr_led_by(replica, isr, live))
     if unclean_leader_election_enable:
         for replica in assignment:
             if replica in live:
@@ -36,33 +48,55 @@ def offline_partition_leader(
 
 
 def reassigned_partition_leader(
-    reassignment: Sequence[int], isr: Collection[int], live: Collection[int]
+    reassignment: Sequence[int], isr: Collection[int], live: Collection[int], *, elr: Collection[int] = (),
 ) -> Election:
-    """Leader after a reassignment: first replica of the new AR that is live and in the ISR."""
+    """Leader after a reassignment: first replica of the new AR that may lead."""
     for replica in reassignment:
-        if replica in live and replica in isr:
-            return Election(replica, tuple(isr))
+        if _may_lead(replica, isr, elr, live):
+            return Election(replica, _isr_led_by(replica, isr, live))
     return Election(None, tuple(isr))
 
 
 def preferred_replica_leader(
-    assignment: Sequence[int], isr: Collection[int], live: Collection[int]
+    assignment: Sequence[int], isr: Collection[int], live: Collection[int], *, elr: Collection[int] = (),
 ) -> Election:
-    """The preferred (first assigned) replica, only if it is live and in the ISR."""
-    if assignment and assignment[0] in live and assignment[0] in isr:
-        return Election(assignment[0], tuple(isr))
+    """The preferred (first assigned) replica, only if it may lead."""
+    if assignment and _may_lead(assignment[0], isr, elr, live):
+        return Election(assignment[0], _isr_led_by(assignment[0], isr, live))
     return Election(None, tuple(isr))
 
 
 def controlled_shutdown_leader(
     assignment: Sequence[int], isr: Collection[int], live: Collection[int],
-    shutting_down: Collection[int],
+    shutting_down: Collection[int], *, elr: Collection[int] = (),
 ) -> Election:
-    """Move leadership off brokers shutting down: the ISR loses them, the first remaining
-    live ISR member of the AR leads."""
+    """Move leadership off brokers shutting down: the ISR loses them, the first remaining AR
+    replica that may lead takes over."""
     new_isr = tuple(r for r in isr if r not in shutting_down)
+    staying = [r for r in live if r not in shutting_down]
     for replica in assignment:
-        if replica in live and replica in new_isr:
-            return Election(replica, new_isr)
+        if _may_lead(replica, new_isr, elr, staying):
+            return Election(replica, new_isr or (replica,))
     return Election(None, new_isr)
 
+
+def isr_after_fencing(isr: Collection[int], fenced: Sequence[int], *, eligible_leader_replicas: bool) -> frozenset[int]:
+    """The ISR once the brokers of `fenced` are gone. With ELR they all leave and the ISR may
+    empty (KIP-966); without, the last member (in `fenced` order) stays, to lead on return."""
+    new_isr = set(isr)
+    for replica in fenced:
+        if replica in new_isr and (eligible_leader_replicas or len(new_isr) > 1):
+            new_isr.discard(replica)
+    return frozenset(new_isr)
+
+
+def eligible_leader_replicas(
+    isr: Collection[int], new_isr: Collection[int], elr: Collection[int], *, min_insync_replicas: int,
+    unclean_shutdown: Collection[int] = (),
+) -> frozenset[int]:
+    """The ELR once the ISR changes from `isr` to `new_isr` (Kafka's populateTargetElr): empty
+    while the ISR holds min.insync.replicas; below that, replicas leaving the ISR join the
+    ELR, and replicas back from an unclean shutdown leave it."""
+    if len(new_isr) >= min_insync_replicas:
+        return frozenset()
+    return frozenset((set(elr) | set(isr)) - set(new_isr) - set(unclean_shutdown))

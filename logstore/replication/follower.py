@@ -8,17 +8,23 @@ high watermark. With `truncate_on_fetch=True` it skips that round and truncates 
 answers with a diverging epoch instead (KIP-320, what Kafka 2.7+ followers do).
 `truncate_to_hw=True` restores the pre-KIP-101 rule (truncate to the local HW, no epoch
 checks) to reproduce the data loss and divergence stories of seed 001.
+
+Invalid or corrupt fetched records fail the round (logged, kept in `last_error`) and the next
+round retries, as Kafka's fetcher backs off on them; the thread also survives any other error.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from enum import Enum
 
 from logstore.epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from logstore.errors import (
+    CorruptRecordError,
     FencedLeaderEpochError,
     FetchOffsetOutOfRangeError,
+    InvalidRecordError,
     NotLeaderOrFollowerError,
     ReplicaNotAvailableError,
     UnknownLeaderEpochError,
@@ -26,7 +32,10 @@ from logstore.errors import (
 from logstore.replication.partition import EpochEndOffset, Partition
 from logstore.replication.transport import FetchRequest, Transport
 
+log = logging.getLogger(__name__)
+
 DEFAULT_FETCH_MAX_BYTES = 1024 * 1024  # Kafka's replica.fetch.max.bytes
+DEFAULT_FETCH_BACKOFF_S = 1.0  # Kafka's replica.fetch.backoff.ms
 _RETRIABLE = (NotLeaderOrFollowerError, UnknownLeaderEpochError, ReplicaNotAvailableError)
 
 
@@ -40,6 +49,7 @@ class Step(Enum):
     OUT_OF_RANGE = "out_of_range"  # restarted the log from the leader's end or start
     FENCED = "fenced"  # this replica's epoch is stale; waits for the controller
     RETRY = "retry"  # leader unreachable, not leader (yet) or epoch unknown to it
+    FAILED = "failed"  # an error no rule handles: logged, kept in `last_error`, retried
 
 
 def truncation_offset(leader: EpochEndOffset, partition: Partition) -> tuple[int, bool]:
@@ -84,6 +94,7 @@ class Follower:
         self._seen: tuple[int, int] | None = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
+        self.last_error: Exception | None = None  # the error of the last round, if it failed
 
     @property
     def needs_truncation(self) -> bool:
@@ -99,11 +110,19 @@ class Follower:
         return state is not None and self._fetched_epoch == state[1]
 
     def step(self) -> Step:
-        """One round: truncate if the leader epoch changed, else one fetch."""
+        """One round: truncate if the leader epoch changed, else one fetch. FAILED when the
+        fetched records are invalid or corrupt (see `last_error`); other errors propagate."""
         state = self.partition.follower_state()
         if state is None:
             return Step.IDLE
-        leader_id, epoch = state
+        try:
+            result = self._round(*state)
+        except (InvalidRecordError, CorruptRecordError) as exc:
+            return self._failed(exc)
+        self.last_error = None
+        return result
+
+    def _round(self, leader_id: int, epoch: int) -> Step:
         try:
             if self._truncated_epoch != epoch:
                 self._truncate(leader_id, epoch)
@@ -114,6 +133,13 @@ class Follower:
             return Step.FENCED
         except _RETRIABLE:
             return Step.RETRY
+
+    def _failed(self, exc: Exception) -> Step:
+        self.last_error = exc
+        partition = self.partition
+        log.error("replica %d: fetching %s-%d at offset %d failed; retrying", partition.replica_id,
+                  partition.topic, partition.partition, partition.log_end_offset, exc_info=exc)
+        return Step.FAILED
 
     # ---------------------------------------------------------------- truncation
 
@@ -171,19 +197,25 @@ class Follower:
 
     # ---------------------------------------------------------------- thread
 
-    def start(self, interval_s: float = 0.01) -> None:
-        """Run `step()` on a daemon thread, waiting `interval_s` between idle rounds."""
+    def start(self, interval_s: float = 0.01, backoff_s: float = DEFAULT_FETCH_BACKOFF_S) -> None:
+        """Run `step()` on a daemon thread, waiting `interval_s` between idle rounds and
+        `backoff_s` after a failed one; any error fails the round, never the thread."""
         if self._thread is not None:
             return
         self._stop.clear()
-        self._thread = threading.Thread(target=self._run, args=(interval_s,), daemon=True,
+        self._thread = threading.Thread(target=self._run, args=(interval_s, backoff_s), daemon=True,
                                         name=f"follower-{self.partition.replica_id}-{self.partition.topic}")
         self._thread.start()
 
-    def _run(self, interval_s: float) -> None:
+    def _run(self, interval_s: float, backoff_s: float) -> None:
         while not self._stop.is_set():
-            result = self.step()
-            if result is not Step.FETCHED or not self._last_fetch_moved():
+            try:
+                result = self.step()
+            except Exception as exc:  # a dead fetcher would keep the replica out of the ISR for good
+                result = self._failed(exc)
+            if result is Step.FAILED:
+                self._stop.wait(backoff_s)
+            elif result is not Step.FETCHED or not self._last_fetch_moved():
                 self._stop.wait(interval_s)
 
     def _last_fetch_moved(self) -> bool:

@@ -30,11 +30,13 @@ from logstore.errors import (
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
     UnknownLeaderEpochError,
 )
 from logstore.log import AppendInfo, Log
 from logstore.log_like import LogLike
 from logstore.policies import RetentionPass
+from logstore.records import read_batch_header
 
 LEADER = "leader"
 FOLLOWER = "follower"
@@ -166,6 +168,7 @@ class Partition:
         self.assigned: tuple[int, ...] = ()
         self.isr: frozenset[int] = frozenset()
         self.leader_epoch_start_offset = UNKNOWN_OFFSET
+        self.hw_needs_min_isr = False  # KIP-966: set by make_leader when the controller keeps ELR
         self._remotes: dict[int, ReplicaState] = {}
         self._pending: list[AppendHandle] = []
         self._lock = threading.RLock()
@@ -246,14 +249,16 @@ class Partition:
 
     # ------------------------------------------------------------------ role changes
 
-    def make_leader(self, leader_epoch: int, isr: Iterable[int], assigned: Iterable[int]) -> bool:
-        """Become leader in `leader_epoch` (a LeaderAndIsr from the controller). The epoch starts
-        at the current LEO in the epoch cache; every remote replica's state is reset. Returns
-        False (and changes nothing) for an epoch older than the one known."""
+    def make_leader(self, leader_epoch: int, isr: Iterable[int], assigned: Iterable[int], *,
+                    eligible_leader_replicas: bool = False) -> bool:
+        """Become leader in `leader_epoch` (a LeaderAndIsr): the epoch starts at the LEO in the
+        epoch cache, remote replica states reset; with `eligible_leader_replicas` (KIP-966) the HW
+        moves only while the ISR holds min.insync.replicas. False (no change) for an older epoch."""
         with self._lock:
             if leader_epoch < self.leader_epoch:
                 return False
             now = self.clock.time_ms()
+            self.hw_needs_min_isr = eligible_leader_replicas
             self.isr = frozenset(isr) | {self.replica_id}
             self.assigned = tuple(assigned)
             self._isr_changed.notify_all()
@@ -357,7 +362,10 @@ class Partition:
                     f"committed with ISR {sorted(self.isr)} below min.insync.replicas={min_isr}"))
 
     def _maybe_increment_high_watermark(self, now: int) -> bool:
-        """HW = min LEO over the ISR and the replicas caught up within the lag time; only up."""
+        """HW = min LEO over the ISR and the replicas caught up within the lag time; only up,
+        and with `hw_needs_min_isr` only while the ISR holds min.insync.replicas."""
+        if self.hw_needs_min_isr and len(self.isr) < self._config.min_insync_replicas:
+            return False  # an eligible leader replica must hold everything below the HW
         leo = self.log.log_end_offset
         lag = self._config.replica_lag_time_max_ms
         new_hw = leo
@@ -428,7 +436,12 @@ class Partition:
                     f"fetch offset {fetch_offset} from replica {replica_id} is out of range for "
                     f"{self.topic}-{self.partition}: valid offsets are [{start}, {end}]",
                     log_start_offset=start, log_end_offset=end)
-            result = log.read(fetch_offset, max_bytes)
+            try:
+                result = log.read(fetch_offset, max_bytes)
+            except OffsetOutOfRangeError as exc:  # the start moved (DeleteRecords, retention) meanwhile
+                raise FetchOffsetOutOfRangeError(
+                    f"{exc} (fetch from replica {replica_id})",
+                    log_start_offset=log.log_start_offset, log_end_offset=log.log_end_offset) from exc
             now = self.clock.time_ms()
             self._update_follower_state(state, fetch_offset, log_start_offset, end, now)
             self._maybe_expand_isr(state)
@@ -506,6 +519,14 @@ class Partition:
                 return False
             log = self.log
             if response.records:
+                first = read_batch_header(response.records)
+                end = log.log_end_offset
+                below_start = end <= max(log.log_start_offset, response.log_start_offset)
+                if below_start and first.base_offset < end <= first.last_offset:
+                    # A log start inside this batch (DeleteRecords): a log that is empty, or holds
+                    # nothing the leader keeps, restarts at the batch. Kafka restarts an empty one
+                    # (appendRecordsToFollowerOrFutureReplica) and fails the partition otherwise.
+                    log.truncate_fully_and_start_at(first.base_offset)
                 log.append_as_follower(response.records)
             log.high_watermark = min(log.log_end_offset, response.high_watermark)
             if response.log_start_offset > log.log_start_offset:

@@ -7,20 +7,29 @@ Fault model (Kafka's durability assumption made explicit):
   log byte is lost; in-memory state is: the HW falls back to the last checkpointed value and
   the follower state restarts. A follower's quick restart goes unnoticed by the controller
   (it stays in the ISR); a leader's restart makes the controller elect again.
+- `fetch_then_crash(r)`: one fetcher round, then the process dies before that round's
+  `log-start-offset-checkpoint` write (between a truncation and its checkpoint).
 - `fail(r)`: the machine dies (power loss). Unflushed bytes are lost -- unless `r` is the last
   live ISR replica, the one fault Kafka does not survive (every copy of a committed record
   gone at once), so then the failure keeps the data. The controller notices: `r` leaves the
-  ISR or, if it led, a new leader is elected.
+  ISR or, if it led, a new leader is elected. A replica that lost bytes registers again
+  with an unclean shutdown, which takes it out of the eligible leader replicas (KIP-966).
+- `power_loss_of_the_isr()`: every live ISR replica fails at once and one of them keeps its
+  data ("last replica standing": the controller must not pick one that lost it).
+- `power_loss_after_delete_records()`: DeleteRecords on the leader, then its machine fails.
 - `recover(r)`: a failed replica's broker starts again.
 - `isolate()`: the controller loses the leader (session expiry) and elects another, but the
   old leader keeps running unaware -- a zombie that still takes produces; `reconnect()` ends it.
+
+Batches hold one to three records, so DeleteRecords can put a log start inside one.
 
 Invariants, after every action: (1) no acknowledged (acks=all, committed) batch is missing
 from the leader above its log start offset; (2) a follower that has fetched in the current
 epoch holds exactly the leader's batches below its own HW; (3) the leader's HW never
 decreases within a leader epoch; (4) every replica's offsets are dense from its log start
-offset to its log end, with start <= HW <= end. With `strict_history` also (5): a batch
-once below any leader's HW is never replaced at its offset.
+offset to its log end, with start <= HW <= end; (5) no fetcher round fails. With
+`strict_history` also (6): a batch once below any leader's HW is never replaced at its
+offset. After healing (7): every replica is back in the ISR.
 """
 
 from __future__ import annotations
@@ -32,11 +41,14 @@ from pathlib import Path
 from typing import Any
 
 from logstore.checkpoint import (
+    LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     read_offsets_checkpoint,
+    update_offsets_checkpoints,
     write_offsets_checkpoint,
 )
 from logstore.clock import ManualClock
+from logstore.config import LogConfig
 from logstore.errors import NotEnoughReplicasError, NotLeaderOrFollowerError
 from logstore.records import build_batch_columnar, iter_batches, read_batch_header
 from logstore.replication.controller import Controller
@@ -82,6 +94,7 @@ class Node:
         self.memory_log: MemoryLog | None = None
         self.hw_checkpoint = 0
         self.isolated = False  # up, but cut off from the controller (a zombie leader)
+        self.unclean_shutdown = False  # it lost unflushed bytes when it last went down
 
     @property
     def up(self) -> bool:
@@ -156,6 +169,16 @@ class Invariants:
         """Remember an acks=all append the producer saw succeed."""
         self.acked[batch[0]] = batch
 
+    def fetcher_failed(self, replica_id: int, error: Exception | None) -> None:
+        """A fetcher round ended FAILED: an error no replication rule handled."""
+        self._fail(f"replica {replica_id}: fetcher round failed: {error!r}")
+
+    def check_healed(self, cluster: SimCluster) -> None:
+        """After healing, every replica is back in the ISR."""
+        missing = sorted(set(range(len(cluster.nodes))) - cluster.controller.isr)
+        if missing:
+            self._fail(f"replicas {missing} did not rejoin the ISR after healing: {cluster.controller}")
+
 
 class SimCluster:
     """Three replicas (ids 0, 1, 2; 0 preferred) under one Controller."""
@@ -171,6 +194,7 @@ class SimCluster:
         replicas: int = 3,
         strict_history: bool = True,
         unclean_leader_election_enable: bool = False,
+        eligible_leader_replicas_enable: bool = True,
     ):
         if backend == "disk" and root is None:
             raise ValueError("the disk backend needs a root directory")
@@ -182,7 +206,9 @@ class SimCluster:
         self.clock = ManualClock(START_MS)
         self.transport = InProcessTransport()
         self.controller = Controller(list(range(replicas)),
-                                     unclean_leader_election_enable=unclean_leader_election_enable)
+                                     min_insync_replicas=LogConfig.coerce(self.config).min_insync_replicas,
+                                     unclean_leader_election_enable=unclean_leader_election_enable,
+                                     eligible_leader_replicas_enable=eligible_leader_replicas_enable)
         self.nodes = [Node(i) for i in range(replicas)]
         self.invariants = Invariants(strict_history)
         self.pending: list[tuple[AppendHandle, BatchId]] = []
@@ -202,6 +228,7 @@ class SimCluster:
             if node.memory_log is None:
                 node.memory_log = MemoryLog(TOPIC, 0, self.config, self.clock)
             log = node.memory_log
+            log.reopen()
             partition = Partition(log, node.replica_id, clock=self.clock)
         else:
             partition = Partition.open(self._dir(node), node.replica_id, self.config, clock=self.clock,
@@ -211,12 +238,14 @@ class SimCluster:
         node.follower = Follower(partition, self.transport, truncate_to_hw=self.truncate_to_hw,
                                  truncate_on_fetch=self.truncate_on_fetch)
         self.transport.register(partition)
-        self.controller.startup(partition)
+        self.controller.startup(partition, unclean_shutdown=node.unclean_shutdown)
+        node.unclean_shutdown = False
 
     def _stop(self, node: Node, *, lose_unflushed: bool) -> None:
         partition = node.partition
         assert partition is not None
         self.transport.unregister(node.replica_id, TOPIC, 0)
+        node.unclean_shutdown = lose_unflushed
         log = partition.log
         if lose_unflushed and log.recovery_point < log.log_end_offset:
             if isinstance(log, MemoryLog):
@@ -269,14 +298,15 @@ class SimCluster:
 
     # ---------------------------------------------------------------- actions
 
-    def produce(self, acks: int = ACKS_ALL, value: bytes | None = None) -> AppendHandle | None:
-        """One single-record batch to the leader; None if there is no leader or it refused."""
+    def produce(self, acks: int = ACKS_ALL, value: bytes | None = None, records: int = 1) -> AppendHandle | None:
+        """One batch of `records` records to the leader; None if there is no leader or it refused."""
         leader = self.leader_partition()
         if leader is None:
             return None
         self._produced += 1
         payload = value if value is not None else b"v%d" % self._produced
-        batch = build_batch_columnar([b"k"], [payload], timestamps=[self.clock.time_ms()])
+        batch = build_batch_columnar([b"k"] * records, [payload] * records,
+                                     timestamps=[self.clock.time_ms()] * records)
         try:
             handle = leader.append(batch, acks=acks)
         except (NotEnoughReplicasError, NotLeaderOrFollowerError):
@@ -289,10 +319,41 @@ class SimCluster:
 
     def fetch(self, replica_id: int) -> Step:
         """One fetcher round of `replica_id`."""
-        node = self.nodes[replica_id]
-        step = node.follower.step() if node.follower is not None else Step.IDLE
+        step = self._step(self.nodes[replica_id])
         self._after()
         return step
+
+    def _step(self, node: Node) -> Step:
+        if node.follower is None:
+            return Step.IDLE
+        step = node.follower.step()
+        if step is Step.FAILED:
+            self.invariants.fetcher_failed(node.replica_id, node.follower.last_error)
+        return step
+
+    def fetch_then_crash(self, replica_id: int) -> None:
+        """One fetcher round, then the process dies before the round's log start offset
+        checkpoint is written (a follower that truncated crashes before checkpointing)."""
+        node = self.nodes[replica_id]
+        if node.partition is None:
+            return
+        checkpointed = self._log_start_checkpoint(node)
+        self._step(node)
+        self._stop(node, lose_unflushed=False)
+        self._set_log_start_checkpoint(node, checkpointed)
+        self._start(node)
+        self._after()
+
+    def _log_start_checkpoint(self, node: Node) -> int:
+        if node.memory_log is not None:
+            return node.memory_log.log_start_checkpoint
+        return read_offsets_checkpoint(self._dir(node).parent / LOG_START_OFFSET_CHECKPOINT).get((TOPIC, 0), 0)
+
+    def _set_log_start_checkpoint(self, node: Node, offset: int) -> None:
+        if node.memory_log is not None:
+            node.memory_log.log_start_checkpoint = offset
+        else:
+            update_offsets_checkpoints(self._dir(node).parent, TOPIC, 0, {LOG_START_OFFSET_CHECKPOINT: offset})
 
     def tick(self, ms: int) -> None:
         """Advance the clock; the leader drops lagging followers from the ISR."""
@@ -338,11 +399,21 @@ class SimCluster:
 
     def fail_together(self, lose_unflushed: dict[int, bool]) -> None:
         """Several machines fail at the same moment (each losing its unflushed bytes or not);
-        the controller learns of all of them in one event."""
+        the controller learns of all of them in one event, in the dict's order."""
         for replica_id, lose in lose_unflushed.items():
             self._stop(self.nodes[replica_id], lose_unflushed=lose)
         self.controller.fail(*lose_unflushed)
         self._after()
+
+    def power_loss_of_the_isr(self, rng: random.Random) -> None:
+        """Every live ISR replica (two at least) fails at once, in a random order; one of
+        them, at random, keeps its unflushed bytes (so one copy of each committed record lives)."""
+        members = sorted(self.controller.isr & self.controller.live)
+        if len(members) < 2:
+            return
+        rng.shuffle(members)
+        keeper = rng.choice(members)
+        self.fail_together({r: r != keeper for r in members})
 
     def lose_fetch_response(self, replica_id: int) -> None:
         """The follower's fetch reaches the leader (which moves its HW), but the follower dies
@@ -391,6 +462,14 @@ class SimCluster:
                     and leader.retention is not None:
                 leader.retention(log)  # retention drops the segments wholly below the start
         self._after()
+
+    def power_loss_after_delete_records(self, fraction: float) -> None:
+        """DeleteRecords on the leader (which moves its recovery point up without a flush, as
+        Kafka's does), then the leader's machine fails."""
+        leader = self.controller.leader
+        self.delete_records(fraction)
+        if leader is not None:
+            self.fail(leader)
 
     def isolate(self) -> None:
         """The controller gives up on the leader while it keeps running (see the docstring)."""
@@ -441,10 +520,11 @@ class SimCluster:
                 if node.partition is not leader:
                     self.fetch(node.replica_id)
             end = leader.log_end_offset
-            if leader.high_watermark == end and all(
+            if leader.high_watermark == end and len(self.controller.isr) == len(self.nodes) and all(
                     n.partition is leader or (n.follower is not None and n.follower.fetched_in_current_epoch
                                               and n.partition.high_watermark == end) for n in self.nodes):
-                return
+                break
+        self.invariants.check_healed(self)
 
     def close(self) -> None:
         """Close every open partition (data flushed)."""
@@ -462,7 +542,7 @@ def _some_replica(cluster: SimCluster, rng: random.Random, up: bool) -> int | No
 
 
 def _act_produce(c: SimCluster, rng: random.Random) -> None:
-    c.produce(acks=rng.choice((ACKS_ALL, ACKS_ALL, ACKS_ALL, 1, 0)))
+    c.produce(acks=rng.choice((ACKS_ALL, ACKS_ALL, ACKS_ALL, 1, 0)), records=rng.choice((1, 1, 2, 3)))
 
 
 def _act_fetch(c: SimCluster, rng: random.Random) -> None:
@@ -519,6 +599,20 @@ def _act_delete_records(c: SimCluster, rng: random.Random) -> None:
     c.delete_records(rng.random())
 
 
+def _act_power_loss_after_delete_records(c: SimCluster, rng: random.Random) -> None:
+    c.power_loss_after_delete_records(rng.random())
+
+
+def _act_fetch_then_crash(c: SimCluster, rng: random.Random) -> None:
+    r = _some_replica(c, rng, True)
+    if r is not None:
+        c.fetch_then_crash(r)
+
+
+def _act_power_loss_of_the_isr(c: SimCluster, rng: random.Random) -> None:
+    c.power_loss_of_the_isr(rng)
+
+
 def _act_isolate(c: SimCluster, rng: random.Random) -> None:
     c.isolate()
 
@@ -542,7 +636,10 @@ ACTIONS: tuple[tuple[Action, int], ...] = (
     (_act_recover, 6),
     (_act_elect_preferred, 1),
     (_act_controlled_shutdown, 1),
-    (_act_delete_records, 1),
+    (_act_delete_records, 2),
+    (_act_power_loss_after_delete_records, 1),
+    (_act_fetch_then_crash, 2),
+    (_act_power_loss_of_the_isr, 1),
     (_act_isolate, 1),
     (_act_produce_to_zombie, 2),
     (_act_reconnect, 2),
@@ -554,10 +651,13 @@ _WEIGHTS = [w for _, w in ACTIONS]
 def run_schedule(seed: int, steps: int, **cluster_args: Any) -> SimCluster:
     """Build a cluster, run `steps` random actions drawn from `seed`, then heal it; the
     cluster's `invariants.violations` say what broke (empty: nothing). Followers truncate with
-    OffsetsForLeaderEpoch on even seeds and on diverging-epoch fetch answers on odd ones."""
+    OffsetsForLeaderEpoch on even seeds and on diverging-epoch fetch answers on odd ones;
+    min.insync.replicas is 2 on every other pair of seeds (else 1)."""
     rng = random.Random(seed)
     if not cluster_args.get("truncate_to_hw"):
         cluster_args.setdefault("truncate_on_fetch", seed % 2 == 1)  # odd seeds: KIP-320 followers
+    if seed // 2 % 2:
+        cluster_args["config"] = {"min.insync.replicas": 2, **cluster_args.get("config", {})}
     cluster = SimCluster(**cluster_args)
     for action in rng.choices(_FUNCS, _WEIGHTS, k=steps):
         action(cluster, rng)

@@ -1,8 +1,10 @@
 """MemoryLog: a logstore.log_like.LogLike (the slice of Log's contract that replication uses)
 kept in memory, so the simulation can run tens of thousands of schedules. Same rules as Log
-for offsets, the high watermark, truncation, the log start offset and the epoch cache; a crash
-keeps only what was flushed (everything below the recovery point), like reopening a directory
-after losing the page cache. The disk runs of the simulation use the real Log."""
+for offsets, the high watermark, truncation, the log start offset and the epoch cache.
+`log_start_checkpoint` is what `log-start-offset-checkpoint` would hold; `reopen()` applies
+LogLoader's rules to it, and a crash keeps only what was flushed (everything below the
+recovery point), like reopening a directory after losing the page cache. The disk runs of the
+simulation use the real Log."""
 
 from __future__ import annotations
 
@@ -36,6 +38,7 @@ class MemoryLog:
         self._bases: list[int] = []
         self._ends: list[int] = []  # next offset after each batch
         self.log_start_offset = 0
+        self.log_start_checkpoint = 0
         self.log_end_offset = 0
         self.recovery_point = 0
         self._hw = 0
@@ -114,21 +117,28 @@ class MemoryLog:
         self.leader_epoch_cache.assign(leader_epoch, start_offset)
 
     def truncate_to(self, offset: int) -> bool:
-        """Drop whole batches at or above `offset`; False if nothing was there."""
+        """Drop the batch holding `offset` and every later one; False if nothing was there.
+        The start comes down to the new end at most (checkpointed)."""
         if offset >= self.log_end_offset:
             self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
             return False
         if not self._bases or self._bases[0] > offset:
             self.truncate_fully_and_start_at(offset)
             return True
-        keep = bisect.bisect_left(self._bases, offset)
-        del self._batches[keep:], self._bases[keep:], self._ends[keep:]
-        self.log_end_offset = self._ends[-1] if self._ends else offset
-        self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
-        self.recovery_point = min(self.recovery_point, self.log_end_offset)
-        self._hw = min(self._hw, self.log_end_offset)
-        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        self._drop_from(offset)
+        self.log_start_offset = self.log_start_checkpoint = min(offset, self.log_start_offset,
+                                                                self.log_end_offset)
         return True
+
+    def _drop_from(self, offset: int) -> None:
+        """Remove the batch holding `offset` and every later one (the bytes only)."""
+        keep = bisect.bisect_right(self._ends, offset)
+        end = self._bases[keep] if keep < len(self._bases) else self.log_end_offset
+        del self._batches[keep:], self._bases[keep:], self._ends[keep:]
+        self.log_end_offset = end
+        self.recovery_point = min(self.recovery_point, end)
+        self._hw = min(self._hw, end)
+        self.leader_epoch_cache.truncate_from_end(end)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Empty log starting at `offset`."""
@@ -136,6 +146,7 @@ class MemoryLog:
         self._bases.clear()
         self._ends.clear()
         self.log_start_offset = self.log_end_offset = self.recovery_point = self._hw = offset
+        self.log_start_checkpoint = offset
         self.leader_epoch_cache.clear_and_flush()
 
     def maybe_increment_log_start_offset(self, offset: int, reason: str = "") -> bool:
@@ -144,7 +155,7 @@ class MemoryLog:
             raise OffsetOutOfRangeError(f"log start offset {offset} above the high watermark {self._hw}")
         if offset <= self.log_start_offset:
             return False
-        self.log_start_offset = offset
+        self.log_start_offset = self.log_start_checkpoint = offset
         self.recovery_point = max(self.recovery_point, offset)
         drop = bisect.bisect_right(self._ends, offset)
         del self._batches[:drop], self._bases[:drop], self._ends[:drop]
@@ -156,9 +167,23 @@ class MemoryLog:
         self.recovery_point = self.log_end_offset
 
     def crash(self) -> None:
-        """Lose everything not flushed (the page cache), as a power failure does."""
+        """Lose everything not flushed (the page cache), as a power failure does; `reopen()`
+        then loads what is left."""
         if self.recovery_point < self.log_end_offset:
-            self.truncate_to(self.recovery_point)
+            self._drop_from(self.recovery_point)
+
+    def reopen(self) -> None:
+        """LogLoader's rules: the start is the checkpointed one (or the first batch's base, if
+        above it); a log ending below it restarts empty there."""
+        first = self._bases[0] if self._bases else self.log_end_offset
+        start = max(self.log_start_checkpoint, first)
+        if self.log_end_offset < start:
+            self.truncate_fully_and_start_at(start)
+            return
+        self.log_start_offset = start
+        self.recovery_point = max(min(self.recovery_point, self.log_end_offset), start)
+        self._hw = min(max(self._hw, start), self.log_end_offset)
+        self.leader_epoch_cache.truncate_from_start(start)
 
     def batch_ids(self) -> list[tuple[int, int, int]]:
         """(base offset, next offset, crc) of every batch, for the invariant checks."""

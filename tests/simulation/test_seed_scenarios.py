@@ -1,7 +1,9 @@
 """The two failure stories of seed 001 ("基于水印备份机制的缺陷"), replayed step by step with
 two replicas A (0) and B (1) and min.insync.replicas=1: with followers truncating to their
 own high watermark (pre-KIP-101) the invariants catch the damage; with leader epochs they hold.
-Each scenario runs on the in-memory log and on real Log directories."""
+The divergence story needs the controller of its time (no eligible leader replicas, KIP-966):
+with them, B, which lost its page cache, may not lead. Each scenario runs on the in-memory log
+and on real Log directories."""
 
 from __future__ import annotations
 
@@ -17,9 +19,11 @@ A, B = 0, 1
 BACKENDS = ("memory", "disk")
 
 
-def _cluster(tmp_path: Path, backend: str, truncate_to_hw: bool, strict_history: bool = True) -> SimCluster:
+def _cluster(tmp_path: Path, backend: str, truncate_to_hw: bool, strict_history: bool = True,
+             elr: bool = True) -> SimCluster:
     return SimCluster(backend=backend, root=tmp_path, truncate_to_hw=truncate_to_hw, replicas=2,
-                      config={"min.insync.replicas": 1}, strict_history=strict_history)
+                      config={"min.insync.replicas": 1}, strict_history=strict_history,
+                      eligible_leader_replicas_enable=elr)
 
 
 def _replicate(c: SimCluster) -> None:
@@ -61,13 +65,12 @@ def _data_loss(tmp_path: Path, backend: str, truncate_to_hw: bool) -> SimCluster
     return c
 
 
-def _divergence(tmp_path: Path, backend: str, truncate_to_hw: bool) -> SimCluster:
-    """(2) 数据不一致: A has m0, m1 (flushed), B has m1 only in its page cache; the leader's HW
-    is 2, B's is 1. Both machines die at once, B comes back first and leads, takes m2 at
-    offset 1; A comes back with HW 2 and, truncating to its HW, keeps m1 at offset 1."""
+def _both_fail(tmp_path: Path, backend: str, truncate_to_hw: bool, elr: bool) -> SimCluster:
+    """A has m0, m1 (flushed), B has m1 only in its page cache; the leader's HW is 2, B's is
+    1. Both machines die at once: A keeps its data, B loses m1."""
     # m1 was written with acks=1 and was lost with every replica failing at once, a fault
     # Kafka does not cover, so the "committed history" check is off for this story.
-    c = _cluster(tmp_path, backend, truncate_to_hw, strict_history=False)
+    c = _cluster(tmp_path, backend, truncate_to_hw, strict_history=False, elr=elr)
     _replicate(c)
     m0 = c.produce(ACKS_ALL)
     c.fetch(B)
@@ -81,8 +84,15 @@ def _divergence(tmp_path: Path, backend: str, truncate_to_hw: bool) -> SimCluste
     c.checkpoint_hw(A)
     c.checkpoint_hw(B)
     assert (c.nodes[A].hw_checkpoint, c.nodes[B].hw_checkpoint) == (2, 1)
-    c.fail_together({A: False, B: True})  # the controller handles A first: B is the ISR left
-    assert c.controller.leader is None and c.controller.isr == {B}
+    c.fail_together({A: False, B: True})
+    return c
+
+
+def _divergence(tmp_path: Path, backend: str, truncate_to_hw: bool) -> SimCluster:
+    """(2) 数据不一致: after `_both_fail`, B comes back first and leads, takes m2 at offset 1;
+    A comes back with HW 2 and, truncating to its HW, keeps m1 at offset 1."""
+    c = _both_fail(tmp_path, backend, truncate_to_hw, elr=False)
+    assert c.controller.leader is None and c.controller.isr == {B}  # A handled first: B is left
     c.recover(B)  # B first: it is the ISR, so it leads
     assert c.controller.leader == B
     b_log = c.nodes[B].partition.log
@@ -133,4 +143,19 @@ def test_seed_divergence_prevented_by_leader_epochs(tmp_path: Path, backend: str
     assert c.invariants.violations == []
     a, b = (batch_ids(n.partition.log) for n in c.nodes)
     assert a == b and b[1][0] == 1
+    c.close()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_seed_divergence_cannot_start_with_eligible_leader_replicas(tmp_path: Path, backend: str) -> None:
+    c = _both_fail(tmp_path, backend, truncate_to_hw=False, elr=True)
+    assert c.controller.isr == frozenset() and c.controller.elr == {A, B}
+    c.recover(B)  # back from an unclean shutdown: no longer eligible
+    assert c.controller.leader is None and c.controller.elr == {A}
+    c.recover(A)
+    assert c.controller.leader == A
+    c.heal()
+    assert c.invariants.violations == []
+    a, b = (batch_ids(n.partition.log) for n in c.nodes)
+    assert a == b and [x[:2] for x in a] == [(0, 1), (1, 2)]  # m1 survives on both
     c.close()
