@@ -559,28 +559,13 @@ class Log:
             if timestamp == LATEST_TIMESTAMP:
                 return TimestampAndOffset(NO_TIMESTAMP, self._log_end_offset, self._state.epochs.latest_epoch())
             if timestamp == MAX_TIMESTAMP:
-                return self._max_timestamp_offset()
+                return _max_timestamp_offset(self._segments)
             if timestamp < 0:
                 raise ValueError(f"unsupported special timestamp {timestamp}")
             for segment in self._segments:
                 if segment.largest_timestamp >= timestamp:
                     return segment.find_offset_by_timestamp(timestamp, self._log_start_offset)
             return None
-
-    def _max_timestamp_offset(self) -> TimestampAndOffset | None:
-        best = max(self._segments, key=lambda s: s.max_timestamp_so_far)  # first of the maxima
-        target = best.max_timestamp_so_far
-        if target < 0:
-            return None
-        position = best.offset_index.lookup(best.offset_of_max_timestamp).position
-        for batch in best.iter_batches(position):
-            if batch.max_timestamp == target:
-                cols = batch.columns()
-                hits = np.flatnonzero(cols.timestamp == target)
-                if hits.size:
-                    epoch = batch.partition_leader_epoch
-                    return TimestampAndOffset(target, int(cols.offset[hits[0]]), epoch if epoch >= 0 else None)
-        return None
 
     # ------------------------------------------------------------------ truncation
 
@@ -758,11 +743,8 @@ class Log:
 
     def _write_parent_checkpoints(self, *names: str) -> None:
         """Merge this log's entry into the parent directory's checkpoint files."""
-        values = {
-            RECOVERY_POINT_CHECKPOINT: self._recovery_point,
-            LOG_START_OFFSET_CHECKPOINT: self._log_start_offset,
-            REPLICATION_OFFSET_CHECKPOINT: self._high_watermark,
-        }
+        values = {RECOVERY_POINT_CHECKPOINT: self._recovery_point, LOG_START_OFFSET_CHECKPOINT: self._log_start_offset,
+                  REPLICATION_OFFSET_CHECKPOINT: self._high_watermark}
         update_offsets_checkpoints(self._dir.parent, self.topic, self.partition, {n: values[n] for n in names})
 
     def close(self) -> None:
@@ -796,6 +778,23 @@ class Log:
     def __repr__(self) -> str:
         return (f"Log({str(self._dir)!r}, start={self._log_start_offset}, end={self._log_end_offset}, "
                 f"segments={len(self._segments)})")
+
+
+def _max_timestamp_offset(segments: list[LogSegment]) -> TimestampAndOffset | None:
+    """ListOffsets MAX_TIMESTAMP: the first record holding the log's largest timestamp."""
+    best = max(segments, key=lambda s: s.max_timestamp_so_far)  # first of the maxima
+    target = best.max_timestamp_so_far
+    if target < 0:
+        return None
+    position = best.offset_index.lookup(best.offset_of_max_timestamp).position
+    for batch in best.iter_batches(position):
+        if batch.max_timestamp == target:
+            cols = batch.columns()
+            hits = np.flatnonzero(cols.timestamp == target)
+            if hits.size:
+                epoch = batch.partition_leader_epoch
+                return TimestampAndOffset(target, int(cols.offset[hits[0]]), epoch if epoch >= 0 else None)
+    return None
 
 
 def _complete_prefix(data: bytes) -> bytes | memoryview:
