@@ -275,7 +275,7 @@ def report(problems: Problems, out: Output) -> None:
 def dump_log(path: str, opts: Options, out: Output, problems: Problems) -> None:
     """Batches (and records under --deep-iteration) of a `.log` file, then any torn tail."""
     from logstore import dump
-    from logstore.records import RecordBatch
+    from logstore.records import read_batch
 
     base_offset = base_offset_of(path)
     out.line(dump.log_header_line(base_offset))
@@ -287,7 +287,7 @@ def dump_log(path: str, opts: Options, out: Output, problems: Problems) -> None:
         with Progress(total=end, desc=os.path.basename(path), unit="B", unit_scale=True,
                       quiet_when_stdout_tty=True) as bar, naming_file(path):
             for position, size in dump.iter_batch_spans(data, 0, end):
-                batch = RecordBatch(data, position)
+                batch = read_batch(data, position)
                 valid = dump.kafka_is_valid(batch)
                 problems.found |= not valid
                 if out.json:
@@ -446,7 +446,7 @@ def dump_time_index(path: str, opts: Options, out: Output, problems: Problems) -
     """Entries of a `.timeindex` file, each checked against the batch holding its offset."""
     from logstore import dump
     from logstore.errors import CorruptIndexError
-    from logstore.records import RecordBatch
+    from logstore.records import read_batch
 
     base_offset = base_offset_of(path)
     log_path = sibling(path, LOG_SUFFIX)
@@ -474,7 +474,7 @@ def dump_time_index(path: str, opts: Options, out: Output, problems: Problems) -
             holder = None
             if 0 <= start <= len(log.data):
                 for position, _ in dump.iter_batch_spans(log.data, start, path=log_path):
-                    batch = RecordBatch(log.data, position)
+                    batch = read_batch(log.data, position)
                     if batch.last_offset >= offset:
                         holder = batch
                         break

@@ -105,7 +105,7 @@ def partition_stats(path: Path, bar: Progress) -> PartitionStats:
     """Walk every segment of one partition directory."""
     from logstore import dump
     from logstore.cli.dump import MappedFile
-    from logstore.records import RecordBatch
+    from logstore.records import read_batch
 
     stats = PartitionStats(path.name)
     for base in segment_log_offsets(os.listdir(path)):
@@ -120,7 +120,7 @@ def partition_stats(path: Path, bar: Progress) -> PartitionStats:
             valid_end = 0
             with naming_file(log_path):
                 for position, size in dump.iter_batch_spans(data):
-                    batch = RecordBatch(data, position)
+                    batch = read_batch(data, position)
                     stats.batches += 1
                     stats.codecs[batch.compression] += 1
                     if batch.producer_id >= 0:

@@ -213,7 +213,7 @@ def verify_log(path: Path, report: Report, deep: bool, bar: Progress) -> int:
     """Batches of one `.log`: CRC, offsets, torn tail. Returns the segment's next offset."""
     from logstore import dump
     from logstore.errors import CorruptRecordError
-    from logstore.records import RecordBatch
+    from logstore.records import read_batch
 
     report.files += 1
     base = base_offset_of(str(path))
@@ -224,7 +224,7 @@ def verify_log(path: Path, report: Report, deep: bool, bar: Progress) -> int:
         for position, size in iter_batches_checked(data, path, report):
             report.batches += 1
             try:
-                batch = RecordBatch(data, position)
+                batch = read_batch(data, position)
             except CorruptRecordError as exc:
                 report.problem(path, f"unreadable batch header: {exc}", position)
                 break

@@ -4,7 +4,8 @@ interface, plus a small writer used to build test inputs."""
 from __future__ import annotations
 
 from logstore.errors import CorruptRecordError, InvalidRecordError
-from logstore.records.batch import RecordBatch, RecordColumns
+from logstore.records.batch import RecordBatch
+from logstore.records.columns import RecordColumns
 from logstore.records.compression import (
     DEFAULT_MAX_INFLATED_BYTES,
     LZ4,
