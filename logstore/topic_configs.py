@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from logstore.checkpoint import atomic_write
-from logstore.config import LogConfig
+from logstore.config import CONFIG_KEYS, LogConfig
 from logstore.errors import InvalidConfigError
 from logstore.log_files import parse_partition_dir
 
@@ -34,6 +34,9 @@ ORIGIN_GIVEN = "given"  # passed by the caller
 ORIGIN_STORED = "stored"  # read from the data directory's topic configs file
 ORIGIN_NEW = "new"  # Kafka's defaults for a log created empty without configs
 
+_NAMES = frozenset(k.name for k in CONFIG_KEYS)
+# Longest names first, so `x.log.cleaner.threads` splits as topic `x`, not `x.log`.
+_NAMES_BY_LENGTH = sorted(_NAMES, key=len, reverse=True)
 _write_lock = threading.Lock()  # one read-modify-write of the file at a time in this process
 
 
@@ -128,3 +131,14 @@ def resolve_log_config(directory: str | os.PathLike[str],
     if stored is not None:
         return LogConfig(stored), ORIGIN_STORED
     return LogConfig(), None if has_data(directory) else ORIGIN_NEW
+
+
+def split_topic_key(key: str) -> tuple[str | None, str]:
+    """`retention.ms` -> (None, 'retention.ms'); `orders.retention.ms` -> ('orders', 'retention.ms').
+    A key that is neither is returned as (None, key), for LogConfig to refuse by name."""
+    if key in _NAMES:
+        return None, key
+    for name in _NAMES_BY_LENGTH:
+        if key.endswith("." + name) and len(key) > len(name) + 1:
+            return key[: -len(name) - 1], name
+    return None, key
