@@ -92,3 +92,74 @@ def test_time_entry_below_an_earlier_batch_timestamp_is_a_problem(data_dir: Path
     assert position == 60
     assert message.startswith(f"entry 5 (timestamp {previous + 1}, offset {offset + 24}): the batch at log position")
     assert "would miss it" in message
+
+
+@pytest.fixture
+def damaged(tmp_path: Path) -> Path:
+    """Kafka's sample with a bad magic byte mid-segment, a CRC-corrupt batch and a zero-filled
+    tail, each in its own segment; returns the data directory."""
+    partition = kafka_sample(tmp_path / "logdir")
+    log = partition / "00000000000000000105.log"
+    data = bytearray(log.read_bytes())
+    data[962 + 16] = 0xFF  # the magic byte of the batch at position 962
+    log.write_bytes(bytes(data))
+    log = partition / "00000000000000000211.log"
+    data = bytearray(log.read_bytes())
+    data[300] ^= 0x55  # inside the first batch's records
+    log.write_bytes(bytes(data))
+    with (partition / "00000000000000000633.log").open("ab") as f:
+        f.write(bytes(500))
+    return partition.parent
+
+
+DAMAGE = [
+    ("00000000000000000105.log", 962, "unknown magic 255"),
+    ("00000000000000000211.log", 0, "batch CRC mismatch: stored 2254287576, computed 2432979512"),
+    ("00000000000000000633.log", 13467, "Found record size 0 smaller than minimum record overhead (14)"),
+]
+
+
+def test_verify_names_each_damage_once_and_reads_on(damaged: Path):
+    before = digest(damaged)
+    result = run("verify", str(damaged), cwd=damaged)
+    assert result.returncode == 1
+    partition = damaged / "plain-0"
+    assert result.stdout.splitlines() == [
+        f"{partition / DAMAGE[0][0]}: position 962: unreadable batch header: unknown magic 255",
+        f"{partition / DAMAGE[1][0]}: position 0: {DAMAGE[1][2]}",
+        f"{partition / DAMAGE[2][0]}: position 13467: {DAMAGE[2][2]}",
+        "verified 32 files (240 batches) in 1 partition(s): 3 problem(s)",
+    ]
+    as_json = [json.loads(line) for line in run("verify", "--json", str(damaged), cwd=damaged).stdout.splitlines()]
+    assert [(Path(o["file"]).name, o["position"]) for o in as_json[:-1]] == [d[:2] for d in DAMAGE]
+    assert as_json[-1] == {"type": "summary", "partitions": 1, "files": 32, "batches": 240, "problems": 3}
+    assert digest(damaged) == before
+
+
+def test_stats_names_each_damage_and_still_prints_its_table(damaged: Path):
+    before = digest(damaged)
+    result = run("stats", str(damaged), cwd=damaged)
+    assert result.returncode == 1
+    table = result.stdout.splitlines()
+    assert table[0].split()[:6] == ["PARTITION", "SEGMENTS", "BYTES", "START", "END", "RECORDS"]
+    assert table[1].split()[:6] == ["plain-0", "7", "110872", "0", "720", "714"]  # two bad batches of 3
+    partition = damaged / "plain-0"
+    assert result.stderr.splitlines() == [f"logstore: {partition / name}: position {position}: {message}"
+                                          for name, position, message in DAMAGE]
+    (row,) = [json.loads(line) for line in run("stats", "--json", str(damaged), cwd=damaged).stdout.splitlines()]
+    assert row["records"] == 714 and row["batches"] == 238 and row["invalidBytes"] == 500
+    assert [(Path(p["file"]).name, p["position"], p["message"]) for p in row["problems"]] == DAMAGE
+    assert digest(damaged) == before
+
+
+def test_stats_reads_from_the_checkpointed_log_start(tmp_path: Path):
+    partition = kafka_sample(tmp_path / "logdir")
+    for path in partition.glob("00000000000000000000.*"):  # retention deleted the first segment
+        path.unlink()
+    (tmp_path / "logdir" / "log-start-offset-checkpoint").write_text("0\n1\nplain 0 130\n")
+    (row,) = [json.loads(line) for line in run("stats", "--json", str(partition), cwd=tmp_path).stdout.splitlines()]
+    assert (row["startOffset"], row["endOffset"], row["records"]) == (130, 720, 590)
+    consumed = run("consume", str(tmp_path / "logdir"), "plain-0", cwd=tmp_path).stdout.splitlines()
+    assert len(consumed) == 590 and json.loads(consumed[0])["offset"] == 130
+    table = run("stats", str(partition), cwd=tmp_path).stdout.splitlines()
+    assert table[1].split()[3:6] == ["130", "720", "590"]
