@@ -365,27 +365,13 @@ def decode_records(batch: Any, path: str, position: int) -> tuple[list[Any], lis
 
 
 def legacy_entries(batch: Any) -> list[Any]:
-    """Validity and CRC-32 of each magic 0/1 message (the inner ones of a compressed wrapper).
-
-    Inner messages were CRC-checked by `records()`, so each is valid; their CRCs are read back.
-    """
+    """Validity and CRC-32 of each magic 0/1 message (the inner ones of a compressed wrapper,
+    which `records()` decoded and CRC-checked through the records package)."""
     from logstore import dump
-    from logstore.records import read_batch_header
-    from logstore.records.compression import COMPRESSION_CODES, decompress
-    from logstore.records.header import LEGACY_LENGTH, LEGACY_V0_HEADER, LEGACY_V1_HEADER
 
     if batch.compression == "none":
         return [dump.LegacyEntry(dump.kafka_is_valid(batch), batch.crc)]
-    view = batch.view
-    pos = (LEGACY_V1_HEADER if batch.magic == 1 else LEGACY_V0_HEADER).size
-    (key_length,) = LEGACY_LENGTH.unpack_from(view, pos)
-    pos += LEGACY_LENGTH.size + max(key_length, 0)
-    (value_length,) = LEGACY_LENGTH.unpack_from(view, pos)
-    pos += LEGACY_LENGTH.size
-    inner = memoryview(decompress(COMPRESSION_CODES[batch.compression], view[pos:pos + value_length],
-                                  position=batch.position))
-    return [dump.LegacyEntry(True, read_batch_header(inner, p).crc)
-            for p, _ in dump.iter_batch_spans(inner, 0, len(inner))]
+    return [dump.LegacyEntry(True, crc) for crc in batch.message_crcs()]
 
 
 def first_batch_last_offset(data: Any, position: int, end: int, path: str) -> int:
