@@ -18,7 +18,6 @@ import numpy as np
 
 from index.offset_index import OFFSET_INDEX_DTYPE
 from index.time_index import TIME_INDEX_DTYPE
-from logstore.dump_decoders import STRING, RecordDecoder, java_string
 from logstore.errors import CorruptRecordError, CorruptSnapshotError
 from logstore.internal_topics import decode_control_record, format_control_for_dump, record_json
 from logstore.internal_topics.metadata_schemas import CONTROL_TYPES as KRAFT_CONTROL_TYPES
@@ -31,6 +30,7 @@ from logstore.producer_snapshot import (
     SNAPSHOT_HEADER_SIZE,
     SNAPSHOT_VERSION,
 )
+from logstore.record_decoders import STRING, RecordDecoder, java_string
 from logstore.records.control import CONTROL_KEY, END_TXN_MARKER_VALUE
 from logstore.records.header import (
     HEADER_SIZE_UP_TO_MAGIC,

@@ -176,7 +176,7 @@ class Options:
     max_message_size: int
     skip_metadata: bool
     json: bool
-    decoder: Any  # a logstore.dump_decoders.RecordDecoder
+    decoder: Any  # a logstore.record_decoders.RecordDecoder
 
 
 class Output:
@@ -237,7 +237,7 @@ def run(args: argparse.Namespace) -> int:
     for path, kind in zip(paths, kinds, strict=True):
         if kind not in NOT_SEGMENT_FILES:
             base_offset_of(path)  # a misnamed file is a usage error before anything is printed
-    from logstore.dump_decoders import DECODERS
+    from logstore.record_decoders import DECODERS
 
     decoder = getattr(args, "decoder", None)
     opts = Options(

@@ -39,6 +39,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("paths", nargs="+", metavar="DIR", help="data or partition directories")
     parser.add_argument("--json", action="store_true", help="one JSON object per partition")
+    parser.add_argument("--decode", action="store_true",
+                        help="decode the records of internal topics (__consumer_offsets, "
+                             "__transaction_state, __cluster_metadata) and count them by type")
     parser.set_defaults(run=run)
 
 
@@ -62,9 +65,11 @@ class PartitionStats:
     transactional_batches: int = 0
     control_batches: int = 0
     invalid_bytes: int = 0
+    record_types: Counter | None = None  # under --decode, for an internal topic
 
     def as_json(self) -> dict[str, Any]:
         """The JSON object of this partition."""
+        types = {} if self.record_types is None else {"recordTypes": dict(sorted(self.record_types.items()))}
         return {
             "partition": self.partition, "segments": self.segments, "bytes": self.bytes,
             "startOffset": self.start_offset, "endOffset": self.end_offset,
@@ -74,7 +79,7 @@ class PartitionStats:
             "compression": dict(sorted(self.codecs.items())),
             "producerIds": sorted(self.producer_ids),
             "transactionalBatches": self.transactional_batches,
-            "controlBatches": self.control_batches, "invalidBytes": self.invalid_bytes,
+            "controlBatches": self.control_batches, "invalidBytes": self.invalid_bytes, **types,
         }
 
 
@@ -87,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     results = []
     with Progress(total=total, desc="stats", unit="B", unit_scale=True) as bar:
         for path in partitions:
-            results.append(partition_stats(path, bar))
+            results.append(partition_stats(path, bar, decode=args.decode))
     if args.json:
         for stats in results:
             write_json(sys.stdout, stats.as_json())
@@ -101,13 +106,18 @@ def run(args: argparse.Namespace) -> int:
     return ExitCode.PROBLEMS if torn else ExitCode.OK
 
 
-def partition_stats(path: Path, bar: Progress) -> PartitionStats:
-    """Walk every segment of one partition directory."""
+def partition_stats(path: Path, bar: Progress, *, decode: bool = False) -> PartitionStats:
+    """Walk every segment of one partition directory (with `decode`, an internal topic's records
+    are decoded and counted by type)."""
     from logstore import dump
     from logstore.cli.dump import MappedFile
+    from logstore.record_decoders import decoder_for
     from logstore.records import RecordBatch
 
     stats = PartitionStats(path.name)
+    decoder = decoder_for(path.name.rsplit("-", 1)[0]) if decode else None
+    if decoder is not None:
+        stats.record_types = Counter()
     for base in segment_log_offsets(os.listdir(path)):
         log_path = path / segment_file_name(base, LOG_SUFFIX)
         stats.segments += 1
@@ -133,6 +143,8 @@ def partition_stats(path: Path, bar: Progress) -> PartitionStats:
                     if batch.is_control:
                         continue
                     add_records(stats, batch.columns())
+                    if decoder is not None:
+                        stats.record_types.update(decoder.kind(r) for r in batch.records())
             stats.invalid_bytes += len(data) - valid_end
             bar.update(len(data) - valid_end)
         stats.end_offset = next_offset
@@ -167,7 +179,7 @@ COLUMNS = (("partition", "PARTITION"), ("segments", "SEGMENTS"), ("bytes", "BYTE
 def _cell(key: str, value: Any) -> str:
     if value is None:
         return "-"
-    if key == "compression":
+    if key in ("compression", "recordTypes"):
         return ",".join(f"{codec}:{n}" for codec, n in value.items()) or "-"
     if key == "producerIds":
         return str(len(value))
@@ -175,9 +187,10 @@ def _cell(key: str, value: Any) -> str:
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:
-    """Aligned columns, one row per partition."""
-    table = [[title for _, title in COLUMNS]] + [[_cell(k, row[k]) for k, _ in COLUMNS] for row in rows]
-    widths = [max(len(r[i]) for r in table) for i in range(len(COLUMNS))]
+    """Aligned columns, one row per partition (and the record types when any were decoded)."""
+    columns = COLUMNS + ((("recordTypes", "TYPES"),) if any("recordTypes" in r for r in rows) else ())
+    table = [[title for _, title in columns]] + [[_cell(k, row.get(k)) for k, _ in columns] for row in rows]
+    widths = [max(len(r[i]) for r in table) for i in range(len(columns))]
     for r in table:
         sys.stdout.write("  ".join(c.ljust(w) if i == 0 else c.rjust(w)
                                    for i, (c, w) in enumerate(zip(r, widths, strict=True))).rstrip() + "\n")

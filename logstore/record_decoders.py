@@ -1,7 +1,8 @@
-"""How `logstore dump` shows a record's key and value: as UTF-8 text (Kafka's StringDecoder), or
+"""How the tools show a record's key and value: as UTF-8 text (Kafka's StringDecoder), or
 decoded as a record of an internal topic (Kafka's --offsets-decoder, --transaction-log-decoder
 and --cluster-metadata-decoder). Each decoder gives the text Kafka 4.0's DumpLogSegments
-prints and, for `--json`, the structured record.
+prints and, for JSON output (`dump --json`, `consume --decode`), the structured record;
+`stats --decode` counts records by `record_kind`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,10 @@ from logstore.internal_topics import (
     format_transaction_log_for_dump,
     record_json,
 )
+from logstore.internal_topics.coordinator_schemas import OFFSETS_TOPIC, TRANSACTION_TOPIC
+from logstore.internal_topics.metadata_schemas import METADATA_TOPIC
+
+UNDECODABLE = "undecodable"
 
 
 def java_string(data: bytes | memoryview | None) -> str:
@@ -59,6 +64,15 @@ class InternalTopicDecoder(RecordDecoder, ABC):
             return {"decoded": record_json(self.decode(record))}
         except CorruptRecordError as exc:
             return {"decodeError": str(exc)}
+
+    def kind(self, record: Any) -> str:
+        """What the record is: its schema name ("OffsetCommit"), that name + "/tombstone", or
+        "undecodable"."""
+        try:
+            decoded = self.decode(record)
+        except CorruptRecordError:
+            return UNDECODABLE
+        return f"{decoded.name}/tombstone" if decoded.is_tombstone else decoded.name
 
 
 class OffsetsDecoder(InternalTopicDecoder):
@@ -102,5 +116,14 @@ class ClusterMetadataDecoder(InternalTopicDecoder):
 
 
 STRING = RecordDecoder()
-DECODERS: dict[str, RecordDecoder] = {
-    d.name: d for d in (STRING, OffsetsDecoder(), TransactionLogDecoder(), ClusterMetadataDecoder())}
+INTERNAL_DECODERS: dict[str, InternalTopicDecoder] = {
+    d.name: d for d in (OffsetsDecoder(), TransactionLogDecoder(), ClusterMetadataDecoder())}
+DECODERS: dict[str, RecordDecoder] = {STRING.name: STRING, **INTERNAL_DECODERS}
+INTERNAL_TOPICS = {OFFSETS_TOPIC: "offsets", TRANSACTION_TOPIC: "transaction-log",
+                   METADATA_TOPIC: "cluster-metadata"}
+
+
+def decoder_for(topic: str) -> InternalTopicDecoder | None:
+    """The decoder of an internal topic's records (None for any other topic)."""
+    name = INTERNAL_TOPICS.get(topic)
+    return None if name is None else INTERNAL_DECODERS[name]
