@@ -44,6 +44,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="which report to run (default: all)")
     parser.add_argument("--master", default=None, metavar="URL",
                         help="Spark master URL (default: local[*])")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        dest="spark_conf",
+                        help="a Spark setting, as spark-submit's --conf (e.g. "
+                             "spark.pyspark.python=/opt/venv/bin/python); repeatable")
+    parser.add_argument("--py-files", default=None, metavar="FILES",
+                        help="comma-separated .zip/.egg/.py files for the executors' Python path, "
+                             "as spark-submit's --py-files (the project's own code is shipped "
+                             "on any cluster master)")
     parser.add_argument("--out", default=None, metavar="DIR",
                         help="write each report under DIR/<report> (and the plot to DIR)")
     parser.add_argument("--format", choices=("json", "csv", "parquet"), default="json",
@@ -76,6 +84,16 @@ def _configs(args: argparse.Namespace) -> Any:
     return values
 
 
+def _spark_conf(args: argparse.Namespace) -> dict[str, str]:
+    conf: dict[str, str] = {}
+    for item in args.spark_conf:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--conf expects KEY=VALUE, got {item!r}")
+        conf[key.strip()] = value
+    return conf
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the requested reports, print them, and write them (and the plot) when asked."""
     from spark_tools.reports import audit_reports, write_report
@@ -84,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
 
     configs = TopicConfigs.load(_configs(args))
     kinds = REPORTS if args.report == "all" else (args.report,)
-    spark = spark_session(args.master)
+    spark = spark_session(args.master, conf=_spark_conf(args), py_files=args.py_files)
     out = Path(args.out) if args.out else None
     tables = {}
     with worker_errors():
