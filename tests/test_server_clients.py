@@ -13,7 +13,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 
 from logstore.server import KafkaServer  # noqa: E402
 
-CODECS = ["none", "gzip", "snappy", "zstd"]
+CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
 
 @pytest.fixture(scope="module")
@@ -70,10 +70,12 @@ def test_kafka_python_produces_and_consumes(server, codec):
     producer.flush()
     producer.close()
     consumer = KafkaConsumer(topic, bootstrap_servers=server.bootstrap_servers, auto_offset_reset="earliest",
-                             consumer_timeout_ms=3000)
+                             group_id=f"kp-group-{codec}", consumer_timeout_ms=3000)
     values = [m.value for m in consumer]
+    consumer.commit()
     consumer.close()
     assert values == [b"kp-%d" % i for i in range(50)]
+    assert server.context.manager.get(topic, 0) is not None
 
 
 @pytest.mark.parametrize("codec", [None, "gzip"])
@@ -93,7 +95,7 @@ def test_aiokafka_produces_and_consumes(server, codec):
         finally:
             await producer.stop()
         consumer = AIOKafkaConsumer(topic, bootstrap_servers=server.bootstrap_servers,
-                                    auto_offset_reset="earliest")
+                                    auto_offset_reset="earliest", group_id=f"aio-group-{codec}")
         await consumer.start()
         values = []
         try:
@@ -101,6 +103,7 @@ def test_aiokafka_produces_and_consumes(server, codec):
                 values.append(message.value)
                 if len(values) == 50:
                     break
+            await consumer.commit()
         finally:
             await consumer.stop()
         return values

@@ -20,6 +20,7 @@ from logstore.server.config_store import TopicConfigStore
 from logstore.server.connection import Connection, Handler, InFlightBudget
 from logstore.server.context import ServerContext
 from logstore.server.data_api import DataApi
+from logstore.server.groups import GroupCoordinator
 from logstore.server.idempotence_api import IdempotenceApi
 from logstore.server.meta_properties import load_or_create
 from logstore.server.producer_ids import ProducerIdManager
@@ -63,6 +64,7 @@ class KafkaServer:
         self.manager: LogManager | None = None
         self.context: ServerContext | None = None
         self.port: int | None = None
+        self._groups: GroupCoordinator | None = None
 
     # ------------------------------------------------------------------ life cycle
 
@@ -159,11 +161,14 @@ class KafkaServer:
 
     def _build_handlers(self, ctx: ServerContext) -> dict[int, Handler]:
         handlers: dict[int, Handler] = {}
-        for api in (AdminApi(ctx), DataApi(ctx), IdempotenceApi(ProducerIdManager(ctx.manager))):
+        self._groups = GroupCoordinator(ctx)
+        for api in (AdminApi(ctx), DataApi(ctx), self._groups, IdempotenceApi(ProducerIdManager(ctx.manager))):
             handlers.update(api.handlers())
         return handlers
 
     async def _shutdown(self) -> None:
+        if self._groups is not None:
+            self._groups.close()
         if self._server is not None:
             self._server.close()
         for task in list(self._connections):
