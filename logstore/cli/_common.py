@@ -257,9 +257,7 @@ def partition_dirs(paths: list[str]) -> list[Path]:
 
 def corruption_detail(exc: CorruptRecordError) -> str:
     """The message of `exc` without the `(file, position N)` suffix its constructor adds."""
-    where = [str(exc.path)] if exc.path is not None else []
-    where += [f"position {exc.position}"] if exc.position is not None else []
-    return str(exc).removesuffix(f" ({', '.join(where)})") if where else str(exc)
+    return exc.detail
 
 
 @contextlib.contextmanager
