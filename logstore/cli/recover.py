@@ -132,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
     verb = {"truncate": "truncated", "delete": "deleted", "rewrite": "rebuilt", "create": "created"}
     would = {"truncate": "would truncate", "delete": "would delete", "rewrite": "would rebuild",
              "create": "would create"}
-    with Progress(total=len(partitions), desc="recover", unit="partition") as bar:
+    with Progress(total=len(partitions), desc="recover", unit="partition", quiet_when_stdout_tty=True) as bar:
         for path in partitions:
             before = snapshot_dir(path)
             if args.in_place:
