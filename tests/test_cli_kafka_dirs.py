@@ -163,3 +163,44 @@ def test_stats_reads_from_the_checkpointed_log_start(tmp_path: Path):
     assert len(consumed) == 590 and json.loads(consumed[0])["offset"] == 130
     table = run("stats", str(partition), cwd=tmp_path).stdout.splitlines()
     assert table[1].split()[3:6] == ["130", "720", "590"]
+
+
+def _consumed_offsets(data_dir: Path, *args: str) -> list[int]:
+    result = run("consume", str(data_dir), "plain-0", *args, cwd=data_dir)
+    assert result.returncode == 0, result.stderr
+    return [json.loads(line)["offset"] for line in result.stdout.splitlines()]
+
+
+def _kept_by_recovery(data_dir: Path, tmp_path: Path) -> list[int]:
+    """The offsets a writable open (Kafka's recovery) keeps, on a copy of `data_dir`."""
+    import shutil
+
+    from logstore import Log
+
+    copy = tmp_path / "recovered"
+    shutil.copytree(data_dir, copy)
+    with Log.open(copy / "plain-0") as log:
+        return [r.offset for r in log.records()]
+
+
+@pytest.mark.parametrize("damage", ["torn", "crc", "zeros"])
+def test_a_read_only_open_reads_what_recovery_keeps(tmp_path: Path, damage: str):
+    partition = kafka_sample(tmp_path / "logdir")
+    log = partition / "00000000000000000633.log"  # the segment holding the recovery point (720)
+    data = bytearray(log.read_bytes())
+    if damage == "torn":
+        data = data[:9000]
+    elif damage == "crc":
+        data[9000] ^= 0x01
+    else:
+        data[9000:] = bytes(len(data) - 9000)
+    log.write_bytes(bytes(data))
+    before = digest(partition.parent)
+    kept = _kept_by_recovery(partition.parent, tmp_path)
+    assert 633 < len(kept) < 720 and kept == list(range(len(kept)))
+    assert _consumed_offsets(partition.parent) == kept
+    end = len(kept)
+    assert _consumed_offsets(partition.parent, "--from", str(end - 1)) == [end - 1]
+    beyond = run("consume", str(partition.parent), "plain-0", "--from", str(end + 1), cwd=tmp_path)
+    assert beyond.returncode == 2 and f"valid offsets are [0, {end}]" in beyond.stderr
+    assert digest(partition.parent) == before
