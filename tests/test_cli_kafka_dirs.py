@@ -204,3 +204,71 @@ def test_a_read_only_open_reads_what_recovery_keeps(tmp_path: Path, damage: str)
     beyond = run("consume", str(partition.parent), "plain-0", "--from", str(end + 1), cwd=tmp_path)
     assert beyond.returncode == 2 and f"valid offsets are [0, {end}]" in beyond.stderr
     assert digest(partition.parent) == before
+
+
+def test_recover_finds_nothing_on_healthy_directories_and_changes_nothing(data_dir: Path, tmp_path: Path):
+    kafka_sample(data_dir / "sample")
+    alone = tmp_path / "alone"  # partition directories copied without their root checkpoints
+    alone.mkdir()
+    import shutil
+
+    for name in ("replicated-0", "users-0"):
+        shutil.copytree(data_dir / name, alone / name)
+    shutil.copytree(data_dir / "sample" / "plain-0", alone / "plain-0")
+    def unlocked(root: Path) -> dict[str, str]:
+        return {k: v for k, v in digest(root).items() if not k.endswith(".lock")}
+
+    for root in (data_dir, data_dir / "sample", alone):
+        before = unlocked(root)
+        for options in ([], ["--full"], ["--in-place"], ["--in-place", "--full"]):
+            result = run("recover", *options, str(root), cwd=tmp_path)
+            assert result.returncode == 0, result.stdout
+            assert all(line.endswith(": nothing to recover") for line in result.stdout.splitlines())
+        assert unlocked(root) == before
+
+
+def test_a_directory_our_recovery_just_rebuilt_needs_nothing(tmp_path: Path):
+    from logstore import Log
+    from logstore.log_loader import LoadState
+
+    partition = kafka_sample(tmp_path / "logdir")
+    with Log.open(partition, {"segment.bytes": 16384, "index.interval.bytes": 4096},
+                  load_state=LoadState(recovery_point=0)) as log:
+        assert log.log_end_offset == 720
+    result = run("recover", "--full", str(partition), cwd=tmp_path)
+    assert (result.returncode, result.stdout) == (0, f"{partition}: nothing to recover\n")
+
+
+def test_recover_rebuilds_only_an_index_a_lookup_could_miss_through(data_dir: Path):
+    partition = data_dir / "replicated-0"
+    index = partition / "00000000000000000000.index"
+    timeindex = partition / "00000000000000000000.timeindex"
+    kept_time_index = timeindex.read_bytes()
+    data = bytearray(index.read_bytes())
+    struct.pack_into(">i", data, 2 * 8 + 4, struct.unpack_from(">i", data, 2 * 8 + 4)[0] + 1)
+    index.write_bytes(bytes(data))
+    before = digest(data_dir)
+    result = run("recover", str(partition), cwd=data_dir)
+    assert result.returncode == 1 and result.stdout.startswith(f"{index}: would rebuild (now ")
+    assert result.stdout.count("\n") == 1 and digest(data_dir) == before
+    applied = run("recover", "--in-place", str(partition), cwd=data_dir)
+    assert applied.returncode == 1 and applied.stdout.startswith(f"{index}: rebuilt (now ")
+    assert index.stat().st_size > 0 and timeindex.read_bytes() == kept_time_index
+    assert run("verify", str(partition), cwd=data_dir).returncode == 0
+    assert run("recover", str(partition), cwd=data_dir).stdout == f"{partition}: nothing to recover\n"
+
+
+def test_recover_truncates_a_torn_tail_and_keeps_kafkas_indexes(tmp_path: Path):
+    partition = kafka_sample(tmp_path / "logdir")
+    log = partition / "00000000000000000633.log"
+    log.write_bytes(log.read_bytes()[:9000])
+    kept = {p.name: p.read_bytes() for p in partition.glob("*index") if not p.name.startswith("000000000000000006")}
+    result = run("recover", "--in-place", "--json", str(partition), cwd=tmp_path)
+    assert result.returncode == 1
+    done = {(c["file"], c["action"]) for c in map(json.loads, result.stdout.splitlines())}
+    assert ("00000000000000000633.log", "truncate") in done
+    assert ("00000000000000000720.snapshot", "delete") in done
+    assert all(name.startswith("00000000000000000633") or name.endswith(".snapshot") for name, _ in done)
+    assert {p.name: p.read_bytes() for p in partition.glob("*index") if p.name in kept} == kept
+    assert (partition / "00000000000000000633.index").stat().st_size > 0
+    assert run("verify", str(partition), cwd=tmp_path).returncode == 0

@@ -8,10 +8,17 @@ from pathlib import Path
 from logstore import Log
 from logstore.clock import ManualClock
 from logstore.log_files import CLEAN_SHUTDOWN_FILE
+from logstore.log_loader import LoadState
 
 
 def _digest(root: Path) -> dict[str, str]:
     return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _recovering_open(path: Path) -> Log:
+    state = LoadState.from_parent_dir(path, "t", 0)
+    state.recover_read_only = True
+    return Log.open(path, read_only=True, load_state=state)
 
 
 def _three_segments(root: Path) -> Path:
@@ -31,7 +38,7 @@ def test_a_corrupt_middle_segment_hides_its_tail_and_the_later_segments(tmp_path
     data[300] ^= 0xFF
     second.write_bytes(bytes(data))
     before = _digest(tmp_path)
-    with Log.open(path, read_only=True) as log:
+    with _recovering_open(path) as log:
         base = log.segments[1].base_offset
         assert len(log.segments) == 2
         end = log.log_end_offset
@@ -49,15 +56,23 @@ def test_no_recovery_below_the_recovery_point_or_after_a_clean_shutdown(tmp_path
     last = sorted(path.glob("*.log"))[-1]
     last.write_bytes(last.read_bytes()[:-10])
     (tmp_path / CLEAN_SHUTDOWN_FILE).write_text("")
-    with Log.open(path, read_only=True) as log:
+    with _recovering_open(path) as log:
         assert log.recovered_bytes == 0
     (tmp_path / CLEAN_SHUTDOWN_FILE).unlink()
-    with Log.open(path, read_only=True) as log:
+    with _recovering_open(path) as log:
         torn = log.recovered_bytes
         assert torn > 0 and log.log_end_offset == 59
     second = sorted(path.glob("*.log"))[1]
     second.write_bytes(second.read_bytes()[:-10])
     (tmp_path / "recovery-point-offset-checkpoint").write_text(f"0\n1\nt 0 {int(last.name[:20])}\n")
-    with Log.open(path, read_only=True) as log:  # Kafka recovers from the last segment only
+    with _recovering_open(path) as log:  # Kafka recovers from the last segment only
         assert log.recovered_bytes == torn and log.log_end_offset == 59
         assert log.segments[1].size == second.stat().st_size
+
+
+def test_a_plain_read_only_open_shows_every_byte_on_disk(tmp_path: Path):
+    path = _three_segments(tmp_path)
+    last = sorted(path.glob("*.log"))[-1]
+    last.write_bytes(last.read_bytes()[:-10])
+    with Log.open(path, read_only=True) as log:  # an audit reports the damage itself
+        assert log.recovered_bytes == 0 and log.segments[-1].size == last.stat().st_size

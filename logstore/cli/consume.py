@@ -1,7 +1,8 @@
 """`logstore consume`: print a partition's records as JSON Lines, read-only.
 
 Opens the partition with `read_only=True` (no lock, no byte changed), so it works on a
-copied Kafka directory too. Control markers are never printed; READ_COMMITTED is the Log's
+copied Kafka directory too, recovering in memory from the checkpointed recovery point as Kafka
+would: a torn or corrupt tail is not read, and offsets past it are out of range. Control markers are never printed; READ_COMMITTED is the Log's
 own read_committed fetch (up to the last stable offset, with the aborted transactions, which
 a read-only Log rebuilds in memory when `.txnindex` files are missing) filtered as a Kafka
 consumer does.
@@ -74,6 +75,8 @@ def record_json(record: Any, b64: bool) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     """Print records from the chosen start up to the log end (or the LSO)."""
     from logstore.log import Log
+    from logstore.log_files import parse_partition_dir
+    from logstore.log_loader import LoadState
     from logstore.producer_append import committed_batches
 
     path = partition_path(args)
@@ -81,7 +84,9 @@ def run(args: argparse.Namespace) -> int:
         raise FileNotFoundError(2, "No such partition directory", str(path))
     committed = args.isolation == "read_committed"
     out = sys.stdout
-    with Log.open(path, read_only=True) as log:
+    state = LoadState.from_parent_dir(path, *parse_partition_dir(path.name))
+    state.recover_read_only = True  # read what Kafka's recovery keeps, without writing a byte
+    with Log.open(path, read_only=True, load_state=state) as log:
         if args.from_time is not None:
             found = log.offset_for_timestamp(args.from_time)
             position = log.log_end_offset if found is None else found.offset

@@ -226,14 +226,14 @@ class SegmentScan:
         return next((i for i, (_, last, _) in enumerate(self.batches) if last >= offset), len(self.batches))
 
 
-class _NoBar:
+class NoBar:
     """A progress bar that draws nothing (for a log walked only to check an index against)."""
 
     def update(self, n: int = 1) -> None:
         """Nothing to draw."""
 
 
-def verify_log(path: Path, report: Report, deep: bool, bar: Progress | _NoBar) -> SegmentScan:
+def verify_log(path: Path, report: Report, deep: bool, bar: Progress | NoBar) -> SegmentScan:
     """Batches of one `.log`: CRC, offsets, torn tail. A batch that does not read is one problem,
     and the walk goes on at the next batch its length field gives, as Kafka's dump does."""
     from logstore import dump
@@ -299,7 +299,7 @@ def scan_of(log_path: str | None, scan: SegmentScan | None, report: Report) -> S
     if scan is not None or log_path is None:
         return scan
     walked = Report()
-    scan = verify_log(Path(log_path), walked, False, _NoBar())
+    scan = verify_log(Path(log_path), walked, False, NoBar())
     for problem in walked.problems:
         report.problem(problem["file"], problem["message"], problem["position"])
     return scan
