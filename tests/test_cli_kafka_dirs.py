@@ -49,7 +49,7 @@ def test_kafkas_sample_and_its_data_dir_verify_clean(tmp_path: Path):
     partition = kafka_sample(tmp_path / "logdir")
     result = run("verify", str(partition.parent), cwd=tmp_path)
     assert result.returncode == 0, result.stdout
-    assert result.stdout == "verified 32 files (240 batches) in 1 partition(s): OK\n"
+    assert result.stdout == "verified 33 files (240 batches) in 1 partition(s): OK\n"
 
 
 def _entry_problem(result, name: str) -> list[tuple[str, int, str]]:
@@ -128,11 +128,12 @@ def test_verify_names_each_damage_once_and_reads_on(damaged: Path):
         f"{partition / DAMAGE[0][0]}: position 962: unreadable batch header: unknown magic 255",
         f"{partition / DAMAGE[1][0]}: position 0: {DAMAGE[1][2]}",
         f"{partition / DAMAGE[2][0]}: position 13467: {DAMAGE[2][2]}",
-        "verified 32 files (240 batches) in 1 partition(s): 3 problem(s)",
+        "verified 33 files (240 batches) in 1 partition(s): 3 problem(s)",
     ]
     as_json = [json.loads(line) for line in run("verify", "--json", str(damaged), cwd=damaged).stdout.splitlines()]
     assert [(Path(o["file"]).name, o["position"]) for o in as_json[:-1]] == [d[:2] for d in DAMAGE]
-    assert as_json[-1] == {"type": "summary", "partitions": 1, "files": 32, "batches": 240, "problems": 3}
+    assert as_json[-1] == {"type": "summary", "partitions": 1, "files": 33, "batches": 240, "problems": 3,
+                           "skipped": 0}
     assert digest(damaged) == before
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from logstore.cli import broker_files
 from logstore.cli._common import ExitCode, Progress, add_command, corruption_detail, write_json
 from logstore.cli.dump import (
     EPOCHS,
@@ -32,6 +33,7 @@ from logstore.cli.dump import (
     file_kind,
     read_bytes,
 )
+from logstore.lock import LOCK_FILE_NAME
 from logstore.log_files import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -75,6 +77,7 @@ class Report:
     files: int = 0
     partitions: int = 0
     batches: int = 0
+    notes: list[dict[str, str]] = field(default_factory=list)
     _seen: set[tuple[str, int | None, str]] = field(default_factory=set)
     _last_position: dict[str, int] = field(default_factory=dict)
 
@@ -87,6 +90,10 @@ class Report:
         self.problems.append({"file": key[0], "position": position, "message": message})
         if position is not None:
             self._last_position[key[0]] = max(position, self._last_position.get(key[0], position))
+
+    def skip(self, path: Path | str, note: str) -> None:
+        """Record that `path` was not checked, and why."""
+        self.notes.append({"file": str(path), "note": note})
 
     def has_problem_from(self, path: Path | str, position: int) -> bool:
         """True when a problem at or after byte `position` of `path` is already recorded."""
@@ -113,14 +120,21 @@ def run(args: argparse.Namespace) -> int:
         else:
             where = f": position {problem['position']}" if problem["position"] is not None else ""
             out.write(f"{problem['file']}{where}: {problem['message']}\n")
+    for note in report.notes:
+        if args.json:
+            write_json(out, {"type": "skipped", **note})
+        else:
+            out.flush()
+            sys.stderr.write(f"logstore: note: skipped {note['file']}: {note['note']}\n")
     summary = {"type": "summary", "partitions": report.partitions, "files": report.files,
-               "batches": report.batches, "problems": len(report.problems)}
+               "batches": report.batches, "problems": len(report.problems), "skipped": len(report.notes)}
     if args.json:
         write_json(out, summary)
     else:
         verdict = "OK" if not report.problems else f"{len(report.problems)} problem(s)"
+        skipped = f", skipped {len(report.notes)}" if report.notes else ""
         out.write(f"verified {report.files} files ({report.batches} batches) in "
-                  f"{report.partitions} partition(s): {verdict}\n")
+                  f"{report.partitions} partition(s){skipped}: {verdict}\n")
     out.flush()
     return ExitCode.PROBLEMS if report.problems else ExitCode.OK
 
@@ -134,7 +148,8 @@ def classify(path: Path) -> tuple[str, Path]:
     if path.is_file():
         return "file", path
     names = os.listdir(path)
-    if any(parse_offset_file_name(n) for n in names) or (is_partition_dir_name(path.name) and not names):
+    if any(parse_offset_file_name(n) for n in names) or (
+            is_partition_dir_name(path.name) and set(names) <= {broker_files.PARTITION_METADATA, LOCK_FILE_NAME}):
         return "partition", path
     if any(is_partition_dir_name(n) and (path / n).is_dir() for n in names):
         return "data", path
@@ -150,13 +165,43 @@ def size_of(path: Path) -> int:
 
 
 def verify_data_dir(path: Path, report: Report, deep: bool, bar: Progress) -> None:
-    """Every partition directory, then the data directory's offset checkpoints."""
-    for name in sorted(os.listdir(path)):
-        if is_partition_dir_name(name) and (path / name).is_dir():
-            verify_partition(path / name, report, deep, bar)
-    for name in OFFSET_CHECKPOINTS:
-        if (path / name).exists():
+    """Every partition directory, then the files of the data directory's root Kafka writes;
+    other directories and files are skipped with a note."""
+    names = sorted(os.listdir(path))
+    for name in names:
+        if (path / name).is_dir():
+            if is_partition_dir_name(name):
+                verify_partition(path / name, report, deep, bar)
+            else:
+                report.skip(path / name, broker_files.dir_note(name))
+    for name in names:
+        if (path / name).is_dir():
+            continue
+        if name in OFFSET_CHECKPOINTS:
             verify_offsets_checkpoint(path / name, report)
+        elif name in BROKER_FILE_CHECKS:
+            verify_broker_file(path / name, report)
+        elif (note := broker_files.root_file_note(name)) is not None:
+            report.skip(path / name, note)
+
+
+def verify_broker_file(path: Path, report: Report) -> None:
+    """meta.properties, partition.metadata, quorum-state or a KRaft snapshot, by its name."""
+    report.files += 1
+    check = BROKER_FILE_CHECKS.get(path.name) or broker_files.check_kraft_snapshot
+    try:
+        found = check(read_bytes(str(path)))
+    except OSError as exc:
+        found = exc.strerror or str(exc)
+    if isinstance(found, tuple):
+        report.problem(path, *found)
+    elif found is not None:
+        report.problem(path, found)
+
+
+BROKER_FILE_CHECKS = {broker_files.META_PROPERTIES: broker_files.check_meta_properties,
+                      broker_files.PARTITION_METADATA: broker_files.check_partition_metadata,
+                      broker_files.QUORUM_STATE: broker_files.check_quorum_state}
 
 
 def verify_partition(path: Path, report: Report, deep: bool, bar: Progress) -> None:
@@ -181,6 +226,10 @@ def verify_partition(path: Path, report: Report, deep: bool, bar: Progress) -> N
     for name in names:
         parsed = parse_offset_file_name(name)
         if parsed is None:
+            if name in BROKER_FILE_CHECKS or broker_files.is_kraft_snapshot(name):
+                verify_broker_file(path / name, report)
+            elif (note := broker_files.partition_file_note(name)) is not None:
+                report.skip(path / name, note)
             continue
         offset, suffix = parsed
         if suffix == SNAPSHOT_SUFFIX:
@@ -193,6 +242,9 @@ def verify_partition(path: Path, report: Report, deep: bool, bar: Progress) -> N
 
 def verify_file(path: Path, report: Report, deep: bool, bar: Progress) -> None:
     """One file, by its name (as `logstore dump` recognises them)."""
+    if path.name in BROKER_FILE_CHECKS or broker_files.is_kraft_snapshot(path.name):
+        verify_broker_file(path, report)
+        return
     kind = file_kind(str(path))
     if kind == LOG:
         verify_log(path, report, deep, bar)
