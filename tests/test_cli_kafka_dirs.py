@@ -273,3 +273,68 @@ def test_recover_truncates_a_torn_tail_and_keeps_kafkas_indexes(tmp_path: Path):
     assert {p.name: p.read_bytes() for p in partition.glob("*index") if p.name in kept} == kept
     assert (partition / "00000000000000000633.index").stat().st_size > 0
     assert run("verify", str(partition), cwd=tmp_path).returncode == 0
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Path:
+    from tests.kafka_dirs import broker_dir
+
+    return broker_dir(tmp_path / "kafka-logs")
+
+
+SKIP_NOTES = ["orders-0/notes.txt: not a file Kafka's log layer writes; not checked",
+              "orders-7.0123456789abcdef0123456789abcdef-delete: a partition Kafka is deleting"]
+
+
+def test_every_command_reads_a_whole_broker_directory(broker: Path):
+    before = digest(broker)
+    verified = run("verify", "--deep", str(broker), cwd=broker)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert verified.stdout == "verified 101 files (340 batches) in 8 partition(s), skipped 2: OK\n"
+    assert verified.stderr == "".join(f"logstore: note: skipped {broker}/{note}\n" for note in SKIP_NOTES)
+    as_json = [json.loads(line) for line in run("verify", "--json", str(broker), cwd=broker).stdout.splitlines()]
+    assert [(Path(o["file"]).name, o["type"]) for o in as_json[:-1]] == [
+        ("notes.txt", "skipped"), ("orders-7.0123456789abcdef0123456789abcdef-delete", "skipped")]
+
+    stats = run("stats", "--json", str(broker), cwd=broker)
+    assert stats.returncode == 0 and stats.stderr == f"logstore: note: skipped {broker}/{SKIP_NOTES[1]}\n"
+    rows = {row["partition"]: row for row in map(json.loads, stats.stdout.splitlines())}
+    assert sorted(rows) == ["__cluster_metadata-0", "__consumer_offsets-0", "__consumer_offsets-1",
+                            "__consumer_offsets-2", "__transaction_state-0", "orders-0", "orders-1", "users-0"]
+    assert rows["__consumer_offsets-1"]["records"] == 60 and rows["__cluster_metadata-0"]["controlBatches"] == 1
+    assert rows["__cluster_metadata-0"]["records"] == 4
+
+    for options in ([], ["--in-place"]):
+        recovered = run("recover", *options, str(broker), cwd=broker)
+        assert recovered.returncode == 0, recovered.stdout
+        assert recovered.stdout.count(": nothing to recover\n") == 8
+
+    consumed = run("consume", str(broker), "__consumer_offsets-0", cwd=broker)
+    assert consumed.returncode == 0 and len(consumed.stdout.splitlines()) == 60
+    for log in sorted(broker.glob("*-[0-9]/*.log")):
+        dumped = run("dump", "--deep-iteration", str(log), cwd=broker)
+        assert dumped.returncode == 0 and "Traceback" not in dumped.stderr, dumped.stderr
+    assert digest(broker) == before
+
+
+def test_verify_names_damaged_broker_files(broker: Path):
+    from logstore.records import iter_batches
+
+    metadata = broker / "__cluster_metadata-0"
+    snapshot = metadata / "00000000000000000005-0000000001.checkpoint"
+    data = bytearray(snapshot.read_bytes())
+    footer = [b.position for b in iter_batches(bytes(data))][-1]
+    data[-3] ^= 0xFF  # inside the footer batch
+    snapshot.write_bytes(bytes(data))
+    (metadata / "quorum-state").write_text('{"leaderId":1')
+    (broker / "orders-1" / "partition.metadata").write_text("version: 0\ntopic_id: nope")
+    (broker / "meta.properties").write_text("version=1\ncluster.id=x\n")
+    result = run("verify", "--json", str(broker), cwd=broker)
+    assert result.returncode == 1
+    problems = [(Path(o["file"]).name, o["position"], o["message"].split(":")[0])
+                for o in map(json.loads, result.stdout.splitlines()) if o["type"] == "problem"]
+    assert [p[0] for p in problems] == ["00000000000000000005-0000000001.checkpoint", "quorum-state",
+                                        "partition.metadata", "meta.properties"]
+    assert problems[0][1] == footer
+    assert problems[1][2] == "not JSON" and problems[2][2].startswith("topic_id 'nope'")
+    assert problems[3][2] == "version 1 without node.id"

@@ -148,3 +148,11 @@ def skipped_dirs(paths: Iterable[str | Path]) -> list[tuple[Path, str]]:
         skipped += [(child, dir_note(child.name)) for child in sorted(path.iterdir())
                     if child.is_dir() and not is_partition_dir_name(child.name)]
     return skipped
+
+
+def note_skipped_dirs(paths: Iterable[str | Path]) -> None:
+    """Say on stderr which directories of the data directories in `paths` a command skips."""
+    import sys
+
+    for path, note in skipped_dirs(paths):
+        sys.stderr.write(f"logstore: note: skipped {path}: {note}\n")

@@ -31,6 +31,7 @@ from logstore.cli._common import (
     partition_dirs,
     write_json,
 )
+from logstore.cli.broker_files import note_skipped_dirs
 from logstore.errors import LogstoreError
 from logstore.lock import LOCK_FILE_NAME
 from logstore.log_files import (
@@ -258,6 +259,7 @@ def run(args: argparse.Namespace) -> int:
     """Recover each partition on a copy, report the repairs and apply them with --in-place."""
     config = parse_config_options(args.config)
     partitions = partition_dirs(args.paths)
+    note_skipped_dirs(args.paths)
     repaired = 0
     with Progress(total=len(partitions), desc="recover", unit="partition") as bar:
         for path in partitions:

@@ -20,6 +20,7 @@ from logstore.cli._common import (
     partition_dirs,
     write_json,
 )
+from logstore.cli.broker_files import note_skipped_dirs
 from logstore.log_files import LOG_SUFFIX, segment_file_name, segment_log_offsets
 
 
@@ -87,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
     from logstore.cli.verify import size_of
 
     partitions = partition_dirs(args.paths)
+    note_skipped_dirs(args.paths)
     total = sum(size_of(p) for p in partitions)
     results = []
     with Progress(total=total, desc="stats", unit="B", unit_scale=True) as bar:
