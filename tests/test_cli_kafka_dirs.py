@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.kafka_dirs import compacted_partition, follower_partition, kafka_sample
+from tests.kafka_dirs import SAMPLES, compacted_partition, follower_partition, kafka_sample
 from tests.test_cli_dump import digest, run
+
+SAMPLE_PARTITION = SAMPLES / "logdir" / "plain-0"
 
 
 @pytest.fixture
@@ -338,3 +340,29 @@ def test_verify_names_damaged_broker_files(broker: Path):
     assert problems[0][1] == footer
     assert problems[1][2] == "not JSON" and problems[2][2].startswith("topic_id 'nope'")
     assert problems[3][2] == "version 1 without node.id"
+
+
+@pytest.mark.parametrize("name, note", [
+    ("00000000000000000005-0000000001.checkpoint", None),
+    ("00000000000000000005-0000000001.checkpoint.part", "a KRaft snapshot still being written"),
+    ("00000000000000000000.log.deleted", "a segment file awaiting deletion"),
+    ("00000000000000000000.index.cleaned", "output of an interrupted clean"),
+    ("00000000000000000000.log.swap", "a segment swap a crash interrupted"),
+    ("partition.metadata", None), ("quorum-state", None), ("leader-epoch-checkpoint", None),
+    ("core.1234", "not a file Kafka's log layer writes"),
+])
+def test_partition_file_notes(name: str, note: str | None):
+    from logstore.cli.broker_files import partition_file_note
+
+    found = partition_file_note(name)
+    assert found == note if note is None else found.startswith(note)
+
+
+def test_broker_file_checks_accept_what_kafka_writes():
+    from logstore.cli import broker_files as bf
+
+    assert bf.check_meta_properties(b"#\nbroker.id=0\nversion=0\ncluster.id=abc\n") is None
+    assert bf.check_meta_properties(b"version=2\n") == "version '2' is not 0 or 1"
+    assert bf.check_partition_metadata((SAMPLE_PARTITION / "partition.metadata").read_bytes()) is None
+    assert bf.check_quorum_state(b'{"leaderId":-1,"leaderEpoch":0,"votedId":-1,"data_version":0}') is None
+    assert bf.dir_note("orders-0.5f2e0000000000000000000000000000-future").startswith("a future replica")

@@ -15,6 +15,7 @@ from logstore.epoch import CHECKPOINT_FILE_NAME as LEADER_EPOCH_CHECKPOINT
 from logstore.lock import LOCK_FILE_NAME
 from logstore.log_files import (
     BOOTSTRAP_SNAPSHOT,
+    CHECKPOINT_SUFFIX,
     CLEAN_SHUTDOWN_FILE,
     CLEANED_SUFFIX,
     DELETE_DIR_SUFFIX,
@@ -27,11 +28,14 @@ from logstore.log_files import (
     parse_offset_file_name,
 )
 
+PART_SUFFIX = ".part"
 META_PROPERTIES = "meta.properties"
 PARTITION_METADATA = "partition.metadata"
 QUORUM_STATE = "quorum-state"
 
 LEFTOVER_NOTES = {
+    CHECKPOINT_SUFFIX + PART_SUFFIX: "a KRaft snapshot still being written (Kafka removes it on open)",
+    CHECKPOINT_SUFFIX + DELETED_SUFFIX: "a KRaft snapshot awaiting deletion (Kafka removes it on open)",
     DELETED_SUFFIX: "a segment file awaiting deletion (Kafka removes it on open)",
     CLEANED_SUFFIX: "output of an interrupted clean (Kafka removes it on open)",
     SWAP_SUFFIX: "a segment swap a crash interrupted (Kafka completes or undoes it on open)",
