@@ -366,3 +366,13 @@ def test_broker_file_checks_accept_what_kafka_writes():
     assert bf.check_partition_metadata((SAMPLE_PARTITION / "partition.metadata").read_bytes()) is None
     assert bf.check_quorum_state(b'{"leaderId":-1,"leaderEpoch":0,"votedId":-1,"data_version":0}') is None
     assert bf.dir_note("orders-0.5f2e0000000000000000000000000000-future").startswith("a future replica")
+
+
+def test_consume_prints_up_to_damage_kafka_recovery_does_not_look_at_and_names_it(damaged: Path):
+    # the bad magic byte in segment 105 lies below the recovery point (720): Kafka's recovery
+    # keeps it, and a consumer reads up to it and then fails
+    result = run("consume", str(damaged), "plain-0", cwd=damaged)
+    assert [json.loads(line)["offset"] for line in result.stdout.splitlines()] == list(range(111))
+    assert result.returncode == 1
+    assert result.stderr == (f"logstore: error: unknown magic 255 "
+                             f"({damaged / 'plain-0' / '00000000000000000105.log'}, position 962)\n")
