@@ -376,3 +376,23 @@ def test_consume_prints_up_to_damage_kafka_recovery_does_not_look_at_and_names_i
     assert result.returncode == 1
     assert result.stderr == (f"logstore: error: unknown magic 255 "
                              f"({damaged / 'plain-0' / '00000000000000000105.log'}, position 962)\n")
+
+
+def test_segments_named_after_a_legacy_wrappers_last_offset_verify_clean(tmp_path: Path):
+    from logstore.log_files import segment_file_name
+    from tests.kafka_dirs import legacy_messages
+
+    partition = tmp_path / "data" / "old-0"
+    partition.mkdir(parents=True)
+    first = legacy_messages(0, 4, magic=1, compression="gzip")  # offsets 0..3
+    second = legacy_messages(4, 4, magic=1, compression="gzip")  # offsets 4..7, wrapper offset 7
+    (partition / segment_file_name(0, ".log")).write_bytes(first)
+    (partition / segment_file_name(7, ".log")).write_bytes(second)  # as Kafka before KAFKA-7385's fix
+    result = run("verify", "--deep", str(partition), cwd=tmp_path)
+    assert (result.returncode, result.stdout) == (0, "verified 2 files (2 batches) in 1 partition(s): OK\n")
+    (partition / segment_file_name(8, ".log")).write_bytes(second)
+    (partition / segment_file_name(7, ".log")).unlink()
+    result = run("verify", str(partition), cwd=tmp_path)
+    assert result.returncode == 1
+    assert f"{segment_file_name(8, '.log')}: position 0: batch ends at offset 7, below the segment's base offset 8" \
+        in result.stdout

@@ -317,7 +317,13 @@ def verify_log(path: Path, report: Report, deep: bool, bar: Progress | NoBar) ->
             first, last = batch.base_offset, batch.last_offset
             if last < first:
                 report.problem(path, f"last offset {last} is below the base offset {first}", position)
-            if first < scan.next_offset:
+            if not scan.batches and last < scan.next_offset:
+                # Older Kafka named a segment rolled by a compressed legacy wrapper after the
+                # wrapper's (last) offset: the first batch may start below the base offset, but
+                # it must end at or above it, or no fetch would find it in this segment.
+                report.problem(path, f"batch ends at offset {last}, below the segment's base offset "
+                                     f"{scan.next_offset}", position)
+            elif scan.batches and first < scan.next_offset:
                 report.problem(path, f"offset {first} does not increase (expected >= {scan.next_offset})",
                                position)
             scan.next_offset = max(scan.next_offset, last + 1)
