@@ -396,3 +396,24 @@ def test_segments_named_after_a_legacy_wrappers_last_offset_verify_clean(tmp_pat
     assert result.returncode == 1
     assert f"{segment_file_name(8, '.log')}: position 0: batch ends at offset 7, below the segment's base offset 8" \
         in result.stdout
+
+
+def test_recover_rebuilds_an_index_with_the_topics_configs(data_dir: Path, tmp_path: Path):
+    import shutil
+
+    index = data_dir / "replicated-0" / "00000000000000000000.index"
+    data = bytearray(index.read_bytes())
+    struct.pack_into(">i", data, 4, 1)  # entry 0 one byte into a batch
+    index.write_bytes(bytes(data))
+    sizes = {}
+    for name, options in (("default", []), ("given", ["--config", "index.interval.bytes=1"]),
+                          ("stored", [])):
+        copy = tmp_path / name
+        shutil.copytree(data_dir, copy)
+        if name == "stored":
+            (copy / "logstore-topic-configs.json").write_text(
+                '{"version": 1, "topics": {"replicated": {"index.interval.bytes": "1"}}}')
+        result = run("recover", "--in-place", *options, str(copy / "replicated-0"), cwd=tmp_path)
+        assert result.returncode == 1 and "00000000000000000000.index: rebuilt" in result.stdout
+        sizes[name] = (copy / "replicated-0" / index.name).stat().st_size
+    assert sizes["given"] == sizes["stored"] > sizes["default"]

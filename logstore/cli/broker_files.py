@@ -27,6 +27,7 @@ from logstore.log_files import (
     parse_kraft_snapshot_name,
     parse_offset_file_name,
 )
+from logstore.topic_configs import TOPIC_CONFIGS_FILE
 
 PART_SUFFIX = ".part"
 META_PROPERTIES = "meta.properties"
@@ -95,6 +96,18 @@ def check_quorum_state(data: bytes) -> str | None:
     return None
 
 
+def check_topic_configs(path: Path) -> str | None:
+    """The problem with logstore's stored topic configs next to `path`, or None."""
+    from logstore.errors import InvalidConfigError
+    from logstore.topic_configs import read_topic_configs
+
+    try:
+        read_topic_configs(path.parent)
+    except InvalidConfigError as exc:
+        return str(exc).removeprefix(f"{path}: ")
+    return None
+
+
 def check_kraft_snapshot(data: bytes) -> tuple[str, int | None] | None:
     """(problem, byte position) of a KRaft `.checkpoint` snapshot file, or None when every
     batch is sound and it opens with a snapshot header and closes with a footer."""
@@ -117,7 +130,8 @@ def is_kraft_snapshot(name: str) -> bool:
 
 def root_file_note(name: str) -> str | None:
     """None for a file of a data directory's root the tools know, else the note for skipping it."""
-    if name in (*OFFSET_CHECKPOINTS, META_PROPERTIES, BOOTSTRAP_SNAPSHOT, CLEAN_SHUTDOWN_FILE, LOCK_FILE_NAME):
+    if name in (*OFFSET_CHECKPOINTS, META_PROPERTIES, BOOTSTRAP_SNAPSHOT, CLEAN_SHUTDOWN_FILE, LOCK_FILE_NAME,
+                TOPIC_CONFIGS_FILE):
         return None
     return UNKNOWN_FILE
 

@@ -26,9 +26,11 @@ from logstore.cli._common import (
     ExitCode,
     Progress,
     add_command,
+    add_config_arguments,
+    given_configs,
     int64,
-    parse_config_options,
     partition_dirs,
+    topic_config,
     write_json,
 )
 from logstore.cli.broker_files import note_skipped_dirs
@@ -60,7 +62,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "the indexes a lookup could miss through. Runs on a temporary copy and reports the\n"
             "repairs; --in-place applies them to the directory. An index that differs from ours\n"
             "but answers every lookup is healthy and kept, and Kafka's producer snapshots are kept.\n"
-            "Exit 0 when nothing needed recovering, 1 when something did."
+            "Configs (index.interval.bytes, segment.index.bytes, ...): each topic's stored configs\n"
+            "with --config-file and --config over them, else Kafka's defaults (recovery deletes no\n"
+            "data a config could keep). Exit 0 when nothing needed recovering, 1 when something did."
         ),
         example="logstore recover --config index.interval.bytes=4096 /var/lib/kafka/data/orders-0",
     )
@@ -69,8 +73,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="apply the repairs to the directory itself instead of only reporting them")
     parser.add_argument("--full", action="store_true",
                         help="recover every segment, not only from the checkpointed recovery point")
-    parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
-                        help="a topic config recovery uses (index.interval.bytes, max.message.bytes, ...)")
+    add_config_arguments(parser, assume_defaults=False)
     parser.add_argument("--now", type=int64, metavar="MS",
                         help="the clock recovery runs at, in ms (default: the current time)")
     parser.add_argument("--json", action="store_true", help="one JSON object per change")
@@ -257,7 +260,7 @@ def report(path: Path, repairs: list[dict[str, Any]], args: argparse.Namespace) 
 
 def run(args: argparse.Namespace) -> int:
     """Recover each partition on a copy, report the repairs and apply them with --in-place."""
-    config = parse_config_options(args.config)
+    given = given_configs(args)
     partitions = partition_dirs(args.paths)
     note_skipped_dirs(args.paths)
     repaired = 0
@@ -266,6 +269,7 @@ def run(args: argparse.Namespace) -> int:
             with tempfile.TemporaryDirectory(prefix="logstore-recover-") as tmp:
                 copy = copy_partition(path, Path(tmp))
                 try:
+                    config = topic_config(given, path).config
                     log_end = recover_partition(copy, config, args.now, args.full)
                 except LogstoreError as exc:  # name the user's file, not the temporary copy
                     exc.args = (str(exc).replace(str(copy), str(path)),)

@@ -41,6 +41,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("paths", nargs="+", metavar="DIR", help="data or partition directories")
     parser.add_argument("--json", action="store_true", help="one JSON object per partition")
+    parser.add_argument("--decode", action="store_true",
+                        help="decode the records of internal topics (__consumer_offsets, "
+                             "__transaction_state, __cluster_metadata) and count them by type")
     parser.set_defaults(run=run)
 
 
@@ -65,9 +68,11 @@ class PartitionStats:
     control_batches: int = 0
     invalid_bytes: int = 0
     problems: list[dict[str, Any]] = field(default_factory=list)
+    record_types: Counter | None = None  # under --decode, for an internal topic
 
     def as_json(self) -> dict[str, Any]:
         """The JSON object of this partition."""
+        types = {} if self.record_types is None else {"recordTypes": dict(sorted(self.record_types.items()))}
         return {
             "partition": self.partition, "segments": self.segments, "bytes": self.bytes,
             "startOffset": self.start_offset, "endOffset": self.end_offset,
@@ -77,7 +82,7 @@ class PartitionStats:
             "compression": dict(sorted(self.codecs.items())),
             "producerIds": sorted(self.producer_ids),
             "transactionalBatches": self.transactional_batches,
-            "controlBatches": self.control_batches, "invalidBytes": self.invalid_bytes,
+            "controlBatches": self.control_batches, "invalidBytes": self.invalid_bytes, **types,
             "problems": self.problems,
         }
 
@@ -93,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
     results = []
     with Progress(total=total, desc="stats", unit="B", unit_scale=True) as bar:
         for path in partitions:
-            results.append(partition_stats(path, bar))
+            results.append(partition_stats(path, bar, decode=args.decode))
     if args.json:
         for stats in results:
             write_json(sys.stdout, stats.as_json())
@@ -121,28 +126,37 @@ def log_start_offset(path: Path) -> int:
     return checkpoint.get(parse_partition_dir(path.name), 0)
 
 
-def partition_stats(path: Path, bar: Progress) -> PartitionStats:
+def partition_stats(path: Path, bar: Progress, *, decode: bool = False) -> PartitionStats:
     """Walk every segment of one partition directory, counting what lies at or above the log
-    start offset; a batch that does not read is a problem, and the walk goes on."""
+    start offset; a batch that does not read is a problem, and the walk goes on. With `decode`,
+    an internal topic's records are decoded and counted by type."""
+    from logstore.record_decoders import decoder_for
+
     stats = PartitionStats(path.name)
+    decoder = decoder_for(path.name.rsplit("-", 1)[0]) if decode else None
+    if decoder is not None:
+        stats.record_types = Counter()
     bases = segment_log_offsets(os.listdir(path))
     start = log_start_offset(path)
     for base in bases:
         stats.segments += 1
-        next_offset = segment_stats(stats, path / segment_file_name(base, LOG_SUFFIX), start, bar)
+        next_offset = segment_stats(stats, path / segment_file_name(base, LOG_SUFFIX), start, bar,
+                                    decoder)
         stats.end_offset = max(next_offset, stats.end_offset or 0)
     if bases:
         stats.start_offset = min(max(start, bases[0]), stats.end_offset)
     return stats
 
 
-def segment_stats(stats: PartitionStats, log_path: Path, start: int, bar: Progress) -> int:
-    """Add one `.log` to `stats`; returns the segment's next offset."""
+def segment_stats(stats: PartitionStats, log_path: Path, start: int, bar: Progress,
+                  decoder: Any = None) -> int:
+    """Add one `.log` to `stats` (record types counted by `decoder`, when given); returns the
+    segment's next offset."""
     from logstore import dump
     from logstore.cli._common import corruption_detail
     from logstore.cli.dump import MappedFile
     from logstore.errors import CorruptRecordError
-    from logstore.records import RecordBatch
+    from logstore.records import read_batch
 
     def problem(position: int, message: str) -> None:
         stats.problems.append({"file": str(log_path), "position": position, "message": message})
@@ -164,7 +178,7 @@ def segment_stats(stats: PartitionStats, log_path: Path, start: int, bar: Progre
             valid_end = position + size
             bar.update(size)
             try:
-                batch = RecordBatch(data, position)
+                batch = read_batch(data, position)
                 if not dump.kafka_is_valid(batch):
                     problem(position, f"batch CRC mismatch: stored {batch.crc}, computed {batch.compute_crc()}")
                     continue
@@ -183,6 +197,12 @@ def segment_stats(stats: PartitionStats, log_path: Path, start: int, bar: Progre
             stats.control_batches += bool(batch.is_control)
             if columns is not None:
                 add_records(stats, columns, start)
+                if decoder is not None:
+                    try:
+                        stats.record_types.update(decoder.kind(r) for r in batch.records()
+                                                  if r.offset >= start)
+                    except CorruptRecordError as exc:
+                        problem(position, corruption_detail(exc))
         invalid = len(data) - valid_end
         if invalid and not any(p["file"] == str(log_path) and p["position"] >= valid_end
                                for p in stats.problems):
@@ -222,7 +242,7 @@ COLUMNS = (("partition", "PARTITION"), ("segments", "SEGMENTS"), ("bytes", "BYTE
 def _cell(key: str, value: Any) -> str:
     if value is None:
         return "-"
-    if key == "compression":
+    if key in ("compression", "recordTypes"):
         return ",".join(f"{codec}:{n}" for codec, n in value.items()) or "-"
     if key == "producerIds":
         return str(len(value))
@@ -230,9 +250,10 @@ def _cell(key: str, value: Any) -> str:
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:
-    """Aligned columns, one row per partition."""
-    table = [[title for _, title in COLUMNS]] + [[_cell(k, row[k]) for k, _ in COLUMNS] for row in rows]
-    widths = [max(len(r[i]) for r in table) for i in range(len(COLUMNS))]
+    """Aligned columns, one row per partition (and the record types when any were decoded)."""
+    columns = COLUMNS + ((("recordTypes", "TYPES"),) if any("recordTypes" in r for r in rows) else ())
+    table = [[title for _, title in columns]] + [[_cell(k, row.get(k)) for k, _ in columns] for row in rows]
+    widths = [max(len(r[i]) for r in table) for i in range(len(columns))]
     for r in table:
         sys.stdout.write("  ".join(c.ljust(w) if i == 0 else c.rjust(w)
                                    for i, (c, w) in enumerate(zip(r, widths, strict=True))).rstrip() + "\n")

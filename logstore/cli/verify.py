@@ -46,6 +46,7 @@ from logstore.log_files import (
     segment_log_offsets,
     sibling_file_name,
 )
+from logstore.topic_configs import TOPIC_CONFIGS_FILE
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -181,6 +182,10 @@ def verify_data_dir(path: Path, report: Report, deep: bool, bar: Progress) -> No
             verify_offsets_checkpoint(path / name, report)
         elif name in BROKER_FILE_CHECKS:
             verify_broker_file(path / name, report)
+        elif name == TOPIC_CONFIGS_FILE:
+            report.files += 1
+            if (problem := broker_files.check_topic_configs(path / name)) is not None:
+                report.problem(path / name, problem)
         elif (note := broker_files.root_file_note(name)) is not None:
             report.skip(path / name, note)
 
@@ -290,7 +295,7 @@ def verify_log(path: Path, report: Report, deep: bool, bar: Progress | NoBar) ->
     and the walk goes on at the next batch its length field gives, as Kafka's dump does."""
     from logstore import dump
     from logstore.errors import CorruptRecordError
-    from logstore.records import RecordBatch
+    from logstore.records import read_batch
 
     report.files += 1
     scan = SegmentScan(next_offset=base_offset_of(str(path)))
@@ -302,7 +307,7 @@ def verify_log(path: Path, report: Report, deep: bool, bar: Progress | NoBar) ->
             scan.valid_end = position + size
             bar.update(size)
             try:
-                batch = RecordBatch(data, position)
+                batch = read_batch(data, position)
             except CorruptRecordError as exc:
                 report.problem(path, f"unreadable batch header: {corruption_detail(exc)}", position)
                 continue
