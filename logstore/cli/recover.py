@@ -264,7 +264,7 @@ def run(args: argparse.Namespace) -> int:
     partitions = partition_dirs(args.paths)
     note_skipped_dirs(args.paths)
     repaired = 0
-    with Progress(total=len(partitions), desc="recover", unit="partition") as bar:
+    with Progress(total=len(partitions), desc="recover", unit="partition", quiet_when_stdout_tty=True) as bar:
         for path in partitions:
             with tempfile.TemporaryDirectory(prefix="logstore-recover-") as tmp:
                 copy = copy_partition(path, Path(tmp))
