@@ -375,6 +375,15 @@ class LogSegment:
         return scan_entries(self.read_bytes, self._size, start, full=full, max_entry_size=max_entry_size,
                             path=str(self._log_path))
 
+    def hide_from(self, position: int, next_offset: int) -> None:
+        """Show a read-only segment only up to byte `position` (what recovery would keep), in
+        memory: reads, scans and `size` stop there and no file changes."""
+        self._require_open()
+        if not self._read_only:
+            raise ReadOnlyLogError(f"hide_from is for read-only segments, not {self._log_path}")
+        self._size = min(self._size, position)
+        self._next_offset = next_offset
+
     def iter_batches(self, start_position: int = 0) -> Iterator[RecordBatch]:
         """Every complete batch from `start_position`, each a RecordBatch over its own bytes."""
         for _, _, buf, off in self._scan(start_position, full=True):

@@ -13,7 +13,7 @@ def test_kafkas_sample_verifies_clean_and_unchanged(partition: Path):  # noqa: F
     before = digest(partition.parent)
     result = run("verify", "--deep", str(partition.parent), cwd=partition)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout == "verified 32 files (240 batches) in 1 partition(s): OK\n"
+    assert result.stdout == "verified 33 files (240 batches) in 1 partition(s): OK\n"
     assert digest(partition.parent) == before
 
 

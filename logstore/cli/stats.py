@@ -20,6 +20,7 @@ from logstore.cli._common import (
     partition_dirs,
     write_json,
 )
+from logstore.cli.broker_files import note_skipped_dirs
 from logstore.log_files import LOG_SUFFIX, segment_file_name, segment_log_offsets
 
 
@@ -92,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
     from logstore.cli.verify import size_of
 
     partitions = partition_dirs(args.paths)
+    note_skipped_dirs(args.paths)
     total = sum(size_of(p) for p in partitions)
     results = []
     with Progress(total=total, desc="stats", unit="B", unit_scale=True) as bar:
@@ -196,8 +198,11 @@ def segment_stats(stats: PartitionStats, log_path: Path, start: int, bar: Progre
             if columns is not None:
                 add_records(stats, columns, start)
                 if decoder is not None:
-                    stats.record_types.update(decoder.kind(r) for r in batch.records()
-                                              if r.offset >= start)
+                    try:
+                        stats.record_types.update(decoder.kind(r) for r in batch.records()
+                                                  if r.offset >= start)
+                    except CorruptRecordError as exc:
+                        problem(position, corruption_detail(exc))
         invalid = len(data) - valid_end
         if invalid and not any(p["file"] == str(log_path) and p["position"] >= valid_end
                                for p in stats.problems):

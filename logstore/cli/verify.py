@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from logstore.cli import broker_files
 from logstore.cli._common import ExitCode, Progress, add_command, corruption_detail, write_json
 from logstore.cli.dump import (
     EPOCHS,
@@ -32,6 +33,7 @@ from logstore.cli.dump import (
     file_kind,
     read_bytes,
 )
+from logstore.lock import LOCK_FILE_NAME
 from logstore.log_files import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -44,6 +46,7 @@ from logstore.log_files import (
     segment_log_offsets,
     sibling_file_name,
 )
+from logstore.topic_configs import TOPIC_CONFIGS_FILE
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -75,6 +78,7 @@ class Report:
     files: int = 0
     partitions: int = 0
     batches: int = 0
+    notes: list[dict[str, str]] = field(default_factory=list)
     _seen: set[tuple[str, int | None, str]] = field(default_factory=set)
     _last_position: dict[str, int] = field(default_factory=dict)
 
@@ -87,6 +91,10 @@ class Report:
         self.problems.append({"file": key[0], "position": position, "message": message})
         if position is not None:
             self._last_position[key[0]] = max(position, self._last_position.get(key[0], position))
+
+    def skip(self, path: Path | str, note: str) -> None:
+        """Record that `path` was not checked, and why."""
+        self.notes.append({"file": str(path), "note": note})
 
     def has_problem_from(self, path: Path | str, position: int) -> bool:
         """True when a problem at or after byte `position` of `path` is already recorded."""
@@ -117,14 +125,21 @@ def run(args: argparse.Namespace) -> int:
         else:
             where = f": position {problem['position']}" if problem["position"] is not None else ""
             out.write(f"{problem['file']}{where}: {problem['message']}\n")
+    for note in report.notes:
+        if args.json:
+            write_json(out, {"type": "skipped", **note})
+        else:
+            out.flush()
+            sys.stderr.write(f"logstore: note: skipped {note['file']}: {note['note']}\n")
     summary = {"type": "summary", "partitions": report.partitions, "files": report.files,
-               "batches": report.batches, "problems": len(report.problems)}
+               "batches": report.batches, "problems": len(report.problems), "skipped": len(report.notes)}
     if args.json:
         write_json(out, summary)
     else:
         verdict = "OK" if not report.problems else f"{len(report.problems)} problem(s)"
+        skipped = f", skipped {len(report.notes)}" if report.notes else ""
         out.write(f"verified {report.files} files ({report.batches} batches) in "
-                  f"{report.partitions} partition(s): {verdict}\n")
+                  f"{report.partitions} partition(s){skipped}: {verdict}\n")
     out.flush()
     return ExitCode.PROBLEMS if report.problems else ExitCode.OK
 
@@ -138,7 +153,8 @@ def classify(path: Path) -> tuple[str, Path]:
     if path.is_file():
         return "file", path
     names = os.listdir(path)
-    if any(parse_offset_file_name(n) for n in names) or (is_partition_dir_name(path.name) and not names):
+    if any(parse_offset_file_name(n) for n in names) or (
+            is_partition_dir_name(path.name) and set(names) <= {broker_files.PARTITION_METADATA, LOCK_FILE_NAME}):
         return "partition", path
     if any(is_partition_dir_name(n) and (path / n).is_dir() for n in names):
         return "data", path
@@ -154,13 +170,47 @@ def size_of(path: Path) -> int:
 
 
 def verify_data_dir(path: Path, report: Report, deep: bool, bar: Progress) -> None:
-    """Every partition directory, then the data directory's offset checkpoints."""
-    for name in sorted(os.listdir(path)):
-        if is_partition_dir_name(name) and (path / name).is_dir():
-            verify_partition(path / name, report, deep, bar)
-    for name in OFFSET_CHECKPOINTS:
-        if (path / name).exists():
+    """Every partition directory, then the files of the data directory's root Kafka writes;
+    other directories and files are skipped with a note."""
+    names = sorted(os.listdir(path))
+    for name in names:
+        if (path / name).is_dir():
+            if is_partition_dir_name(name):
+                verify_partition(path / name, report, deep, bar)
+            else:
+                report.skip(path / name, broker_files.dir_note(name))
+    for name in names:
+        if (path / name).is_dir():
+            continue
+        if name in OFFSET_CHECKPOINTS:
             verify_offsets_checkpoint(path / name, report)
+        elif name in BROKER_FILE_CHECKS:
+            verify_broker_file(path / name, report)
+        elif name == TOPIC_CONFIGS_FILE:
+            report.files += 1
+            if (problem := broker_files.check_topic_configs(path / name)) is not None:
+                report.problem(path / name, problem)
+        elif (note := broker_files.root_file_note(name)) is not None:
+            report.skip(path / name, note)
+
+
+def verify_broker_file(path: Path, report: Report) -> None:
+    """meta.properties, partition.metadata, quorum-state or a KRaft snapshot, by its name."""
+    report.files += 1
+    check = BROKER_FILE_CHECKS.get(path.name) or broker_files.check_kraft_snapshot
+    try:
+        found = check(read_bytes(str(path)))
+    except OSError as exc:
+        found = exc.strerror or str(exc)
+    if isinstance(found, tuple):
+        report.problem(path, *found)
+    elif found is not None:
+        report.problem(path, found)
+
+
+BROKER_FILE_CHECKS = {broker_files.META_PROPERTIES: broker_files.check_meta_properties,
+                      broker_files.PARTITION_METADATA: broker_files.check_partition_metadata,
+                      broker_files.QUORUM_STATE: broker_files.check_quorum_state}
 
 
 def verify_partition(path: Path, report: Report, deep: bool, bar: Progress) -> None:
@@ -185,6 +235,10 @@ def verify_partition(path: Path, report: Report, deep: bool, bar: Progress) -> N
     for name in names:
         parsed = parse_offset_file_name(name)
         if parsed is None:
+            if name in BROKER_FILE_CHECKS or broker_files.is_kraft_snapshot(name):
+                verify_broker_file(path / name, report)
+            elif (note := broker_files.partition_file_note(name)) is not None:
+                report.skip(path / name, note)
             continue
         offset, suffix = parsed
         if suffix == SNAPSHOT_SUFFIX:
@@ -197,6 +251,9 @@ def verify_partition(path: Path, report: Report, deep: bool, bar: Progress) -> N
 
 def verify_file(path: Path, report: Report, deep: bool, bar: Progress) -> None:
     """One file, by its name (as `logstore dump` recognises them)."""
+    if path.name in BROKER_FILE_CHECKS or broker_files.is_kraft_snapshot(path.name):
+        verify_broker_file(path, report)
+        return
     kind = file_kind(str(path))
     if kind == LOG:
         verify_log(path, report, deep, bar)
@@ -230,14 +287,14 @@ class SegmentScan:
         return next((i for i, (_, last, _) in enumerate(self.batches) if last >= offset), len(self.batches))
 
 
-class _NoBar:
+class NoBar:
     """A progress bar that draws nothing (for a log walked only to check an index against)."""
 
     def update(self, n: int = 1) -> None:
         """Nothing to draw."""
 
 
-def verify_log(path: Path, report: Report, deep: bool, bar: Progress | _NoBar) -> SegmentScan:
+def verify_log(path: Path, report: Report, deep: bool, bar: Progress | NoBar) -> SegmentScan:
     """Batches of one `.log`: CRC, offsets, torn tail. A batch that does not read is one problem,
     and the walk goes on at the next batch its length field gives, as Kafka's dump does."""
     from logstore import dump
@@ -269,7 +326,13 @@ def verify_log(path: Path, report: Report, deep: bool, bar: Progress | _NoBar) -
             first, last = batch.base_offset, batch.last_offset
             if last < first:
                 report.problem(path, f"last offset {last} is below the base offset {first}", position)
-            if first < scan.next_offset:
+            if not scan.batches and last < scan.next_offset:
+                # Older Kafka named a segment rolled by a compressed legacy wrapper after the
+                # wrapper's (last) offset: the first batch may start below the base offset, but
+                # it must end at or above it, or no fetch would find it in this segment.
+                report.problem(path, f"batch ends at offset {last}, below the segment's base offset "
+                                     f"{scan.next_offset}", position)
+            elif scan.batches and first < scan.next_offset:
                 report.problem(path, f"offset {first} does not increase (expected >= {scan.next_offset})",
                                position)
             scan.next_offset = max(scan.next_offset, last + 1)
@@ -303,7 +366,7 @@ def scan_of(log_path: str | None, scan: SegmentScan | None, report: Report) -> S
     if scan is not None or log_path is None:
         return scan
     walked = Report()
-    scan = verify_log(Path(log_path), walked, False, _NoBar())
+    scan = verify_log(Path(log_path), walked, False, NoBar())
     for problem in walked.problems:
         report.problem(problem["file"], problem["message"], problem["position"])
     return scan
