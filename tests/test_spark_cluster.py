@@ -77,20 +77,27 @@ API_SCRIPT = """
 import json, sys
 from spark_tools import audit_tables, spark_session
 spark = spark_session(sys.argv[1], conf={"spark.pyspark.python": sys.executable,
-                                         "spark.driver.host": "127.0.0.1"})
+                                         "spark.driver.host": "127.0.0.1"}, py_files=sys.argv[5])
 tables = audit_tables(spark, sys.argv[2], sys.argv[3], int(sys.argv[4]))
 print(json.dumps({kind: t.to_pylist() for kind, t in tables.items()}))
 print(json.dumps(spark.sparkContext.listFiles))
+print(spark.sparkContext.parallelize([0], 1).map(lambda _: __import__("extra_mod").VALUE).first())
 """
 
 
-def test_api_on_the_cluster_equals_the_local_reports(cluster, data):
+def test_api_on_the_cluster_equals_the_local_reports(cluster, data, tmp_path):
+    import zipfile
+
     from spark_tools import local_reports
 
+    extra = tmp_path / "extra.zip"
+    with zipfile.ZipFile(extra, "w") as zf:
+        zf.writestr("extra_mod.py", "VALUE = 'shipped by py_files'\n")
     done = _run(["-c", API_SCRIPT, cluster.master, str(data), str(data / "audit.properties"),
-                 str(NOW)])
+                 str(NOW), str(extra)])
     assert done.returncode == 0, done.stderr
-    reports_line, files_line = done.stdout.strip().splitlines()[-2:]
+    reports_line, files_line, extra_line = done.stdout.strip().splitlines()[-3:]
+    assert extra_line == "shipped by py_files"
     expected = local_reports(data, data / "audit.properties", NOW)
     assert json.loads(reports_line) == {k: t.to_pylist() for k, t in expected.items()}
     assert any(f.endswith(".zip") and "/logstore-" in f for f in json.loads(files_line))
