@@ -123,10 +123,11 @@ def _free_port() -> int:
 def s3():
     """moto's S3 server on 127.0.0.1 with a bucket holding the Kafka samples under data/;
     yields the URI query that points pyarrow at it."""
-    boto3 = pytest.importorskip("boto3")
-    server_module = pytest.importorskip("moto.server")
+    import boto3
+    from moto.server import ThreadedMotoServer
+
     port = _free_port()
-    server = server_module.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     try:
         endpoint = f"127.0.0.1:{port}"
