@@ -71,3 +71,21 @@ def test_corrupt_segment_is_reported_as_corruption(spark, tmp_path, capsys):
                  "--config", "cleanup.policy=compact", "--now", "1000000"])
     assert code == 1
     assert "CRC" in capsys.readouterr().err
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_executors_without_a_python_are_one_line_with_a_hint(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "logstore", "audit", str(SAMPLES), "--master", "local[1]",
+         "--conf", f"spark.pyspark.python={tmp_path / 'no-python'}"],
+        cwd=Path(__file__).resolve().parent.parent, env=env, capture_output=True, text=True,
+        timeout=300)
+    assert done.returncode != 0
+    (line,) = [x for x in done.stderr.splitlines() if x.startswith("logstore:")]
+    assert "Cannot run program" in line and "spark.pyspark.python" in line

@@ -234,9 +234,16 @@ class QuietInterrupts:
             raise KeyboardInterrupt from None
 
 
+_PYTHON_HINT = ("; the executors need this project's Python dependencies: name their Python "
+                "with --conf spark.pyspark.python=PATH or ship one with spark.archives (README, "
+                "'On a cluster')")
+
+
 @contextlib.contextmanager
 def worker_errors() -> Iterator[None]:
-    """Turn a failed Spark job into the logstore error its Python worker raised (one line)."""
+    """Turn a failed Spark job into one line: the logstore error its Python worker raised, or
+    the root cause of a JVM-side failure (with a hint when the executors' Python is wrong)."""
+    from py4j.protocol import Py4JJavaError
     from pyspark.errors import PythonException
 
     from logstore.errors import CorruptRecordError, LogstoreError
@@ -249,7 +256,28 @@ def worker_errors() -> Iterator[None]:
         name, _, message = detail.partition(": ")
         if name.endswith("CorruptRecordError"):
             raise CorruptRecordError(message) from None
-        raise LogstoreError(f"Spark job failed: {detail}") from None
+        hint = _PYTHON_HINT if name.endswith(("ModuleNotFoundError", "ImportError")) else ""
+        raise LogstoreError(f"Spark job failed: {detail}{hint}") from None
+    except Py4JJavaError as exc:
+        detail = _java_root_cause(exc)
+        hint = _PYTHON_HINT if "Cannot run program" in detail else ""
+        raise LogstoreError(f"Spark job failed: {detail}{hint}") from None
+
+
+def _java_root_cause(exc: Any) -> str:
+    """The first line of the innermost cause of a Py4JJavaError (or of its parent, when that
+    says the same and more: "Cannot run program X: error=2, ..." over "error=2, ...")."""
+    try:
+        chain = [exc.java_exception]
+        while chain[-1].getCause() is not None and not chain[-1].getCause().equals(chain[-1]):
+            chain.append(chain[-1].getCause())
+        texts = [str(e.toString()) for e in chain[-2:]]
+        root_message = str(chain[-1].getMessage())
+        text = texts[0] if len(texts) == 2 and root_message in texts[0] else texts[-1]
+    except Exception:  # the JVM is gone: keep what Python has
+        text = str(exc)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[0] if lines else "unknown JVM error"
 
 
 def _print_table(kind: str, rows: list[dict]) -> None:
