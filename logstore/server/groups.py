@@ -92,7 +92,8 @@ class GroupCoordinator:
             if stored.deleted and not stored.offsets:
                 continue
             group = Group(stored.group_id, generation=stored.generation, protocol_type=stored.protocol_type,
-                          protocol=stored.protocol, leader=stored.leader, offsets=stored.offsets)
+                          protocol=stored.protocol, leader=stored.leader, offsets=stored.offsets,
+                          pending_txn=stored.pending_txn)
             for m in stored.members:
                 group.members[m.member_id] = Member(m.member_id, m.group_instance_id, m.client_id, m.client_host,
                                                     m.session_timeout, m.rebalance_timeout,
@@ -354,6 +355,10 @@ class GroupCoordinator:
                             members=[cls(member_id=m, group_instance_id=None, error_code=e) for m, e in results])
 
     # ------------------------------------------------------------------ offsets
+
+    def check_member(self, group_id: str, member_id: str, generation: int) -> int:
+        """NONE if `member_id` at `generation` may commit for `group_id` (or a simple commit), else the error."""
+        return self._check_member(self._group(group_id), member_id, generation)
 
     def _check_member(self, group: Group | None, member_id: str, generation: int) -> int:
         if generation < 0 and not member_id:

@@ -21,10 +21,10 @@ from logstore.server.connection import Connection, Handler, InFlightBudget
 from logstore.server.context import ServerContext
 from logstore.server.data_api import DataApi
 from logstore.server.groups import GroupCoordinator
-from logstore.server.idempotence_api import IdempotenceApi
 from logstore.server.meta_properties import load_or_create
 from logstore.server.producer_ids import ProducerIdManager
 from logstore.server.topics import Topics
+from logstore.server.transactions import TransactionCoordinator
 
 UNLIMITED_QUEUE_BYTES = 2**62
 
@@ -65,6 +65,7 @@ class KafkaServer:
         self.context: ServerContext | None = None
         self.port: int | None = None
         self._groups: GroupCoordinator | None = None
+        self._txns: TransactionCoordinator | None = None
 
     # ------------------------------------------------------------------ life cycle
 
@@ -162,13 +163,15 @@ class KafkaServer:
     def _build_handlers(self, ctx: ServerContext) -> dict[int, Handler]:
         handlers: dict[int, Handler] = {}
         self._groups = GroupCoordinator(ctx)
-        for api in (AdminApi(ctx), DataApi(ctx), self._groups, IdempotenceApi(ProducerIdManager(ctx.manager))):
+        self._txns = TransactionCoordinator(ctx, self._groups, ProducerIdManager(ctx.manager))
+        for api in (AdminApi(ctx), DataApi(ctx), self._groups, self._txns):
             handlers.update(api.handlers())
         return handlers
 
     async def _shutdown(self) -> None:
-        if self._groups is not None:
-            self._groups.close()
+        for coordinator in (self._groups, self._txns):
+            if coordinator is not None:
+                coordinator.close()
         if self._server is not None:
             self._server.close()
         for task in list(self._connections):
