@@ -70,7 +70,7 @@ def test_kafka_python_produces_and_consumes(server, codec):
     producer.flush()
     producer.close()
     consumer = KafkaConsumer(topic, bootstrap_servers=server.bootstrap_servers, auto_offset_reset="earliest",
-                             group_id=f"kp-group-{codec}", consumer_timeout_ms=3000)
+                             group_id=f"kp-group-{codec}", consumer_timeout_ms=1500)
     values = [m.value for m in consumer]
     consumer.commit()
     consumer.close()
@@ -119,7 +119,7 @@ def test_one_client_reads_what_another_wrote(server):
         producer.produce("cross", value=b"c%d" % i)
     producer.flush(10)
     consumer = KafkaConsumer("cross", bootstrap_servers=server.bootstrap_servers, auto_offset_reset="earliest",
-                             consumer_timeout_ms=3000)
+                             consumer_timeout_ms=1500)
     assert [m.value for m in consumer] == [b"c%d" % i for i in range(20)]
     consumer.close()
 
