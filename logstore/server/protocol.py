@@ -3,6 +3,12 @@ classes (generated from Kafka's own JSON message schemas: flexible versions, com
 and tagged fields included), and the table of APIs and versions this server implements.
 
 Only the versions in API_VERSIONS are decoded; ApiVersions advertises exactly that table.
+
+Why kafka-python's protocol and not kio: both are generated from Kafka's JSON schemas and
+measured alike here (Produce decode 1x1 MiB 99 vs 88 us, 50x16 KiB 92 vs 36 us; Fetch encode
+1x1 MiB 390 vs 89 us, 50x16 KiB 603 vs 893 us), well under the append of the same bytes;
+kafka-python is already the project's peer and test client, and its mutable containers with
+schema defaults let a handler fill one response across versions without per-version types.
 """
 
 from __future__ import annotations
