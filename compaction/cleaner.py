@@ -44,7 +44,7 @@ from logstore.checkpoint import (
     write_offsets_checkpoint,
 )
 from logstore.config import LogConfig
-from logstore.errors import CorruptRecordError, LogCleaningAbortedError
+from logstore.errors import CorruptRecordError, LogCleaningAbortedError, UnknownTopicConfigError
 from logstore.log_files import CLEANED_SUFFIX, INDEX_SUFFIXES, LOG_SUFFIX, segment_file_name
 from logstore.log_like import SegmentedLogLike
 from logstore.records.header import CONTROL_BIT, INT32_MAX, MAX_TIMESTAMP_OFFSET, V2_HEADER_SIZE
@@ -264,8 +264,11 @@ class Cleaner:
         `dry_run` decides everything and counts what would be written, changing no file.
         `decoded` maps segment base offsets to `decode_segment` results the caller already
         holds (an audit that read the segments for other statistics), so they are not read again.
-        Raises LogCleaningAbortedError when aborted; the checkpoint then stays where it was.
+        Raises LogCleaningAbortedError when aborted (the checkpoint then stays where it was),
+        UnknownTopicConfigError (unless `dry_run`) when the log's topic configs are unknown.
         """
+        if log.config_origin is None and not dry_run:
+            raise UnknownTopicConfigError(log.topic, "cleaning", log.dir)
         started = time.perf_counter()
         now = log.clock.time_ms() if now_ms is None else now_ms
         cfg = log.config

@@ -1,6 +1,7 @@
 """LogCleaner: background cleaning of a set of logs (Kafka's LogCleaner + LogCleanerManager).
 
-`run_once(now_ms)` cleans the dirtiest due compacted log (tests drive it with a fake clock);
+`run_once(now_ms)` cleans the dirtiest due compacted log (tests drive it with a fake clock;
+logs whose topic configs are unknown are left alone);
 `start()` runs `log.cleaner.threads` threads doing the same, sleeping `log.cleaner.backoff.ms`
 when nothing is due. A log is cleaned by one thread at a time. `stop(wait=True)` lets running
 cleans finish; `stop(wait=False)` aborts them at their next segment (the group in progress is
@@ -59,7 +60,8 @@ class LogCleaner:
             candidates = []
             for log in self._logs():
                 key = (log.topic, log.partition)
-                if log.closed or log.read_only or not log.config.compact or key in self._in_progress:
+                if (log.closed or log.read_only or not log.config.compact or log.config_origin is None
+                        or key in self._in_progress):
                     continue
                 rng = cleaner.cleanable_range(log, now_ms)
                 if rng.total_bytes > 0:

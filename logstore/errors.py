@@ -46,6 +46,17 @@ class InvalidTopicError(LogstoreError):
     """A topic name Kafka would refuse, or a partition that is not a non-negative int."""
 
 
+class UnknownTopicConfigError(LogstoreError):
+    """Retention or cleaning asked of a log whose topic configs are neither stored nor given:
+    logstore never deletes data on the strength of a default nobody chose."""
+
+    def __init__(self, topic: str, action: str, where: object = None):
+        self.topic = topic
+        place = f" in {where}" if where is not None else ""
+        super().__init__(f"topic {topic!r} has no stored configs{place}: {action} refused until "
+                         "its configs are given (or Kafka's defaults are accepted explicitly)")
+
+
 class InvalidReplicationError(LogstoreError):
     """A replica assignment that cannot be made (e.g. more replicas than brokers)."""
 

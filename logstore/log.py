@@ -59,6 +59,7 @@ from logstore.producer_state import ProducerStateManager
 from logstore.records import Record, RecordBatch, iter_batches
 from logstore.records.header import LOG_OVERHEAD, NO_TIMESTAMP, SIZE_FIELD, SIZE_OFFSET
 from logstore.segment import LogSegment, TimestampAndOffset
+from logstore.topic_configs import ORIGIN_GIVEN, resolve_log_config
 
 # ListOffsets special timestamps (Kafka's ListOffsetsRequest).
 LATEST_TIMESTAMP = -1
@@ -104,6 +105,8 @@ class Log:
         self._dir = directory
         self.topic, self.partition = parse_partition_dir(directory.name)
         self._config = config
+        # Where the config came from (logstore.topic_configs ORIGIN_*); None: unknown.
+        self.config_origin: str | None = ORIGIN_GIVEN
         self._clock = clock
         self._read_only = read_only
         self._lock = threading.RLock()
@@ -142,13 +145,16 @@ class Log:
         Loads segments, finishes or rolls back interrupted swaps, rebuilds missing or corrupt
         indexes and recovers from the recovery point unless the last shutdown was clean, with
         producer state, leader epochs and transaction indexes (see LogLoader).
+        Without `config`, the topic's configs stored in the parent directory apply (see
+        logstore.topic_configs; none stored: retention and cleaning refuse the log).
         `read_only=True` changes no byte on disk. `load_state` is passed by LogManager;
         standalone logs read the parent directory's checkpoints. Raises LogLockedError if
         another Log owns the directory.
         """
-        config = LogConfig.coerce(config)
         directory = Path(path)
+        config, origin = resolve_log_config(directory, config)
         log = cls(directory, config, clock or SystemClock(), read_only)
+        log.config_origin = origin
         if read_only:
             if not directory.is_dir():
                 raise FileNotFoundError(f"log directory {directory} does not exist")
@@ -209,6 +215,7 @@ class Log:
     @config.setter
     def config(self, config: LogConfig | dict[str, Any]) -> None:
         self._config = LogConfig.coerce(config)
+        self.config_origin = ORIGIN_GIVEN
 
     @property
     def clock(self) -> Clock:
@@ -306,7 +313,7 @@ class Log:
         with self._lock:
             self._require_writable("append")
             now = self._clock.time_ms()
-            buf = self._input.to_buffer(records, now, self._config.compression_type)
+            buf = self._input.to_buffer(records, now, self._config)
             validated = validate_leader_append(buf, self._config, self._log_end_offset, now, leader_epoch,
                                                origin, source=self.name)
             analysis = self._state.analyze(validated.batches, origin)

@@ -63,7 +63,10 @@ class LogLike(Protocol):
 
 class SegmentedLogLike(LogLike, Protocol):
     """A LogLike kept in segment files: what retention and the cleaner read and change. The
-    cleaner also reads `last_stable_offset` and `producer_state` where a log has them."""
+    cleaner also reads `last_stable_offset` and `producer_state` where a log has them.
+    `config_origin` None means the topic's configs are unknown: retention and cleaning refuse."""
+
+    config_origin: str | None
 
     @property
     def dir(self) -> Path: ...

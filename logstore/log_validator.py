@@ -20,9 +20,12 @@ from logstore.records import (
     build_batch_columnar,
     crc32c,
     iter_batches,
+    read_batch,
     set_base_offset_and_epoch,
     set_log_append_time,
 )
+from logstore.records._kernels import ERR_OFFSET_DELTA, ERR_TRAILING_BYTES, OK, STATUS_MESSAGES
+from logstore.records.compression import Codec
 from logstore.records.header import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_MASK,
@@ -33,7 +36,6 @@ from logstore.records.header import (
     V2_HEADER_SIZE,
 )
 
-_COMPRESSION_CODES = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 _INT64 = struct.Struct(">q")
 _UINT32 = struct.Struct(">I")
 
@@ -71,13 +73,12 @@ def validate_leader_append(buf: bytearray | memoryview, config: LogConfig, next_
     batches = complete_batches(view)
     if not batches:
         raise InvalidRecordError("an append needs at least one record batch")
-    target = config.compression_type
-    if target != "producer":
-        target_code = _COMPRESSION_CODES["none" if target == "uncompressed" else target]
-        if any(b.magic == 2 and (b.attributes & COMPRESSION_MASK) != target_code for b in batches):
-            buf = _recompress(batches, target_code, config, source)
-            view = memoryview(buf).cast("B")
-            batches = complete_batches(view)
+    target = config.compression_codec
+    if target is not None and any(
+            b.magic == 2 and (b.attributes & COMPRESSION_MASK) != target.code for b in batches):
+        buf = _recompress(batches, target, config, source)
+        view = memoryview(buf).cast("B")
+        batches = complete_batches(view)
     log_append = config.message_timestamp_type == TIMESTAMP_TYPE_LOG_APPEND
     first_offset = next_offset
     max_timestamp, offset_of_max, count = NO_TIMESTAMP, -1, 0
@@ -102,7 +103,7 @@ def validate_leader_append(buf: bytearray | memoryview, config: LogConfig, next_
             max_timestamp, offset_of_max = batch_max, last
         next_offset = last + 1
         count += batch.record_count
-    final = [RecordBatch(view, b.position) for b in batches]
+    final = [read_batch(view, b.position) for b in batches]
     return ValidatedBatches(final, view, first_offset, next_offset - 1, max_timestamp, offset_of_max, count)
 
 
@@ -164,14 +165,14 @@ def _scan_records(batch: RecordBatch) -> tuple[int, int, bool]:
     data = np.frombuffer(batch.records_bytes(), dtype=np.uint8)
     status, error, low, high, null_key = _kernels.scan_records(
         data, 0, data.size, batch.record_count, batch.base_timestamp)
-    if status in (_kernels.ERR_OFFSET_DELTA, _kernels.ERR_TRAILING):
+    if status in (ERR_OFFSET_DELTA, ERR_TRAILING_BYTES):
         raise InvalidRecordError(
             f"batch at position {batch.position} holds records that disagree with its "
-            f"header count {batch.record_count}: {_kernels.STATUS_MESSAGES[status]}")
-    if status != _kernels.OK:
+            f"header count {batch.record_count}: {STATUS_MESSAGES[status]}")
+    if status != OK:
         compressed = batch.attributes & COMPRESSION_MASK
         raise CorruptRecordError(
-            f"{_kernels.STATUS_MESSAGES[status]} (record byte {error})",
+            f"{STATUS_MESSAGES[status]} (record byte {error})",
             position=batch.position if compressed else batch.position + V2_HEADER_SIZE + error)
     return int(low), int(high), bool(null_key)
 
@@ -190,16 +191,17 @@ def _check_timestamps(low: int, high: int, now: int, position: int, config: LogC
             f"message.timestamp.after.max.ms={after} after the log's time {now}")
 
 
-def _recompress(batches: list[RecordBatch], code: int, config: LogConfig, source: str) -> bytearray:
-    """Re-encode batches with the topic's compression.type (Kafka's buildRecordsAndAssignOffsets)."""
-    name = next(k for k, v in _COMPRESSION_CODES.items() if v == code)
+def _recompress(batches: list[RecordBatch], codec: Codec, config: LogConfig, source: str) -> bytearray:
+    """Re-encode batches with the topic's compression.type at its compression.<codec>.level
+    (Kafka's buildRecordsAndAssignOffsets)."""
     out = bytearray()
     for batch in batches:
         _validate_batch(batch, "client", config, source)
         table = batch.to_arrow()
         out += build_batch_columnar(
             table.column("key"), table.column("value"), timestamps=table.column("timestamp"),
-            headers=table.column("headers"), compression=name,
+            headers=table.column("headers"), compression=codec.name,
+            compression_level=config.compression_level(codec.name),
             producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
             base_sequence=batch.base_sequence, is_transactional=batch.is_transactional)
     return out

@@ -2,6 +2,11 @@
 and the background tasks (flush, checkpoints, retention, cleaning, delayed deletes), as Kafka's
 LogManager. Retention and cleaning are policies handed in (logstore.policies), not imported.
 
+Each topic's configs are stored in the data directory (logstore.topic_configs) when the topic
+is created or its configs change, and apply again on reopen. A topic found on disk without
+stored configs (a copy taken off a broker) is neither cleaned nor trimmed by retention until
+`set_topic_config` gives it configs.
+
 Background work runs from a Scheduler driven by the injected clock: tests call
 `run_pending(now_ms)` and nothing sleeps; `start()` runs the same tasks on a thread.
 """
@@ -43,6 +48,14 @@ from logstore.log_files import (
 )
 from logstore.log_loader import LoadState
 from logstore.policies import BackgroundCleaner, CleanerFactory, RetentionPass
+from logstore.topic_configs import (
+    ORIGIN_NEW,
+    ORIGIN_STORED,
+    config_values,
+    has_data,
+    read_topic_configs,
+    store_topic_configs,
+)
 
 CLEAN_SHUTDOWN_CONTENT = b'{"broker_epoch":"-1","version":"0"}'
 # How often the delayed-delete task looks for `.deleted` segments and `-delete` directories
@@ -154,6 +167,7 @@ class LogManager:
         recovery_points = read_offsets_checkpoint(self._dir / RECOVERY_POINT_CHECKPOINT)
         start_offsets = read_offsets_checkpoint(self._dir / LOG_START_OFFSET_CHECKPOINT)
         high_watermarks = read_offsets_checkpoint(self._dir / REPLICATION_OFFSET_CHECKPOINT)
+        stored = read_topic_configs(self._dir)
         now = self._clock.time_ms()
         for entry in sorted(os.scandir(self._dir), key=lambda e: e.name):
             if not entry.is_dir():
@@ -173,14 +187,21 @@ class LogManager:
                 high_watermark=high_watermarks.get(key),
                 clean_shutdown=clean,
             )
-            self._logs[key] = self._open_log(Path(entry.path), self._default_config, state)
+            path = Path(entry.path)
+            values = stored.get(key[0])
+            if values is not None:
+                config, origin = self._default_config.with_overrides(values), ORIGIN_STORED
+            else:
+                config, origin = self._default_config, None if has_data(path) else ORIGIN_NEW
+            self._logs[key] = self._open_log(path, config, state, origin)
         if clean:
             # The marker only vouches for the shutdown before this start.
             marker.unlink()
             fsync_dir(self._dir)
 
-    def _open_log(self, path: Path, config: LogConfig, state: LoadState) -> Log:
+    def _open_log(self, path: Path, config: LogConfig, state: LoadState, origin: str | None) -> Log:
         log = Log.open(path, config, clock=self._clock, load_state=state)
+        log.config_origin = origin
         log._on_start_offset_change = self._log_start_offset_changed
         return log
 
@@ -211,10 +232,10 @@ class LogManager:
     # ------------------------------------------------------------------ background tasks
 
     def _run_retention(self, retention: RetentionPass, now_ms: int) -> None:
-        # Every log: without `delete` in cleanup.policy the pass still drops segments wholly
-        # below the log start offset, as Kafka's deleteOldSegments does.
+        # Every log with known configs: without `delete` in cleanup.policy the pass still drops
+        # segments wholly below the log start offset, as Kafka's deleteOldSegments does.
         for log in self.logs():
-            if not log.closed:
+            if not log.closed and log.config_origin is not None:
                 exclusive = nullcontext() if self.log_cleaner is None else self.log_cleaner.exclusive(log)
                 with exclusive:  # never beside a clean of the same log
                     retention(log, now_ms=now_ms)
@@ -291,28 +312,50 @@ class LogManager:
 
     def get_or_create(self, topic: str, partition: int,
                       config: LogConfig | Mapping[str, Any] | None = None) -> Log:
-        """The log of `topic`-`partition`, created if missing. `config` holds overrides of
-        the default config (Kafka key names); given for an existing log, it replaces its config."""
+        """The log of `topic`-`partition`, created if missing. `config` holds the topic's
+        overrides of the default config (Kafka key names); given, it becomes the topic's config
+        (every open partition of the topic, and the stored configs). A new partition without
+        `config` takes its topic's stored configs, or the defaults, which are then stored."""
         validate_topic(topic)
         if isinstance(partition, bool) or not isinstance(partition, int) or partition < 0:
             raise InvalidTopicError(f"partition must be a non-negative int, got {partition!r}")
         with self._lock:
             self._require_open()
-            merged = self._merge_config(config)
             log = self._logs.get((topic, partition))
             if log is not None:
                 if config is not None:
-                    log.config = merged
+                    self.set_topic_config(topic, config)
                 return log
+            if config is None:
+                config = read_topic_configs(self._dir).get(topic, {})
+            merged = self._merge_config(config)
+            # Stored first: the partition's data never exists without its configs.
+            store_topic_configs(self._dir, topic, config_values(config))
             path = self._dir / partition_dir_name(topic, partition)
-            log = self._open_log(path, merged, LoadState())
+            log = self._open_log(path, merged, LoadState(), ORIGIN_STORED)
             self._logs[(topic, partition)] = log
             fsync_dir(self._dir)
             return log
 
-    def _merge_config(self, config: LogConfig | Mapping[str, Any] | None) -> LogConfig:
-        if config is None:
-            return self._default_config
+    def set_topic_config(self, topic: str, config: LogConfig | Mapping[str, Any]) -> None:
+        """Make `config` (overrides of the default config; `{}`: the defaults) the configs of
+        `topic`: stored crash-safely, then applied to every open partition of the topic. The
+        way to let retention and cleaning act on a topic found without stored configs."""
+        validate_topic(topic)
+        with self._lock:
+            self._require_open()
+            merged = self._merge_config(config)
+            store_topic_configs(self._dir, topic, config_values(config))
+            for (name, _partition), log in self._logs.items():
+                if name == topic:
+                    log.config = merged
+                    log.config_origin = ORIGIN_STORED
+
+    def topics_without_configs(self) -> list[str]:
+        """Topics found on disk with no stored configs: retention and cleaning leave them alone."""
+        return sorted({log.topic for log in self.logs() if log.config_origin is None})
+
+    def _merge_config(self, config: LogConfig | Mapping[str, Any]) -> LogConfig:
         if isinstance(config, LogConfig):
             return config
         return self._default_config.with_overrides(config)
@@ -339,6 +382,8 @@ class LogManager:
             target = self._dir / f"{partition_dir_name(topic, partition)}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
             os.replace(log.dir, target)
             fsync_dir(self._dir)
+            if not any(name == topic for name, _partition in self._logs):
+                store_topic_configs(self._dir, topic, None)  # the topic's last partition here
             self._pending_dir_deletes.append((self._clock.time_ms() + delay, target))
             self._write_checkpoints()
             return target

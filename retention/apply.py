@@ -8,6 +8,7 @@ whole log goes, move (and checkpoint) the log start offset, then hand the segmen
 
 from __future__ import annotations
 
+from logstore.errors import UnknownTopicConfigError
 from logstore.log_like import SegmentedLogLike
 from retention.plan import RetentionPlan, plan_retention
 
@@ -31,9 +32,12 @@ def apply_retention(log: SegmentedLogLike, *, now_ms: int | None = None) -> Rete
     """Kafka's deleteOldSegments: delete what retention would delete from ``log`` (rolling
     first when the active segment goes too), atomically under its lock; return what was done.
 
-    ``now_ms`` defaults to the log's clock. Raises ReadOnlyLogError on a read-only log with
-    something to delete.
+    ``now_ms`` defaults to the log's clock. Raises UnknownTopicConfigError when the log's
+    topic configs are neither stored nor given (nothing is deleted on a default nobody chose),
+    ReadOnlyLogError on a read-only log with something to delete.
     """
+    if log.config_origin is None:
+        raise UnknownTopicConfigError(log.topic, "retention", log.dir)
     with log.locked():
         plan = plan_for_log(log, now_ms=now_ms)
         if plan.roll_active_first:

@@ -18,7 +18,8 @@ import pyarrow.fs as pafs
 
 from logstore.errors import CorruptRecordError
 from logstore.log_files import parse_partition_dir, segment_log_offset
-from logstore.records.batch import TIMESTAMP_TYPES, RecordBatch, iter_batches
+from logstore.records import RecordBatch, iter_batches
+from logstore.records.batch import TIMESTAMP_TYPES
 from logstore.records.compression import COMPRESSION_NAMES
 from logstore.records.header import (
     COMPRESSION_MASK,

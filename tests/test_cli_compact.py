@@ -36,7 +36,7 @@ def test_dry_run_reports_and_changes_nothing(tmp_path, capsys):
 def test_compact_cleans_every_partition_of_a_data_directory(tmp_path, capsys):
     _make(tmp_path / "a-0")
     _make(tmp_path / "b-3")
-    assert main(["compact", str(tmp_path)]) == 0
+    assert main(["compact", "--assume-defaults", str(tmp_path)]) == 0  # no stored configs here
     out = capsys.readouterr().out.splitlines()
     assert [line.split(":")[0] for line in out] == ["a-0", "b-3"]
     assert "removed 95 of 100 records" in out[0]

@@ -9,19 +9,22 @@ from pathlib import Path
 import pytest
 
 from logstore.cli import main
-from logstore.cli.audit import plot_reclaimable
+from logstore.cli.audit import reclaimable_png
 
 SAMPLES = Path("/work/shared/kafka-samples/plain/logdir")
 
 
-def test_plot_writes_a_png(tmp_path):
+def test_plot_is_a_png():
     tables = {
         "compaction": [{"topic": "a", "partition": 0, "bytes_removable": 10}],
         "retention": [{"topic": "b", "partition": 1, "bytes_reclaimed": 20}],
     }
-    path = tmp_path / "out" / "chart.png"
-    plot_reclaimable(tables, path)
-    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert reclaimable_png(tables)[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_bad_spark_conf_is_a_usage_error(tmp_path, capsys):
+    assert main(["audit", str(tmp_path), "--conf", "spark.executor.memory"]) == 2
+    assert "--conf expects KEY=VALUE" in capsys.readouterr().err
 
 
 def test_bad_override_is_a_usage_error(tmp_path, capsys):
@@ -41,8 +44,9 @@ def test_audit_kafka_directory_writes_reports_and_plot(spark, tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "compaction report (1 partitions)" in printed
     assert "retention report (1 partitions)" in printed
-    rows = [json.loads(line) for f in (out / "retention").glob("*.json")
-            for line in f.read_text().splitlines()]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "compaction.json", "reclaimable-bytes.png", "retention.json"]
+    rows = [json.loads(line) for line in (out / "retention.json").read_text().splitlines()]
     assert rows[0]["segments_deleted"] == 7 and rows[0]["new_log_start_offset"] == 720
     assert (out / "reclaimable-bytes.png").exists()
 

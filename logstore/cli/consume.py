@@ -24,6 +24,7 @@ from logstore.cli._common import (
     partition_path,
     write_json,
 )
+from logstore.record_decoders import INTERNAL_TOPICS, decoder_for
 
 FETCH_BYTES = 1 << 20
 
@@ -51,6 +52,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--max-records", type=non_negative_int, metavar="N",
                         help="stop after N records")
     parser.add_argument("--base64", action="store_true", help="print keys and values as base64")
+    parser.add_argument("--decode", action="store_true",
+                        help="add each record of an internal topic (__consumer_offsets, __transaction_state, "
+                             "__cluster_metadata) decoded, as `decoded` (or `decodeError`)")
     parser.set_defaults(run=run)
 
 
@@ -79,6 +83,12 @@ def run(args: argparse.Namespace) -> int:
     path = partition_path(args)
     if not path.is_dir():
         raise FileNotFoundError(2, "No such partition directory", str(path))
+    decoder = None
+    if args.decode:
+        topic = path.name.rsplit("-", 1)[0]
+        decoder = decoder_for(topic)
+        if decoder is None:
+            raise UsageError(f"--decode: {topic} is not an internal topic ({', '.join(INTERNAL_TOPICS)})")
     committed = args.isolation == "read_committed"
     out = sys.stdout
     with Log.open(path, read_only=True) as log:
@@ -104,7 +114,10 @@ def run(args: argparse.Namespace) -> int:
                 for record in batch.records():
                     if record.offset < position or remaining == 0:
                         continue
-                    write_json(out, record_json(record, args.base64))
+                    obj = record_json(record, args.base64)
+                    if decoder is not None:
+                        obj.update(decoder.fields(record))
+                    write_json(out, obj)
                     if remaining is not None:
                         remaining -= 1
             position = max(position, batches[-1].next_offset)

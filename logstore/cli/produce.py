@@ -21,14 +21,15 @@ from logstore.cli._common import (
     ExitCode,
     UsageError,
     add_command,
+    add_config_arguments,
     add_partition_arguments,
-    parse_config_options,
+    given_configs,
     partition_path,
     positive_int,
+    topic_config,
 )
-
-COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
-MAX_TIMESTAMP = 2**63 - 1  # an int64 of ms; Kafka's producer refuses negative timestamps
+from logstore.config import LONG_MAX
+from logstore.records.compression import COMPRESSION_NAMES
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -40,7 +41,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Append records from stdin to the partition directory DIR/TOPIC-PARTITION (created if\n"
             "missing). JSON Lines objects may hold key, value (strings or null), headers (an object\n"
             "or a list of [key, value] pairs) and timestamp (ms); tsv lines are key<TAB>value\n"
-            "(a line without a tab is a value with a null key). Prints the offsets assigned."
+            "(a line without a tab is a value with a null key). Prints the offsets assigned.\n\n"
+            "Configs: the topic's stored configs (logstore-topic-configs.json in DIR), with\n"
+            "--config-file and --config over them for this run. A partition this command creates\n"
+            "for a topic with no stored configs stores the given ones (none: Kafka's defaults)."
         ),
         example="printf '{\"key\": \"k1\", \"value\": \"hello\"}\\n' | logstore produce ./data orders-0",
     )
@@ -50,10 +54,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="keys, values and header values in the input are base64")
     parser.add_argument("--batch-size", type=positive_int, default=500, metavar="N",
                         help="records per appended batch (default: 500)")
-    parser.add_argument("--compression", choices=COMPRESSIONS, default="none",
+    parser.add_argument("--compression", choices=COMPRESSION_NAMES, default="none",
                         help="batch compression (default: none)")
-    parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
-                        help="topic config override with Kafka's name, e.g. segment.bytes=1048576")
+    add_config_arguments(parser, assume_defaults=False)
     parser.set_defaults(run=run)
 
 
@@ -89,8 +92,8 @@ def parse_json_line(text: str, line: int, b64: bool) -> tuple[bytes | None, byte
         raise UsageError(f"stdin line {line}: headers must be an object or [key, value] pairs") from None
     timestamp = obj.get("timestamp")
     if timestamp is not None and (isinstance(timestamp, bool) or not isinstance(timestamp, int)
-                                  or not 0 <= timestamp <= MAX_TIMESTAMP):
-        raise UsageError(f"stdin line {line}: timestamp must be an integer of ms in [0, {MAX_TIMESTAMP}]")
+                                  or not 0 <= timestamp <= LONG_MAX):
+        raise UsageError(f"stdin line {line}: timestamp must be an integer of ms in [0, {LONG_MAX}]")
     return (_bytes(obj.get("key"), line, "key", b64), _bytes(obj.get("value"), line, "value", b64),
             headers, timestamp)
 
@@ -116,17 +119,23 @@ def run(args: argparse.Namespace) -> int:
     """Append stdin's records in batches; print the first and last offsets assigned."""
     from logstore.log import Log
     from logstore.records import Record, build_batch
+    from logstore.topic_configs import store_topic_configs, stored_topic_configs
 
     path = partition_path(args)
-    configs = parse_config_options(args.config)
+    given = given_configs(args)
     if path.parent.exists() and not path.parent.is_dir():
         raise NotADirectoryError(20, "Not a directory", str(path.parent))
+    chosen = topic_config(given, path)
+    topic = path.name.rpartition("-")[0]
     first = last = None
     count = 0
     records = read_records(sys.stdin, args.format, args.base64)
     batch_size = min(args.batch_size, sys.maxsize)
     pending = list(islice(records, batch_size))  # bad first lines fail before the log is touched
-    with Log.open(path, configs) as log:
+    new_topic = not path.exists() and stored_topic_configs(path.parent, topic) is None
+    with Log.open(path, chosen.config) as log:
+        if new_topic:  # before the first record: the topic's data never exists without them
+            store_topic_configs(path.parent, topic, given.for_topic(topic))
         while pending:
             now = log.clock.time_ms()
             batch = [Record(i, now if ts is None else ts, key, value, headers)

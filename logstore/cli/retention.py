@@ -15,9 +15,12 @@ from typing import Any
 from logstore.cli._common import (
     ExitCode,
     add_command,
+    add_config_arguments,
+    given_configs,
     int64,
-    parse_config_options,
     partition_dirs,
+    require_known_configs,
+    topic_config,
     write_json,
 )
 
@@ -35,8 +38,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "then the oldest segments while the rest stays >= retention.bytes, then segments whose\n"
             "largest timestamp is older than retention.ms; nothing at or above the high watermark.\n"
             "Without --dry-run the segments are renamed to .deleted (removed after\n"
-            "file.delete.delay.ms, or when the log is next opened). The topic's configs are\n"
-            "not stored in the directory: give them with --config (Kafka's defaults otherwise)."
+            "file.delete.delay.ms, or when the log is next opened).\n\n"
+            "Configs: each topic's stored configs (logstore-topic-configs.json in the data\n"
+            "directory, written by LogManager), with --config-file and --config over them. A topic\n"
+            "with none of these is refused (nothing is deleted on a default nobody chose) unless\n"
+            "--assume-defaults; --dry-run still plans it, on Kafka's defaults, and says so."
         ),
         example="logstore retention --dry-run --now 1700000000000 --config retention.ms=86400000 orders-0",
     )
@@ -44,8 +50,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--now", type=int64, metavar="MS",
                         help="the clock, in ms since the epoch (default: now)")
     parser.add_argument("--dry-run", action="store_true", help="print the plan; change nothing")
-    parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
-                        help="a topic config (Kafka names, e.g. retention.bytes=1073741824); repeatable")
+    add_config_arguments(parser)
     parser.add_argument("--json", action="store_true", help="one JSON object per partition")
     parser.set_defaults(run=run)
 
@@ -56,11 +61,13 @@ def run(args: argparse.Namespace) -> int:
     from logstore.log import Log
     from retention import SegmentInfo, apply_retention, plan_for_log
 
-    config = parse_config_options(args.config)
+    given = given_configs(args)
     clock = ManualClock(args.now) if args.now is not None else SystemClock()
-    partitions = partition_dirs(args.paths)
-    for path in partitions:
-        log = Log.open(path, config, clock=clock, read_only=args.dry_run)
+    resolved = [(path, topic_config(given, path)) for path in partition_dirs(args.paths)]
+    if not args.dry_run:
+        require_known_configs(resolved, "retention")
+    for path, chosen in resolved:
+        log = Log.open(path, chosen.config, clock=clock, read_only=args.dry_run)
         try:
             now = clock.time_ms()
             before = {"logStartOffset": log.log_start_offset, "highWatermark": log.high_watermark,
@@ -74,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
         rows = [(infos[s.base_offset], reason) for s, reason in plan.deletions]
         summary = {"partition": path.name, "dryRun": args.dry_run, "now": now, **before,
                    "newLogStartOffset": plan.new_log_start_offset, "bytesReclaimed": plan.bytes_reclaimed,
-                   "rollActiveFirst": plan.roll_active_first}
+                   "rollActiveFirst": plan.roll_active_first, "configs": chosen.source}
         if args.json:
             write_json(sys.stdout, {**summary, "deletions": [_row_json(info, reason) for info, reason in rows]})
         else:
@@ -99,7 +106,8 @@ def _print_table(summary: dict[str, Any], rows: list[tuple[Any, str]]) -> None:
           f"{summary['size']} bytes; log start offset {summary['logStartOffset']} -> "
           f"{summary['newLogStartOffset']} (high watermark {summary['highWatermark']}, log end "
           f"{summary['logEndOffset']}, now {summary['now']})"
-          + ("; rolls the active segment first" if summary["rollActiveFirst"] else ""))
+          + ("; rolls the active segment first" if summary["rollActiveFirst"] else "")
+          + f"; configs: {summary['configs']}")
     if not rows:
         return
     cells = [[str(i.base_offset), str(i.next_offset), str(i.size), _timestamp(i.largest_timestamp), reason]

@@ -25,19 +25,19 @@ from logstore.cli.dump import (
     OFFSET_CHECKPOINTS,
     OFFSETS,
     SNAPSHOT,
-    SUFFIX_KINDS,
     TIMEINDEX,
     TXNINDEX,
     MappedFile,
     base_offset_of,
     file_kind,
-    first_batch_last_offset,
     read_bytes,
 )
 from logstore.log_files import (
-    INDEX_SUFFIXES,
+    INDEX_SUFFIX,
     LOG_SUFFIX,
     SNAPSHOT_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
     is_partition_dir_name,
     parse_offset_file_name,
     segment_file_name,
@@ -170,11 +170,13 @@ def verify_partition(path: Path, report: Report, deep: bool, bar: Progress) -> N
         if previous_end is not None and base < previous_end:
             report.problem(log_path, f"segment starts at offset {base}, below the previous "
                                      f"segment's next offset {previous_end}")
-        previous_end = verify_log(log_path, report, deep, bar)
-        for suffix in INDEX_SUFFIXES:
-            index_path = path / segment_file_name(base, suffix)
-            if index_path.exists():
-                FILE_CHECKS[SUFFIX_KINDS[suffix]](index_path, report)
+        scan = verify_log(log_path, report, deep, bar)
+        previous_end = scan.next_offset
+        for suffix, check in ((INDEX_SUFFIX, verify_offset_index), (TIME_INDEX_SUFFIX, verify_time_index)):
+            if (path / segment_file_name(base, suffix)).exists():
+                check(path / segment_file_name(base, suffix), report, scan)
+        if (path / segment_file_name(base, TXN_INDEX_SUFFIX)).exists():
+            verify_txn_index(path / segment_file_name(base, TXN_INDEX_SUFFIX), report)
     live = set(segments)
     for name in names:
         parsed = parse_offset_file_name(name)
@@ -209,25 +211,49 @@ def iter_batches_checked(data: Any, path: Path, report: Report) -> Iterator[tupl
         report.problem(path, corruption_detail(exc), exc.position)
 
 
-def verify_log(path: Path, report: Report, deep: bool, bar: Progress) -> int:
-    """Batches of one `.log`: CRC, offsets, torn tail. Returns the segment's next offset."""
+@dataclass
+class SegmentScan:
+    """What one walk of a `.log` found, for checking its indexes without walking it again."""
+
+    starts: list[int] = field(default_factory=list)  # every batch's position, readable or not
+    batches: list[tuple[int, int, int]] = field(default_factory=list)  # (position, last offset, max ts)
+    valid_end: int = 0
+    next_offset: int = 0
+
+    def holding(self, offset: int) -> int:
+        """Index in `batches` of the first batch whose last offset is >= `offset` (the batch a
+        fetch of `offset` returns), or len(batches) when none is."""
+        return next((i for i, (_, last, _) in enumerate(self.batches) if last >= offset), len(self.batches))
+
+
+class _NoBar:
+    """A progress bar that draws nothing (for a log walked only to check an index against)."""
+
+    def update(self, n: int = 1) -> None:
+        """Nothing to draw."""
+
+
+def verify_log(path: Path, report: Report, deep: bool, bar: Progress | _NoBar) -> SegmentScan:
+    """Batches of one `.log`: CRC, offsets, torn tail. A batch that does not read is one problem,
+    and the walk goes on at the next batch its length field gives, as Kafka's dump does."""
     from logstore import dump
     from logstore.errors import CorruptRecordError
-    from logstore.records import RecordBatch
+    from logstore.records import read_batch
 
     report.files += 1
-    base = base_offset_of(str(path))
-    next_offset = base
-    valid_end = 0
+    scan = SegmentScan(next_offset=base_offset_of(str(path)))
     with MappedFile(str(path)) as mapped:
         data = mapped.data
         for position, size in iter_batches_checked(data, path, report):
             report.batches += 1
+            scan.starts.append(position)
+            scan.valid_end = position + size
+            bar.update(size)
             try:
-                batch = RecordBatch(data, position)
+                batch = read_batch(data, position)
             except CorruptRecordError as exc:
-                report.problem(path, f"unreadable batch header: {exc}", position)
-                break
+                report.problem(path, f"unreadable batch header: {corruption_detail(exc)}", position)
+                continue
             if not dump.kafka_is_valid(batch):
                 report.problem(path, f"batch CRC mismatch: stored {batch.crc}, computed "
                                      f"{batch.compute_crc()}", position)
@@ -235,21 +261,21 @@ def verify_log(path: Path, report: Report, deep: bool, bar: Progress) -> int:
                 try:
                     batch.records()
                 except CorruptRecordError as exc:
-                    report.problem(path, f"records do not decode: {exc}", position)
+                    report.problem(path, f"records do not decode: {corruption_detail(exc)}", position)
             first, last = batch.base_offset, batch.last_offset
             if last < first:
                 report.problem(path, f"last offset {last} is below the base offset {first}", position)
-            if first < next_offset:
-                report.problem(path, f"offset {first} does not increase (expected >= {next_offset})",
+            if first < scan.next_offset:
+                report.problem(path, f"offset {first} does not increase (expected >= {scan.next_offset})",
                                position)
-            next_offset = max(next_offset, last + 1)
-            valid_end = position + size
-            bar.update(size)
-        if len(data) > valid_end and not report.has_problem_from(path, valid_end):
-            report.problem(path, f"{len(data) - valid_end} invalid bytes at the end (a torn write; "
-                                 "recovery truncates them)", valid_end)
-        bar.update(len(data) - valid_end)
-    return next_offset
+            scan.next_offset = max(scan.next_offset, last + 1)
+            scan.batches.append((position, last, batch.max_timestamp if batch.magic > 0 else -1))
+        end = scan.valid_end
+        if len(data) > end and not report.has_problem_from(path, end):
+            report.problem(path, f"{len(data) - end} invalid bytes at the end (a torn write; "
+                                 "recovery truncates them)", end)
+        bar.update(len(data) - end)
+    return scan
 
 
 def read_index(path: Path, report: Report, dtype: Any, read: Any) -> tuple[Any, Any, str | None]:
@@ -267,65 +293,87 @@ def read_index(path: Path, report: Report, dtype: Any, read: Any) -> tuple[Any, 
     return first, second, str(log_path) if log_path.exists() else None
 
 
-def verify_offset_index(path: Path, report: Report) -> None:
-    """Offset-index entries ascending and each pointing at the batch ending at its offset."""
+def scan_of(log_path: str | None, scan: SegmentScan | None, report: Report) -> SegmentScan | None:
+    """`scan` when the caller walked the log already, else a walk of `log_path` whose problems
+    join `report` (an index checked alone still names the damaged log it was checked against)."""
+    if scan is not None or log_path is None:
+        return scan
+    walked = Report()
+    scan = verify_log(Path(log_path), walked, False, _NoBar())
+    for problem in walked.problems:
+        report.problem(problem["file"], problem["message"], problem["position"])
+    return scan
+
+
+def verify_offset_index(path: Path, report: Report, scan: SegmentScan | None = None) -> None:
+    """Offset-index entries: increasing, each at a batch boundary, none after the batch that
+    holds its offset. Kafka's cleaner and follower appends index an append's last offset at
+    the position of its first batch, so an entry is wrong only when a lookup through it could
+    miss a batch, not when the batch at its position ends below its offset."""
     from index.offset_index import OFFSET_INDEX_DTYPE
     from logstore import dump
-    from logstore.errors import CorruptRecordError
 
     offsets, positions, log_path = read_index(path, report, OFFSET_INDEX_DTYPE, dump.read_offset_index)
     base = base_offset_of(str(path))
     n = dump.sparse_entry_count(offsets, base)
-    if log_path is None:
+    scan = scan_of(log_path, scan, report)
+    if scan is None:
         return
-    with MappedFile(log_path) as log:
-        previous_offset, previous_position = base - 1, -1
-        for i in range(n):
-            offset, position = int(offsets[i]), int(positions[i])
-            where = i * OFFSET_INDEX_DTYPE.itemsize
-            if offset <= previous_offset or position <= previous_position:
-                report.problem(path, f"entry {i} (offset {offset}, position {position}) does not "
-                                     "increase", where)
-            try:
-                found = first_batch_last_offset(log.data, position, len(log.data), log_path)
-            except CorruptRecordError as exc:
-                report.problem(path, f"entry {i} points at log position {position}, where no batch "
-                                     f"reads: {exc}", where)
-            else:
-                if found != offset:
-                    report.problem(path, f"entry {i} says offset {offset} is at log position {position}, "
-                                         f"but the batch there ends at offset {found}", where)
-            previous_offset, previous_position = offset, position
+    boundaries = {*scan.starts, scan.valid_end}
+    previous_offset, previous_position = base - 1, -1
+    for i in range(n):
+        offset, position = int(offsets[i]), int(positions[i])
+        where = i * OFFSET_INDEX_DTYPE.itemsize
+        if offset <= previous_offset or position <= previous_position:
+            report.problem(path, f"entry {i} (offset {offset}, position {position}) does not "
+                                 "increase", where)
+        previous_offset, previous_position = offset, position
+        if position not in boundaries:
+            report.problem(path, f"entry {i} points at log position {position}, which is not the "
+                                 "start of a batch", where)
+            continue
+        holder = scan.holding(offset)
+        if holder < len(scan.batches) and scan.batches[holder][0] < position:
+            report.problem(path, f"entry {i} says offset {offset} is at or after log position {position}, "
+                                 f"but the batch holding it starts at position {scan.batches[holder][0]} "
+                                 "(a lookup would miss it)", where)
 
 
-def verify_time_index(path: Path, report: Report) -> None:
-    """Time-index entries increasing and each matching the max timestamp of its batch."""
+def verify_time_index(path: Path, report: Report, scan: SegmentScan | None = None) -> None:
+    """Time-index entries: timestamps increasing, offsets not decreasing, and no batch before
+    the one holding an entry's offset with a larger max timestamp than the entry's (a lookup
+    for a timestamp between the two would start after that batch and miss it)."""
     from index.time_index import TIME_INDEX_DTYPE
     from logstore import dump
-    from logstore.records import read_batch_header
 
     timestamps, offsets, log_path = read_index(path, report, TIME_INDEX_DTYPE, dump.read_time_index)
-    n = dump.sparse_entry_count(offsets, base_offset_of(str(path)))
-    if log_path is None:
+    base = base_offset_of(str(path))
+    n = dump.sparse_entry_count(offsets, base)
+    scan = scan_of(log_path, scan, report)
+    if scan is None:
         return
-    with MappedFile(log_path) as log:
-        last_offsets: dict[int, int] = {}
-        for position, _ in iter_batches_checked(log.data, Path(log_path), report):
-            header = read_batch_header(log.data, position)
-            last_offsets[header.last_offset] = header.max_timestamp if header.magic > 0 else -1
-        previous = -1
-        for i in range(n):
-            timestamp, offset = int(timestamps[i]), int(offsets[i])
-            where = i * TIME_INDEX_DTYPE.itemsize
-            if timestamp <= previous:
-                report.problem(path, f"entry {i} timestamp {timestamp} does not increase "
-                                     f"(previous {previous})", where)
-            if offset not in last_offsets:
-                report.problem(path, f"entry {i} offset {offset} is not the last offset of a batch", where)
-            elif last_offsets[offset] != timestamp:
-                report.problem(path, f"entry {i} timestamp {timestamp} differs from the max timestamp "
-                                     f"{last_offsets[offset]} of the batch ending at offset {offset}", where)
-            previous = timestamp
+    # largest[k]: the largest max timestamp among batches[:k], and the position of its batch
+    largest: list[tuple[int, int]] = [(-1, -1)]
+    for position, _, timestamp in scan.batches:
+        largest.append(max(largest[-1], (timestamp, position), key=lambda t: t[0]))
+    previous_timestamp, previous_offset = -1, base
+    for i in range(n):
+        timestamp, offset = int(timestamps[i]), int(offsets[i])
+        where = i * TIME_INDEX_DTYPE.itemsize
+        if timestamp <= previous_timestamp:
+            report.problem(path, f"entry {i} timestamp {timestamp} does not increase "
+                                 f"(previous {previous_timestamp})", where)
+        if offset < previous_offset:
+            report.problem(path, f"entry {i} offset {offset} is below "
+                                 f"{'the base offset' if i == 0 else 'the previous entry'} {previous_offset}",
+                           where)
+        previous_timestamp, previous_offset = timestamp, max(offset, previous_offset)
+        before, position = largest[scan.holding(offset)]
+        if before > timestamp:
+            report.problem(path, f"entry {i} (timestamp {timestamp}, offset {offset}): the batch at log "
+                                 f"position {position}, before offset {offset}, has the larger max "
+                                 f"timestamp {before} (a lookup for a timestamp in ({timestamp}, {before}] "
+                                 "would miss it)", where)
 
 
 def verify_txn_index(path: Path, report: Report) -> None:
