@@ -48,7 +48,7 @@ def read_and_commit(bootstrap: str, commit_at: int | None = None) -> tuple[list[
     committed = [tp.offset for tp in consumer.committed([TopicPartition("durable", p) for p in range(2)],
                                                         timeout=10)]
     consumer.assign([TopicPartition("durable", p, 0) for p in range(2)])
-    values, last = [], time.monotonic()
+    values, last = [], time.monotonic() + 10  # up to 10 s for the first message, then 1.5 s of quiet
     while time.monotonic() - last < 1.5:
         message = consumer.poll(0.1)
         if message is not None and not message.error():

@@ -18,6 +18,7 @@ from logstore.cli import main as logstore_main  # noqa: E402
 from logstore.records import Record, build_batch  # noqa: E402
 from logstore.server import KafkaServer  # noqa: E402
 
+FIRST_MESSAGE_WAIT_S = 10  # how long read_all waits for a first message on a loaded machine
 CONFIG = {"group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 2,
           "transaction.state.log.num.partitions": 2}
 
@@ -33,7 +34,7 @@ def read_all(bootstrap: str, topic: str, *, committed: bool, partitions: int = 1
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader", "enable.auto.commit": False,
                          "isolation.level": "read_committed" if committed else "read_uncommitted"})
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    values, last = [], time.monotonic()
+    values, last = [], time.monotonic() + FIRST_MESSAGE_WAIT_S - idle_s
     while time.monotonic() - last < idle_s:
         message = consumer.poll(0.1)
         if message is not None and not message.error():
