@@ -151,3 +151,25 @@ def test_duplicate_retries_of_an_idempotent_producer_write_nothing(server):
     assert offsets == [1, 1, 1, 4, 4, 4]
     assert read_all(server.bootstrap_servers, "dups", committed=False, idle_s=1) == \
         [b"create"] + [b"s%d" % i for i in range(6)]
+
+
+@pytest.mark.slow
+def test_a_transaction_left_open_across_a_restart_is_aborted_at_its_timeout(tmp_path):
+    with KafkaServer(tmp_path, port=0, config=CONFIG) as srv:
+        producer = Producer({"bootstrap.servers": srv.bootstrap_servers, "transactional.id": "stuck",
+                             "transaction.timeout.ms": 1500})
+        producer.init_transactions(10)
+        producer.begin_transaction()
+        producer.produce("stuck", value=b"never committed")
+        producer.flush(10)
+        plain = Producer({"bootstrap.servers": srv.bootstrap_servers})
+        plain.produce("stuck", value=b"visible")
+        plain.flush(10)
+    with KafkaServer(tmp_path, port=0, config=CONFIG) as srv:
+        log = srv.manager.get("stuck", 0)
+        assert log.last_stable_offset == 0  # the open transaction holds consumers back
+        deadline = time.monotonic() + 15
+        while log.last_stable_offset < log.log_end_offset and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert log.last_stable_offset == log.log_end_offset
+        assert read_all(srv.bootstrap_servers, "stuck", committed=True, idle_s=1) == [b"visible"]

@@ -137,7 +137,9 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------------ expiry
 
-    def _ensure_expiry_task(self) -> None:
+    def start(self) -> None:
+        """Start expiring silent members (call inside the server's event loop): members
+        restored from the log expire too if their consumers never return."""
         if self._expiry is None or self._expiry.done():
             self._expiry = asyncio.get_running_loop().create_task(self._expire_loop())
 
@@ -246,7 +248,6 @@ class GroupCoordinator:
     async def join_group(self, req: Request) -> Any:
         body = req.body
         config = self._ctx.config
-        self._ensure_expiry_task()
         if not body.group_id or len(body.group_id) > MAX_GROUP_ID:
             return self._join_response(req, None, body.member_id, ec.INVALID_GROUP_ID)
         if not config.group_min_session_timeout_ms <= body.session_timeout_ms <= config.group_max_session_timeout_ms:

@@ -170,6 +170,8 @@ class KafkaServer:
         self._txns = TransactionCoordinator(ctx, self._groups, ProducerIdManager(ctx.manager))
         for api in (AdminApi(ctx), DataApi(ctx), self._groups, self._txns):
             handlers.update(api.handlers())
+        self._groups.start()
+        self._txns.start()
         return handlers
 
     async def _shutdown(self) -> None:

@@ -131,7 +131,9 @@ class TransactionCoordinator:
 
     # ------------------------------------------------------------------ timeouts
 
-    def _ensure_timeout_task(self) -> None:
+    def start(self) -> None:
+        """Start aborting timed-out transactions (call inside the server's event loop): one
+        left open before a restart is aborted too, so the last stable offset moves on."""
         if self._timeouts is None or self._timeouts.done():
             self._timeouts = asyncio.get_running_loop().create_task(self._abort_timed_out())
 
@@ -174,7 +176,6 @@ class TransactionCoordinator:
             return answer(ec.INVALID_REQUEST)
         if not 0 < body.transaction_timeout_ms <= self._ctx.config.transaction_max_timeout_ms:
             return answer(ec.INVALID_TRANSACTION_TIMEOUT)
-        self._ensure_timeout_task()
         txn = self._txns.get(body.transactional_id)
         try:
             if txn is None:
