@@ -168,3 +168,15 @@ def test_meta_properties_keep_node_and_cluster_ids(tmp_path):
     assert "node.id=3" in text and f"cluster.id={cluster}" in text and "version=1" in text
     with KafkaServer(tmp_path, port=0, config={"node.id": 3}) as srv:
         assert srv.context.meta.cluster_id == cluster
+
+
+def test_a_busy_port_fails_start_and_releases_the_directory(tmp_path):
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        with pytest.raises(OSError):
+            KafkaServer(tmp_path, port=busy.getsockname()[1]).start()
+    with KafkaServer(tmp_path, port=0) as srv:
+        assert srv.port > 0

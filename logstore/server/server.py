@@ -162,6 +162,8 @@ class KafkaServer:
                                                   limit=READ_BUFFER_BYTES)
         self.port = self._server.sockets[0].getsockname()[1]
         ctx.port = self.port
+        self._groups.start()
+        self._txns.start()
         self.manager.start()
 
     def _build_handlers(self, ctx: ServerContext) -> dict[int, Handler]:
@@ -170,8 +172,6 @@ class KafkaServer:
         self._txns = TransactionCoordinator(ctx, self._groups, ProducerIdManager(ctx.manager))
         for api in (AdminApi(ctx), DataApi(ctx), self._groups, self._txns):
             handlers.update(api.handlers())
-        self._groups.start()
-        self._txns.start()
         return handlers
 
     async def _shutdown(self) -> None:
