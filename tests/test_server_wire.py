@@ -111,3 +111,20 @@ def test_list_offsets_latest_is_the_lso_for_read_committed(server):
             answers.append(receive(sock, ListOffsetsResponse[5]).topics[0].partitions[0].offset)
     assert answers == [log.high_watermark, log.last_stable_offset]
     assert answers[1] < answers[0]
+
+
+def test_metadata_creates_topics_only_when_auto_creation_is_enabled(tmp_path):
+    from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+
+    request = MetadataRequest[8](topics=[MetadataRequest[8].MetadataRequestTopic(name="wanted")],
+                                 allow_auto_topic_creation=True, include_cluster_authorized_operations=False,
+                                 include_topic_authorized_operations=False)
+    for enabled, partitions in ((False, 0), (True, 3)):
+        config = {"auto.create.topics.enable": enabled, "num.partitions": 3}
+        with KafkaServer(tmp_path / str(enabled), port=0, config=config) as srv, \
+                socket.create_connection(("127.0.0.1", srv.port), timeout=10) as sock:
+            send(sock, request, 1)
+            topic = receive(sock, MetadataResponse[8]).topics[0]
+            assert (topic.error_code == 0) == enabled
+            assert len(topic.partitions) == partitions
+            assert ("wanted" in srv.context.topics) == enabled
