@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
+from numba.core import event
 
 from logstore.records._kernels import read_zigzag, write_zigzag, zigzag_size
 
@@ -20,6 +21,17 @@ MARKER_EXPIRED = 4  # a transaction marker whose data is gone and whose horizon 
 KEYLESS = 5  # a record without a key in the cleaned range
 
 EMPTY_SLOT = np.uint32(0)  # an unused offset-map slot; slots store relative offset + 1
+
+# Time spent holding numba's compiler lock: compiling kernels or loading them from the cache.
+_KERNEL_LOADING = event.TimingListener()
+event.register("numba:compiler_lock", _KERNEL_LOADING)
+
+
+def kernel_loading_seconds() -> float:
+    """Seconds this process has spent compiling numba kernels (any package's) or loading them
+    from numba's cache, so reported timings can leave that one-off cost out."""
+    return _KERNEL_LOADING.duration if _KERNEL_LOADING.done else 0.0
+
 
 _C1 = np.uint64(0x87C37B91114253D5)
 _C2 = np.uint64(0x4CF5AD432745937F)

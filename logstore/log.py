@@ -50,6 +50,7 @@ from logstore.log_loader import (
 )
 from logstore.log_validator import (
     ValidatedBatches,
+    roll_offset,
     validate_follower_append,
     validate_leader_append,
 )
@@ -382,7 +383,7 @@ class Log:
             max_offset_in_messages=validated.last_offset,
             now_ms=self._clock.time_ms(),
         ):
-            return self._roll(validated.first_offset)
+            return self._roll(roll_offset(validated))
         return segment
 
     # ------------------------------------------------------------------ roll and flush

@@ -30,6 +30,7 @@ from logstore.records.header import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_MASK,
     CRC_OFFSET,
+    INT32_MAX,
     MAX_TIMESTAMP_OFFSET,
     NO_TIMESTAMP,
     TIMESTAMP_TYPE_BIT,
@@ -73,6 +74,10 @@ def validate_leader_append(buf: bytearray | memoryview, config: LogConfig, next_
     batches = complete_batches(view)
     if not batches:
         raise InvalidRecordError("an append needs at least one record batch")
+    if batches[0].magic < 2:
+        buf = convert_legacy(batches, config, origin, source)
+        view = memoryview(buf).cast("B")
+        batches = complete_batches(view)
     target = config.compression_codec
     if target is not None and any(
             b.magic == 2 and (b.attributes & COMPRESSION_MASK) != target.code for b in batches):
@@ -107,6 +112,36 @@ def validate_leader_append(buf: bytearray | memoryview, config: LogConfig, next_
     return ValidatedBatches(final, view, first_offset, next_offset - 1, max_timestamp, offset_of_max, count)
 
 
+def convert_legacy(batches: list[RecordBatch], config: LogConfig, origin: str, source: str) -> bytearray:
+    """A leader append of magic 0/1 messages as one v2 batch, as Kafka's LogValidator converts
+    them: a run of uncompressed messages, or the single compressed wrapper an append may hold,
+    becomes one batch with the same codec (CreateTime; magic 0 records keep timestamp -1). The
+    caller then assigns offsets and the leader epoch as for any v2 batch. Raises
+    InvalidRecordError for mixed magics, more than one compressed wrapper, or a client
+    setting LogAppendTime on a LogAppendTime topic; CorruptRecordError for bad bytes."""
+    first = batches[0]
+    for batch in batches:
+        if batch.magic != first.magic:
+            raise InvalidRecordError(
+                f"batch magic {batch.magic} is not the same as the first batch's magic byte "
+                f"{first.magic} in {source}")
+    codec = next((b.compression for b in reversed(batches) if b.compression != "none"), "none")
+    if codec != "none" and len(batches) > 1:
+        raise InvalidRecordError(f"compressed outer record has more than one batch in {source}")
+    log_append_topic = config.message_timestamp_type == TIMESTAMP_TYPE_LOG_APPEND
+    records = []
+    for batch in batches:
+        batch.validate()
+        if origin == "client" and log_append_topic and batch.timestamp_type == "LogAppendTime":
+            raise InvalidRecordError(
+                f"invalid timestamp type in the message at position {batch.position} of {source}: "
+                "producers must not set LogAppendTime")
+        records += batch.records()
+    return bytearray(build_batch_columnar(
+        [r.key for r in records], [r.value for r in records],
+        timestamps=[r.timestamp for r in records], compression=codec))
+
+
 def validate_follower_append(batch_bytes: bytes | bytearray | memoryview, *, source: str) -> ValidatedBatches:
     """Validate batches fetched from a leader, keeping their offsets and epochs: CRCs and
     increasing offsets. An empty input gives no batches (first_offset 0, last_offset -1)."""
@@ -129,11 +164,19 @@ def validate_follower_append(batch_bytes: bytes | bytearray | memoryview, *, sou
     return ValidatedBatches(batches, view, first, last, max_ts, offset_of_max, count)
 
 
+def roll_offset(validated: ValidatedBatches) -> int:
+    """The offset a segment rolled for this append is named at least by (Kafka's maybeRoll):
+    the first offset, or for a legacy first batch, whose first inner offset is not in its
+    header, `last offset - Int.MaxValue`, so the roll falls back to the log end offset."""
+    if validated.batches and validated.batches[0].magic < 2:
+        return validated.last_offset - INT32_MAX
+    return validated.first_offset
+
+
 def _validate_batch(batch: RecordBatch, origin: str, config: LogConfig, source: str) -> None:
     if batch.magic != 2:
         raise InvalidRecordError(
-            f"leader appends take magic 2 batches only (got magic {batch.magic}); "
-            "legacy batches are accepted by append_as_follower")
+            f"batch magic {batch.magic} is not the same as the first batch's magic byte 2 in {source}")
     size = batch.size_in_bytes
     if size > config.max_message_bytes:
         raise RecordTooLargeError(
