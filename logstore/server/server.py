@@ -17,7 +17,7 @@ from logstore.policies import CleanerFactory, RetentionPass
 from logstore.server.admin_api import AdminApi
 from logstore.server.broker_config import BrokerConfig
 from logstore.server.config_store import TopicConfigStore
-from logstore.server.connection import Connection, Handler, InFlightBudget
+from logstore.server.connection import Connection, FrameProtocol, Handler, InFlightBudget
 from logstore.server.context import ServerContext
 from logstore.server.data_api import DataApi
 from logstore.server.groups import GroupCoordinator
@@ -27,9 +27,6 @@ from logstore.server.topics import Topics
 from logstore.server.transactions import TransactionCoordinator
 
 UNLIMITED_QUEUE_BYTES = 2**62
-# Socket bytes buffered per connection before reading pauses: a 1 MiB produce request arrives
-# in a few reads instead of sixteen pause/resume rounds of asyncio's 64 KiB default.
-READ_BUFFER_BYTES = 1024 * 1024
 
 
 class KafkaServer:
@@ -147,19 +144,16 @@ class KafkaServer:
         limit = config.queued_max_request_bytes
         budget = InFlightBudget(UNLIMITED_QUEUE_BYTES if limit <= 0 else limit)
 
-        async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            task = asyncio.current_task()
-            self._connections.add(task)
-            try:
-                await Connection(reader, writer, handlers=handlers, max_request_bytes=config.socket_request_max_bytes,
-                                 budget=budget).serve()
-            except asyncio.CancelledError:
-                pass  # the server is stopping
-            finally:
-                self._connections.discard(task)
+        loop = asyncio.get_running_loop()
 
-        self._server = await asyncio.start_server(on_connect, self._host, self._requested_port,
-                                                  limit=READ_BUFFER_BYTES)
+        def serve(protocol: FrameProtocol) -> None:
+            connection = Connection(protocol, handlers=handlers, max_request_bytes=config.socket_request_max_bytes,
+                                    budget=budget)
+            task = loop.create_task(connection.serve())
+            self._connections.add(task)
+            task.add_done_callback(self._connections.discard)
+
+        self._server = await loop.create_server(lambda: FrameProtocol(serve), self._host, self._requested_port)
         self.port = self._server.sockets[0].getsockname()[1]
         ctx.port = self.port
         self._groups.start()
