@@ -1,8 +1,10 @@
 """One client connection: size-prefixed frames in, one request handled at a time (Kafka mutes
 a channel while its request is processed), responses out. Frames are received straight into
-their own buffers (a BufferedProtocol), not through asyncio's stream buffer. Bounds every allocation a client
-can cause: a frame larger than `socket.request.max.bytes` closes the connection before any
-byte of it is read, and frames wait for room in the server-wide in-flight budget."""
+their own buffers (a BufferedProtocol), not through asyncio's stream buffer.
+
+Bounds every allocation a client can cause: a frame larger than `socket.request.max.bytes`
+closes the connection before any byte of it is read, and frames wait for room in the
+server-wide in-flight budget before their buffer is allocated."""
 
 from __future__ import annotations
 
