@@ -24,7 +24,7 @@ import pyarrow.fs as pafs
 
 from logstore.errors import CorruptRecordError
 from logstore.log_files import parse_partition_dir, segment_log_offset
-from logstore.records import RecordBatch, iter_batches
+from logstore.records import RecordBatch, iter_batches, read_batch
 from logstore.records.batch import TIMESTAMP_TYPES
 from logstore.records.compression import COMPRESSION_NAMES
 from logstore.records.header import (
@@ -189,7 +189,7 @@ class SegmentBatches:
                 buffer[:LOG_OVERHEAD] = head
                 buffer[LOG_OVERHEAD:] = stream.read(length)
                 try:
-                    batch = RecordBatch(buffer, 0)
+                    batch = read_batch(buffer, 0)
                 except CorruptRecordError as exc:
                     raise CorruptRecordError(_message(exc), position=pos) from None
                 pos += LOG_OVERHEAD + length
