@@ -16,7 +16,6 @@ from logstore.manager import LogManager
 from logstore.policies import CleanerFactory, RetentionPass
 from logstore.server.admin_api import AdminApi
 from logstore.server.broker_config import BrokerConfig
-from logstore.server.config_store import TopicConfigStore
 from logstore.server.connection import Connection, FrameProtocol, Handler, InFlightBudget
 from logstore.server.context import ServerContext
 from logstore.server.data_api import DataApi
@@ -136,7 +135,7 @@ class KafkaServer:
         self.manager = LogManager(self.data_dir, config.log_defaults, clock=self._clock,
                                   cleaner=self._cleaner, retention=self._retention)
         meta = load_or_create(self.data_dir, config.node_id)
-        topics = Topics(self.manager, TopicConfigStore(self.data_dir))
+        topics = Topics(self.manager)
         ctx = ServerContext(config, meta, self.manager, topics, self._clock, host=self._advertised_host)
         handlers = self._build_handlers(ctx)
         ctx.implemented = frozenset(handlers)

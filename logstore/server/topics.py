@@ -16,7 +16,7 @@ from logstore.internal_topics.coordinator_schemas import OFFSETS_TOPIC, TRANSACT
 from logstore.log import Log
 from logstore.log_files import validate_topic
 from logstore.manager import LogManager
-from logstore.server.config_store import TopicConfigStore
+from logstore.topic_configs import store_topic_configs, stored_topic_configs
 
 PARTITION_METADATA = "partition.metadata"
 INTERNAL_TOPICS = (OFFSETS_TOPIC, TRANSACTION_TOPIC)
@@ -63,9 +63,8 @@ def _write_topic_id(directory: Path, topic_id: uuid.UUID) -> None:
 class Topics:
     """Topic -> (topic id, partition count, config overrides), kept beside the manager's logs."""
 
-    def __init__(self, manager: LogManager, configs: TopicConfigStore):
+    def __init__(self, manager: LogManager):
         self._manager = manager
-        self._configs = configs
         self._partitions: dict[str, int] = {}
         self._ids: dict[str, uuid.UUID] = {}
         for log in manager.logs():
@@ -111,7 +110,7 @@ class Topics:
 
     def overrides(self, topic: str) -> dict[str, str]:
         """The topic's config overrides (internal topics: Kafka's fixed ones, then stored ones)."""
-        stored = self._configs.get(topic)
+        stored = stored_topic_configs(self._manager.data_dir, topic) or {}
         return {**INTERNAL_CONFIGS.get(topic, {}), **stored}
 
     def config(self, topic: str) -> LogConfig:
@@ -133,13 +132,13 @@ class Topics:
         self._manager.default_config.with_overrides(overrides)  # InvalidConfigError before any file
         if validate_only:
             return
-        if configs:
-            self._configs.set(topic, dict(configs))
         self._ids[topic] = uuid.uuid4()
-        self._open_partitions(topic, 0, partitions)
+        self._open_partitions(topic, 0, partitions, overrides)
 
-    def _open_partitions(self, topic: str, start: int, end: int) -> None:
-        overrides = self.overrides(topic) or None
+    def _open_partitions(self, topic: str, start: int, end: int,
+                         overrides: Mapping[str, str] | None = None) -> None:
+        """Open partitions [start, end); the manager stores the topic's configs with the first."""
+        overrides = self.overrides(topic) if overrides is None else overrides
         for partition in range(start, end):
             log = self._manager.get_or_create(topic, partition, overrides)
             _write_topic_id(log.dir, self._ids[topic])
@@ -163,24 +162,20 @@ class Topics:
                 self._manager.delete(topic, partition)
         del self._partitions[topic]
         self._ids.pop(topic, None)
-        self._configs.delete(topic)
+        store_topic_configs(self._manager.data_dir, topic, None)
 
     def alter_config(self, topic: str, overrides: Mapping[str, str], *, validate_only: bool = False) -> None:
         """Replace the stored overrides of `topic` and apply them to its open logs
         (InvalidConfigError, before anything changes, for a bad key or value)."""
         self.partition_count(topic)
-        merged = self._manager.default_config.with_overrides({**INTERNAL_CONFIGS.get(topic, {}), **overrides})
-        if validate_only:
-            return
-        self._configs.set(topic, dict(overrides))
-        for partition in range(self._partitions[topic]):
-            log = self._manager.get(topic, partition)
-            if log is not None:
-                log.config = merged
+        overrides = {**INTERNAL_CONFIGS.get(topic, {}), **overrides}
+        self._manager.default_config.with_overrides(overrides)  # InvalidConfigError first
+        if not validate_only:
+            self._manager.set_topic_config(topic, overrides)
 
     def ensure_internal(self, topic: str, partitions: int) -> None:
         """Create an internal topic on first use."""
         if topic not in self._partitions:
             self._ids[topic] = uuid.uuid4()
-            self._open_partitions(topic, 0, partitions)
+            self._open_partitions(topic, 0, partitions, INTERNAL_CONFIGS.get(topic, {}))
 
