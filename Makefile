@@ -3,6 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# numba kernels compile once, ahead of first use, into numba's on-disk cache (again when one changes).
+KERNELS := logstore/_kernels.py logstore/records/_kernels.py compaction/_kernels.py spark_tools/_kernels.py
+WARM := $(VENV)/.kernels-compiled
 
 .PHONY: demo test test-quick bench lint venv clean
 
@@ -12,18 +15,22 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-venv: $(STAMP)
+$(WARM): $(STAMP) $(KERNELS)
+	$(PY) -m logstore.cli.warmup
+	touch $(WARM)
 
-demo: $(STAMP)
+venv: $(WARM)
+
+demo: $(WARM)
 	$(PY) -m logstore.demo
 
-test: $(STAMP)
+test: $(WARM)
 	$(PY) -m pytest -m "" tests
 
-test-quick: $(STAMP)
+test-quick: $(WARM)
 	$(PY) -m pytest -m "not slow and not spark" tests
 
-bench: $(STAMP)
+bench: $(WARM)
 	$(PY) -m benchmarks.report
 
 lint: $(STAMP)

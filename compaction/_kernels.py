@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
+from numba.core import event
+
+from logstore.records._kernels import read_zigzag, write_zigzag, zigzag_size
 
 # Why a record was dropped (per record, int8). KEPT for records that stay.
 KEPT = 0
@@ -18,6 +21,17 @@ MARKER_EXPIRED = 4  # a transaction marker whose data is gone and whose horizon 
 KEYLESS = 5  # a record without a key in the cleaned range
 
 EMPTY_SLOT = np.uint32(0)  # an unused offset-map slot; slots store relative offset + 1
+
+# Time spent holding numba's compiler lock: compiling kernels or loading them from the cache.
+_KERNEL_LOADING = event.TimingListener()
+event.register("numba:compiler_lock", _KERNEL_LOADING)
+
+
+def kernel_loading_seconds() -> float:
+    """Seconds this process has spent compiling numba kernels (any package's) or loading them
+    from numba's cache, so reported timings can leave that one-off cost out."""
+    return _KERNEL_LOADING.duration if _KERNEL_LOADING.done else 0.0
+
 
 _C1 = np.uint64(0x87C37B91114253D5)
 _C2 = np.uint64(0x4CF5AD432745937F)
@@ -202,25 +216,6 @@ def decide_records(batch_index, offsets, has_key, is_tombstone, found, latest_of
             reason[i] = TOMBSTONE_EXPIRED
 
 
-@njit(cache=True, inline="always")
-def _read_varint(buf, p):
-    """Zigzag varint at p -> (value, next position); -1 position on overflow or truncation."""
-    shift = 0
-    raw = np.uint64(0)
-    n = buf.shape[0]
-    while True:
-        if p >= n or shift > 63:
-            return np.int64(0), np.int64(-1)
-        b = buf[p]
-        p += 1
-        raw |= np.uint64(b & 0x7F) << np.uint64(shift)
-        if b < 0x80:
-            break
-        shift += 7
-    value = np.int64(raw >> np.uint64(1)) ^ -np.int64(raw & np.uint64(1))
-    return value, np.int64(p)
-
-
 @njit(cache=True)
 def scan_records(buf, body_starts, body_ends, counts, base_offsets, base_timestamps,
                  log_append_times, rec_start, rec_end, offsets, timestamps, key_starts,
@@ -238,24 +233,24 @@ def scan_records(buf, body_starts, body_ends, counts, base_offsets, base_timesta
         p = np.int64(body_starts[b])
         end = np.int64(body_ends[b])
         for _ in range(counts[b]):
-            length, q = _read_varint(buf, p)
+            length, q = read_zigzag(buf, p, end, 5)
             if q < 0 or length < 0 or q + length > end:
                 return b
             stop = q + length
             q += 1  # attributes
-            ts_delta, q = _read_varint(buf, q)
+            ts_delta, q = read_zigzag(buf, q, stop, 10)
             if q < 0:
                 return b
-            off_delta, q = _read_varint(buf, q)
+            off_delta, q = read_zigzag(buf, q, stop, 5)
             if q < 0:
                 return b
-            klen, q = _read_varint(buf, q)
+            klen, q = read_zigzag(buf, q, stop, 5)
             if q < 0 or q + max(klen, 0) > stop:
                 return b
             kstart = q
             if klen > 0:
                 q += klen
-            vlen, q = _read_varint(buf, q)
+            vlen, q = read_zigzag(buf, q, stop, 5)
             if q < 0 or q + max(vlen, 0) > stop:
                 return b
             rec_start[row] = p
@@ -279,27 +274,6 @@ def scan_records(buf, body_starts, body_ends, counts, base_offsets, base_timesta
     return -1
 
 
-@njit(cache=True, inline="always")
-def _write_varint(out, p, value):
-    raw = np.uint64((value << 1) ^ (value >> 63))
-    while raw >= np.uint64(0x80):
-        out[p] = np.uint8((raw & np.uint64(0x7F)) | np.uint64(0x80))
-        raw >>= np.uint64(7)
-        p += 1
-    out[p] = np.uint8(raw)
-    return p + 1
-
-
-@njit(cache=True, inline="always")
-def _varint_size(value):
-    raw = np.uint64((value << 1) ^ (value >> 63))
-    n = 1
-    while raw >= np.uint64(0x80):
-        raw >>= np.uint64(7)
-        n += 1
-    return n
-
-
 @njit(cache=True)
 def rewrite_records(buf, rec_start, rec_end, new_ts_deltas, gaps, out, out_end, write):
     """Lay records out with a new timestampDelta each (rest of the record unchanged),
@@ -313,20 +287,20 @@ def rewrite_records(buf, rec_start, rec_end, new_ts_deltas, gaps, out, out_end, 
     for i in range(rec_start.shape[0]):
         w += gaps[i]
         p = np.int64(rec_start[i])
-        _, q = _read_varint(buf, p)
+        _, q = read_zigzag(buf, p, rec_end[i], 5)
         body = q  # attributes byte
-        _, after_ts = _read_varint(buf, body + 1)
+        _, after_ts = read_zigzag(buf, body + 1, rec_end[i], 10)
         rest = rec_end[i] - after_ts
-        new_len = 1 + _varint_size(new_ts_deltas[i]) + rest
+        new_len = 1 + zigzag_size(new_ts_deltas[i]) + rest
         if write:
-            w = _write_varint(out, w, new_len)
+            w = write_zigzag(out, w, new_len)
             out[w] = buf[body]
             w += 1
-            w = _write_varint(out, w, new_ts_deltas[i])
+            w = write_zigzag(out, w, new_ts_deltas[i])
             out[w:w + rest] = buf[after_ts:after_ts + rest]
             w += rest
         else:
-            w += _varint_size(new_len) + new_len
+            w += zigzag_size(new_len) + new_len
         out_end[i] = w
     return w
 

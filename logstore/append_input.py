@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from logstore.config import LogConfig
 from logstore.errors import InvalidRecordError
 from logstore.records import Record, build_batch_columnar
 
@@ -21,14 +22,16 @@ class AppendInput:
     def __init__(self) -> None:
         self._scratch = bytearray()
 
-    def to_buffer(self, records: Any, now_ms: int, compression: str) -> bytearray | memoryview:
+    def to_buffer(self, records: Any, now_ms: int, config: LogConfig) -> bytearray | memoryview:
         """A writable buffer of v2 batches: a bytearray as given, bytes copied, records built
-        with `compression` (a topic compression.type) and `now_ms` for missing timestamps."""
+        with the topic's compression.type and level and `now_ms` for missing timestamps."""
         if isinstance(records, bytearray):
             return records
         if isinstance(records, bytes | memoryview):
             return self._copy(records)
-        compression = "none" if compression in ("producer", "uncompressed") else compression
+        codec = config.compression_codec
+        compression = {"compression": "none"} if codec is None else {
+            "compression": codec.name, "compression_level": config.compression_level(codec.name)}
         if isinstance(records, pa.Table | pa.RecordBatch):
             return _build_from_arrow(records, now_ms, compression)
         return _build_from_items(list(records), now_ms, compression)
@@ -46,7 +49,7 @@ class AppendInput:
         return view
 
 
-def _build_from_arrow(table: pa.Table | pa.RecordBatch, now_ms: int, compression: str) -> bytearray:
+def _build_from_arrow(table: pa.Table | pa.RecordBatch, now_ms: int, compression: dict) -> bytearray:
     names = table.column_names
     timestamps = table.column("timestamp") if "timestamp" in names else np.full(table.num_rows, now_ms, np.int64)
     return bytearray(build_batch_columnar(
@@ -54,10 +57,10 @@ def _build_from_arrow(table: pa.Table | pa.RecordBatch, now_ms: int, compression
         table.column("value") if "value" in names else None,
         timestamps=timestamps,
         headers=table.column("headers") if "headers" in names else None,
-        compression=compression))
+        **compression))
 
 
-def _build_from_items(items: list[Any], now_ms: int, compression: str) -> bytearray:
+def _build_from_items(items: list[Any], now_ms: int, compression: dict) -> bytearray:
     if not items:
         raise InvalidRecordError("cannot append an empty list of records")
     keys, values, timestamps, headers = [], [], [], []
@@ -75,4 +78,4 @@ def _build_from_items(items: list[Any], now_ms: int, compression: str) -> bytear
         else:
             raise InvalidRecordError(f"expected Record or (key, value) tuples, got {type(item).__name__}")
     return bytearray(build_batch_columnar(keys, values, timestamps=timestamps, headers=headers,
-                                          compression=compression))
+                                          **compression))

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from logstore.errors import InvalidConfigError
+from logstore.records.compression import Codec, codec_by_name
 
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
@@ -25,7 +26,10 @@ CLEANUP_POLICY_DELETE = "delete"
 CLEANUP_POLICY_COMPACT = "compact"
 TIMESTAMP_TYPE_CREATE = "CreateTime"
 TIMESTAMP_TYPE_LOG_APPEND = "LogAppendTime"
-COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+COMPRESSION_TYPE_PRODUCER = "producer"
+COMPRESSION_TYPE_UNCOMPRESSED = "uncompressed"
+COMPRESSION_TYPES = (COMPRESSION_TYPE_UNCOMPRESSED, "zstd", "lz4", "snappy", "gzip",
+                     COMPRESSION_TYPE_PRODUCER)
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,6 +274,21 @@ class LogConfig(Mapping[str, Any]):
     def delete(self) -> bool:
         """True when `cleanup.policy` contains `delete`."""
         return CLEANUP_POLICY_DELETE in self._values["cleanup.policy"]
+
+    @property
+    def compression_codec(self) -> Codec | None:
+        """The codec `compression.type` makes the log write, or None for `producer` (keep the
+        producer's codec)."""
+        name = self._values["compression.type"]
+        if name == COMPRESSION_TYPE_PRODUCER:
+            return None
+        return codec_by_name("none" if name == COMPRESSION_TYPE_UNCOMPRESSED else name)
+
+    def compression_level(self, codec: str) -> int | None:
+        """The level `compression.<codec>.level` sets for ``codec``, None for a codec without
+        levels."""
+        level_config = codec_by_name(codec).level_config
+        return None if level_config is None else self._values[level_config]
 
     def to_properties(self) -> str:
         """The explicitly set keys as `.properties` text."""

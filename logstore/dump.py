@@ -19,6 +19,8 @@ import numpy as np
 from index.offset_index import OFFSET_INDEX_DTYPE
 from index.time_index import TIME_INDEX_DTYPE
 from logstore.errors import CorruptRecordError, CorruptSnapshotError
+from logstore.internal_topics import decode_control_record, format_control_for_dump, record_json
+from logstore.internal_topics.metadata_schemas import CONTROL_TYPES as KRAFT_CONTROL_TYPES
 from logstore.producer_append import decrement_sequence, increment_sequence
 from logstore.producer_snapshot import (
     SNAPSHOT_CRC_END,
@@ -28,6 +30,7 @@ from logstore.producer_snapshot import (
     SNAPSHOT_HEADER_SIZE,
     SNAPSHOT_VERSION,
 )
+from logstore.record_decoders import STRING, RecordDecoder, java_string
 from logstore.records.control import CONTROL_KEY, END_TXN_MARKER_VALUE
 from logstore.records.header import (
     HEADER_SIZE_UP_TO_MAGIC,
@@ -105,11 +108,6 @@ def java_bool(value: bool) -> str:
 def optional_long(value: int | None) -> str:
     """Java's `OptionalLong.toString()`."""
     return "OptionalLong.empty" if value is None else f"OptionalLong[{value}]"
-
-
-def java_string(data: bytes | memoryview | None) -> str:
-    """Decode bytes as Java's `new String(bytes, UTF_8)` does (malformed input becomes U+FFFD)."""
-    return bytes(data).decode("utf-8", errors="replace")
 
 
 def record_sequence(batch: Any, offset: int) -> int:
@@ -235,7 +233,8 @@ def batch_line(batch: Any, position: int) -> str:
 
 
 def control_fields(key: bytes | None, value: bytes | None) -> dict[str, Any]:
-    """Decode a control record: `endTxnMarker` + `coordinatorEpoch`, or `controlType` + id."""
+    """Decode a control record: `endTxnMarker` + `coordinatorEpoch`, or `controlType` + id (and,
+    for the KRaft records Kafka's tool decodes, `control`: the record's fields)."""
     if key is None or len(key) < CONTROL_KEY.size:
         raise CorruptRecordError(f"control record key of {0 if key is None else len(key)} bytes is too short")
     version, type_id = CONTROL_KEY.unpack_from(key)
@@ -247,7 +246,17 @@ def control_fields(key: bytes | None, value: bytes | None) -> dict[str, Any]:
             raise CorruptRecordError("end transaction marker value is too short")
         _, coordinator_epoch = END_TXN_MARKER_VALUE.unpack_from(value)
         return {"endTxnMarker": name, "coordinatorEpoch": coordinator_epoch}
-    return {"controlType": name, "controlTypeId": type_id}
+    fields: dict[str, Any] = {"controlType": name, "controlTypeId": type_id}
+    if _kraft_control_printed(type_id):
+        fields["control"] = record_json(decode_control_record(key, value))["value"]
+    return fields
+
+
+def _kraft_control_printed(type_id: int) -> bool:
+    """Whether Kafka's tool prints this control record's decoded fields (snapshot header and
+    footer, kraft version, voters) rather than only its type."""
+    kraft = KRAFT_CONTROL_TYPES.get(type_id)
+    return kraft is not None and kraft.dump_label is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,9 +268,15 @@ class LegacyEntry:
 
 
 def record_fields(
-    batch: Any, record: Any, *, print_data: bool, legacy: LegacyEntry | None = None
+    batch: Any,
+    record: Any,
+    *,
+    print_data: bool,
+    legacy: LegacyEntry | None = None,
+    decoder: RecordDecoder = STRING,
 ) -> dict[str, Any]:
-    """Every record-level value Kafka prints for one record, keyed by Kafka's field name."""
+    """Every record-level value Kafka prints for one record, keyed by Kafka's field name (key
+    and value as `decoder` shows them for `--json`)."""
     fields: dict[str, Any] = {
         "offset": record.offset,
         "timestampType": timestamp_type_name(batch),
@@ -278,8 +293,7 @@ def record_fields(
     if batch.is_control:
         fields.update(control_fields(record.key, record.value))
     elif print_data:
-        fields["key"] = None if record.key is None else java_string(record.key)
-        fields["payload"] = None if record.value is None else java_string(record.value)
+        fields.update(decoder.fields(record))
     return fields
 
 
@@ -290,9 +304,11 @@ def record_line(
     print_data: bool,
     skip_metadata: bool = False,
     legacy: LegacyEntry | None = None,
+    decoder: RecordDecoder = STRING,
 ) -> str:
-    """One `| offset: ...` line of a deep iteration (with `key:`/`payload:` under print_data)."""
-    f = record_fields(batch, record, print_data=print_data, legacy=legacy)
+    """One `| offset: ...` line of a deep iteration (with `key:`/`payload:` under print_data,
+    as `decoder` renders them)."""
+    f = record_fields(batch, record, print_data=False, legacy=legacy)
     parts = []
     prefix = f"{RECORD_INDENT} "
     if not skip_metadata:
@@ -308,13 +324,16 @@ def record_line(
             parts.append(f" isValid: {java_bool(legacy.is_valid)} crc: {legacy.crc}}}")
         if "endTxnMarker" in f:
             parts.append(f" endTxnMarker: {f['endTxnMarker']} coordinatorEpoch: {f['coordinatorEpoch']}")
+        elif "control" in f:
+            parts.append(f" {format_control_for_dump(record.key, record.value)}")
         elif "controlType" in f:
             parts.append(f" controlType: {f['controlType']}({f['controlTypeId']})")
     if print_data and not batch.is_control:
-        if f["key"] is not None:
-            parts.append(f"{prefix}key: {f['key']}")
-        if f["payload"] is not None:
-            parts.append(f" payload: {f['payload']}")
+        key, payload = decoder.text(record)
+        if key is not None:
+            parts.append(f"{prefix}key: {key}")
+        if payload is not None:
+            parts.append(f" payload: {payload}")
     return "".join(parts)
 
 
@@ -400,12 +419,14 @@ def batch_json(
     *,
     print_data: bool = False,
     legacy: Sequence[LegacyEntry] | None = None,
+    decoder: RecordDecoder = STRING,
 ) -> dict[str, Any]:
     """The `--json` object of one batch; with `records` (deep iteration) they are nested."""
     obj: dict[str, Any] = {"type": "batch", **batch_fields(batch, position)}
     if records is not None:
         obj["records"] = [
-            record_fields(batch, r, print_data=print_data, legacy=None if legacy is None else legacy[i])
+            record_fields(batch, r, print_data=print_data, legacy=None if legacy is None else legacy[i],
+                          decoder=decoder)
             for i, r in enumerate(records)
         ]
     return obj
@@ -414,6 +435,16 @@ def batch_json(
 def log_header_line(base_offset: int) -> str:
     """`Log starting offset: N`, printed after `Dumping x.log`."""
     return f"Log starting offset: {base_offset}"
+
+
+def kraft_snapshot_header_line(end_offset: int, epoch: int) -> str:
+    """`Snapshot end offset: N, epoch: E`, printed after `Dumping x.checkpoint`."""
+    return f"Snapshot end offset: {end_offset}, epoch: {epoch}"
+
+
+def bootstrap_snapshot_header_line() -> str:
+    """The header of `bootstrap.checkpoint` (the KRaft bootstrap snapshot)."""
+    return "KRaft bootstrap snapshot"
 
 
 def trailing_bytes_line(count: int, file_name: str) -> str:

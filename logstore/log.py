@@ -50,6 +50,7 @@ from logstore.log_loader import (
 )
 from logstore.log_validator import (
     ValidatedBatches,
+    roll_offset,
     validate_follower_append,
     validate_leader_append,
 )
@@ -313,7 +314,7 @@ class Log:
         with self._lock:
             self._require_writable("append")
             now = self._clock.time_ms()
-            buf = self._input.to_buffer(records, now, self._config.compression_type)
+            buf = self._input.to_buffer(records, now, self._config)
             validated = validate_leader_append(buf, self._config, self._log_end_offset, now, leader_epoch,
                                                origin, source=self.name)
             analysis = self._state.analyze(validated.batches, origin)
@@ -382,7 +383,7 @@ class Log:
             max_offset_in_messages=validated.last_offset,
             now_ms=self._clock.time_ms(),
         ):
-            return self._roll(validated.first_offset)
+            return self._roll(roll_offset(validated))
         return segment
 
     # ------------------------------------------------------------------ roll and flush

@@ -38,6 +38,7 @@ from logstore.log_files import (
     segment_file_name,
 )
 from logstore.partition_state import PartitionState
+from logstore.read_only_recovery import recover_read_only
 from logstore.segment import LogSegment
 
 
@@ -49,6 +50,9 @@ class LoadState:
     log_start_offset: int = 0
     high_watermark: int | None = None
     clean_shutdown: bool = False
+    # A read-only open that shows what Kafka's recovery keeps (read_only_recovery), in memory.
+    # Off by default: an audit reads every byte on disk and reports the damage itself.
+    recover_read_only: bool = False
 
     @classmethod
     def from_parent_dir(cls, directory: Path, topic: str, partition: int) -> LoadState:
@@ -126,10 +130,13 @@ class LogLoader:
 
     def load(self) -> LoadedLog:
         """Temp files, swaps, segment files, recovery; then the log's offsets. Loading a
-        read-only log changes no byte; FileNotFoundError if it holds no segments."""
+        read-only log changes no byte (with `recover_read_only` it recovers in memory and shows
+        what Kafka's recovery keeps); FileNotFoundError if it holds no segments."""
         state = self._load_state
         if self._read_only:
-            segments = self._load_segments_read_only()
+            segments = sorted(self._load_segments_read_only(), key=lambda s: s.base_offset)
+            if state.recover_read_only and not state.clean_shutdown:
+                segments, self._recovered_bytes = recover_read_only(segments, state.recovery_point)
         else:
             self._complete_swaps(self._remove_temp_files())
             segments, corrupt_txn_indexes = self._load_segment_files()

@@ -20,20 +20,23 @@ from logstore.records import (
     build_batch_columnar,
     crc32c,
     iter_batches,
+    read_batch,
     set_base_offset_and_epoch,
     set_log_append_time,
 )
+from logstore.records._kernels import ERR_OFFSET_DELTA, ERR_TRAILING_BYTES, OK, STATUS_MESSAGES
+from logstore.records.compression import Codec
 from logstore.records.header import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_MASK,
     CRC_OFFSET,
+    INT32_MAX,
     MAX_TIMESTAMP_OFFSET,
     NO_TIMESTAMP,
     TIMESTAMP_TYPE_BIT,
     V2_HEADER_SIZE,
 )
 
-_COMPRESSION_CODES = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 _INT64 = struct.Struct(">q")
 _UINT32 = struct.Struct(">I")
 
@@ -71,13 +74,16 @@ def validate_leader_append(buf: bytearray | memoryview, config: LogConfig, next_
     batches = complete_batches(view)
     if not batches:
         raise InvalidRecordError("an append needs at least one record batch")
-    target = config.compression_type
-    if target != "producer":
-        target_code = _COMPRESSION_CODES["none" if target == "uncompressed" else target]
-        if any(b.magic == 2 and (b.attributes & COMPRESSION_MASK) != target_code for b in batches):
-            buf = _recompress(batches, target_code, config, source)
-            view = memoryview(buf).cast("B")
-            batches = complete_batches(view)
+    if batches[0].magic < 2:
+        buf = convert_legacy(batches, config, origin, source)
+        view = memoryview(buf).cast("B")
+        batches = complete_batches(view)
+    target = config.compression_codec
+    if target is not None and any(
+            b.magic == 2 and (b.attributes & COMPRESSION_MASK) != target.code for b in batches):
+        buf = _recompress(batches, target, config, source)
+        view = memoryview(buf).cast("B")
+        batches = complete_batches(view)
     log_append = config.message_timestamp_type == TIMESTAMP_TYPE_LOG_APPEND
     first_offset = next_offset
     max_timestamp, offset_of_max, count = NO_TIMESTAMP, -1, 0
@@ -102,8 +108,38 @@ def validate_leader_append(buf: bytearray | memoryview, config: LogConfig, next_
             max_timestamp, offset_of_max = batch_max, last
         next_offset = last + 1
         count += batch.record_count
-    final = [RecordBatch(view, b.position) for b in batches]
+    final = [read_batch(view, b.position) for b in batches]
     return ValidatedBatches(final, view, first_offset, next_offset - 1, max_timestamp, offset_of_max, count)
+
+
+def convert_legacy(batches: list[RecordBatch], config: LogConfig, origin: str, source: str) -> bytearray:
+    """A leader append of magic 0/1 messages as one v2 batch, as Kafka's LogValidator converts
+    them: a run of uncompressed messages, or the single compressed wrapper an append may hold,
+    becomes one batch with the same codec (CreateTime; magic 0 records keep timestamp -1). The
+    caller then assigns offsets and the leader epoch as for any v2 batch. Raises
+    InvalidRecordError for mixed magics, more than one compressed wrapper, or a client
+    setting LogAppendTime on a LogAppendTime topic; CorruptRecordError for bad bytes."""
+    first = batches[0]
+    for batch in batches:
+        if batch.magic != first.magic:
+            raise InvalidRecordError(
+                f"batch magic {batch.magic} is not the same as the first batch's magic byte "
+                f"{first.magic} in {source}")
+    codec = next((b.compression for b in reversed(batches) if b.compression != "none"), "none")
+    if codec != "none" and len(batches) > 1:
+        raise InvalidRecordError(f"compressed outer record has more than one batch in {source}")
+    log_append_topic = config.message_timestamp_type == TIMESTAMP_TYPE_LOG_APPEND
+    records = []
+    for batch in batches:
+        batch.validate()
+        if origin == "client" and log_append_topic and batch.timestamp_type == "LogAppendTime":
+            raise InvalidRecordError(
+                f"invalid timestamp type in the message at position {batch.position} of {source}: "
+                "producers must not set LogAppendTime")
+        records += batch.records()
+    return bytearray(build_batch_columnar(
+        [r.key for r in records], [r.value for r in records],
+        timestamps=[r.timestamp for r in records], compression=codec))
 
 
 def validate_follower_append(batch_bytes: bytes | bytearray | memoryview, *, source: str) -> ValidatedBatches:
@@ -128,11 +164,19 @@ def validate_follower_append(batch_bytes: bytes | bytearray | memoryview, *, sou
     return ValidatedBatches(batches, view, first, last, max_ts, offset_of_max, count)
 
 
+def roll_offset(validated: ValidatedBatches) -> int:
+    """The offset a segment rolled for this append is named at least by (Kafka's maybeRoll):
+    the first offset, or for a legacy first batch, whose first inner offset is not in its
+    header, `last offset - Int.MaxValue`, so the roll falls back to the log end offset."""
+    if validated.batches and validated.batches[0].magic < 2:
+        return validated.last_offset - INT32_MAX
+    return validated.first_offset
+
+
 def _validate_batch(batch: RecordBatch, origin: str, config: LogConfig, source: str) -> None:
     if batch.magic != 2:
         raise InvalidRecordError(
-            f"leader appends take magic 2 batches only (got magic {batch.magic}); "
-            "legacy batches are accepted by append_as_follower")
+            f"batch magic {batch.magic} is not the same as the first batch's magic byte 2 in {source}")
     size = batch.size_in_bytes
     if size > config.max_message_bytes:
         raise RecordTooLargeError(
@@ -164,14 +208,14 @@ def _scan_records(batch: RecordBatch) -> tuple[int, int, bool]:
     data = np.frombuffer(batch.records_bytes(), dtype=np.uint8)
     status, error, low, high, null_key = _kernels.scan_records(
         data, 0, data.size, batch.record_count, batch.base_timestamp)
-    if status in (_kernels.ERR_OFFSET_DELTA, _kernels.ERR_TRAILING):
+    if status in (ERR_OFFSET_DELTA, ERR_TRAILING_BYTES):
         raise InvalidRecordError(
             f"batch at position {batch.position} holds records that disagree with its "
-            f"header count {batch.record_count}: {_kernels.STATUS_MESSAGES[status]}")
-    if status != _kernels.OK:
+            f"header count {batch.record_count}: {STATUS_MESSAGES[status]}")
+    if status != OK:
         compressed = batch.attributes & COMPRESSION_MASK
         raise CorruptRecordError(
-            f"{_kernels.STATUS_MESSAGES[status]} (record byte {error})",
+            f"{STATUS_MESSAGES[status]} (record byte {error})",
             position=batch.position if compressed else batch.position + V2_HEADER_SIZE + error)
     return int(low), int(high), bool(null_key)
 
@@ -190,16 +234,17 @@ def _check_timestamps(low: int, high: int, now: int, position: int, config: LogC
             f"message.timestamp.after.max.ms={after} after the log's time {now}")
 
 
-def _recompress(batches: list[RecordBatch], code: int, config: LogConfig, source: str) -> bytearray:
-    """Re-encode batches with the topic's compression.type (Kafka's buildRecordsAndAssignOffsets)."""
-    name = next(k for k, v in _COMPRESSION_CODES.items() if v == code)
+def _recompress(batches: list[RecordBatch], codec: Codec, config: LogConfig, source: str) -> bytearray:
+    """Re-encode batches with the topic's compression.type at its compression.<codec>.level
+    (Kafka's buildRecordsAndAssignOffsets)."""
     out = bytearray()
     for batch in batches:
         _validate_batch(batch, "client", config, source)
         table = batch.to_arrow()
         out += build_batch_columnar(
             table.column("key"), table.column("value"), timestamps=table.column("timestamp"),
-            headers=table.column("headers"), compression=name,
+            headers=table.column("headers"), compression=codec.name,
+            compression_level=config.compression_level(codec.name),
             producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
             base_sequence=batch.base_sequence, is_transactional=batch.is_transactional)
     return out

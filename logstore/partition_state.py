@@ -14,7 +14,7 @@ from logstore.clock import Clock
 from logstore.epoch import LeaderEpochFileCache
 from logstore.producer_append import AppendAnalysis, BatchInfo, batch_info
 from logstore.producer_state import ProducerStateManager
-from logstore.records import RecordBatch
+from logstore.records import RecordBatch, read_batch
 from logstore.segment import LogSegment
 from logstore.txn_index import AbortedTxn, collect_aborted_txns
 
@@ -30,7 +30,7 @@ def segment_sources(
             for position, header in segment.batch_headers():
                 info = BatchInfo.from_header(header)
                 if info.is_control and info.has_producer_id:
-                    info = batch_info(RecordBatch(segment.read_bytes(position, header.size_in_bytes), 0))
+                    info = batch_info(read_batch(segment.read_bytes(position, header.size_in_bytes), 0))
                 yield info
 
         return infos

@@ -32,7 +32,7 @@ from logstore.log_files import (
     segment_file_name,
 )
 from logstore.log_input_stream import scan_entries
-from logstore.records import BatchHeader, RecordBatch, read_batch_header
+from logstore.records import BatchHeader, RecordBatch, read_batch, read_batch_header
 from logstore.txn_index import TransactionIndex
 
 # What append() writes: anything exposing a contiguous byte buffer.
@@ -375,10 +375,19 @@ class LogSegment:
         return scan_entries(self.read_bytes, self._size, start, full=full, max_entry_size=max_entry_size,
                             path=str(self._log_path))
 
+    def hide_from(self, position: int, next_offset: int) -> None:
+        """Show a read-only segment only up to byte `position` (what recovery would keep), in
+        memory: reads, scans and `size` stop there and no file changes."""
+        self._require_open()
+        if not self._read_only:
+            raise ReadOnlyLogError(f"hide_from is for read-only segments, not {self._log_path}")
+        self._size = min(self._size, position)
+        self._next_offset = next_offset
+
     def iter_batches(self, start_position: int = 0) -> Iterator[RecordBatch]:
         """Every complete batch from `start_position`, each a RecordBatch over its own bytes."""
         for _, _, buf, off in self._scan(start_position, full=True):
-            yield RecordBatch(buf, off)
+            yield read_batch(buf, off)
 
     # ----------------------------------------------------------------- append
 
@@ -527,7 +536,7 @@ class LogSegment:
         for _, header, buf, off in self._scan(position, full=True):
             if header.max_timestamp < timestamp:
                 continue
-            for record in RecordBatch(buf, off).records():
+            for record in read_batch(buf, off).records():
                 if record.timestamp >= timestamp and record.offset >= starting_offset:
                     epoch = header.partition_leader_epoch
                     return TimestampAndOffset(
@@ -569,7 +578,7 @@ class LogSegment:
             for position, header, buf, off in self._scan(
                 0, full=True, max_entry_size=max_message_size
             ):
-                batch = RecordBatch(buf, off)
+                batch = read_batch(buf, off)
                 batch.validate()
                 if not self.can_convert_to_relative_offset(header.last_offset):
                     raise IndexOffsetOverflowError(

@@ -7,15 +7,16 @@ from spark_tools.reader import (
     read_segment_metadata,
     read_segments,
 )
+from spark_tools.report_files import write_report
 from spark_tools.reports import (
     COMPACTION_SCHEMA,
     RETENTION_SCHEMA,
     audit_reports,
+    audit_tables,
     compaction_report,
     local_report,
     local_reports,
     retention_report,
-    write_report,
 )
 from spark_tools.session import find_java_home, spark_session
 from spark_tools.topic_configs import TopicConfigs
@@ -27,6 +28,7 @@ __all__ = [
     "RETENTION_SCHEMA",
     "TopicConfigs",
     "audit_reports",
+    "audit_tables",
     "compaction_report",
     "find_java_home",
     "local_report",

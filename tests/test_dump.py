@@ -9,7 +9,7 @@ import pytest
 
 from logstore import dump
 from logstore.errors import CorruptRecordError, CorruptSnapshotError
-from logstore.records import Record, RecordBatch, build_batch
+from logstore.records import Record, RecordBatch, build_batch, read_batch
 from logstore.records.crc import crc32c
 
 
@@ -173,7 +173,7 @@ def test_delete_horizon_batches_print_it():
 def test_legacy_messages_print_offset_lines_and_their_crc_with_kafkas_brace():
     from logstore.records.legacy import build_legacy_entry
 
-    batch = RecordBatch(build_legacy_entry([Record(3, 5, b"k", None)], magic=0))
+    batch = read_batch(build_legacy_entry([Record(3, 5, b"k", None)], magic=0))
     assert dump.batch_line(batch, 0) == (
         f"offset: 3 position: 0 NoTimestampType: -1 size: {batch.size_in_bytes} magic: 0 "
         f"compresscodec: none crc: {batch.crc} isvalid: true")

@@ -105,11 +105,54 @@ def test_compression_type_recompresses_appended_batches():
     assert [r.offset for b in v.batches for r in b.records()] == [5, 6, 7, 8]
 
 
-def test_legacy_batches_are_for_followers_only():
-    data = build_legacy_entry([Record(0, NOW, b"k", b"v")], magic=1)
-    with pytest.raises(InvalidRecordError, match="magic 2 batches only"):
-        leader(data)
-    assert validate_follower_append(data, source="t-0").record_count == 1
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4"])
+@pytest.mark.parametrize("magic", [0, 1])
+def test_a_legacy_wrapper_becomes_one_v2_batch_with_its_codec(magic, codec):
+    records = [Record(i, NOW + i, b"k%d" % i, b"v%d" % i) for i in range(3)]
+    v = leader(build_legacy_entry(records, magic=magic, compression=codec), next_offset=100, epoch=4)
+    (converted,) = v.batches
+    assert (converted.magic, converted.compression, converted.timestamp_type) == (2, codec, "CreateTime")
+    assert (converted.base_offset, converted.partition_leader_epoch, converted.producer_id) == (100, 4, -1)
+    stamp = [-1] * 3 if magic == 0 else [NOW, NOW + 1, NOW + 2]
+    assert converted.records() == [Record(100 + i, stamp[i], b"k%d" % i, b"v%d" % i) for i in range(3)]
+    assert converted.max_timestamp == stamp[-1] and converted.is_valid()
+    assert (v.first_offset, v.last_offset, v.record_count, v.max_timestamp) == (100, 102, 3, stamp[-1])
+    follower = validate_follower_append(build_legacy_entry(records, magic=magic, compression=codec), source="t-0")
+    assert follower.record_count == 3 and follower.batches[0].magic == magic
+
+
+def test_a_run_of_uncompressed_legacy_messages_becomes_one_batch():
+    run = b"".join(build_legacy_entry([Record(i, NOW + i, b"k", b"v%d" % i)], magic=1) for i in range(4))
+    v = leader(run, next_offset=7, **{"message.timestamp.type": "LogAppendTime"}, now=NOW + 50)
+    (converted,) = v.batches
+    assert (converted.compression, converted.timestamp_type, converted.record_count) == ("none", "LogAppendTime", 4)
+    assert [(r.offset, r.timestamp, r.value) for r in converted.records()] == [
+        (7 + i, NOW + 50, b"v%d" % i) for i in range(4)]
+    recompressed = leader(run, **{"compression.type": "zstd"})
+    assert [b.compression for b in recompressed.batches] == ["zstd"]
+
+
+def test_legacy_leader_appends_refuse_what_kafka_refuses():
+    one = build_legacy_entry([Record(0, NOW, b"k", b"v")], magic=1)
+    wrapper = build_legacy_entry([Record(0, NOW, b"k", b"v"), Record(1, NOW, b"k", b"w")], magic=1,
+                                 compression="gzip")
+    with pytest.raises(InvalidRecordError, match="batch magic 0 is not the same as the first batch's magic byte 1"):
+        leader(one + build_legacy_entry([Record(0, -1, b"k", b"v")], magic=0))
+    with pytest.raises(InvalidRecordError, match="batch magic 2 is not the same as the first batch's magic byte 1"):
+        leader(one + batch(1))
+    with pytest.raises(InvalidRecordError, match="batch magic 1 is not the same as the first batch's magic byte 2"):
+        leader(batch(1) + one)
+    with pytest.raises(InvalidRecordError, match="compressed outer record has more than one batch"):
+        leader(wrapper + wrapper)
+    with pytest.raises(InvalidRecordError, match="cannot accept a record without a key"):
+        leader(build_legacy_entry([Record(0, NOW, None, b"v")], magic=1), **{"cleanup.policy": "compact"})
+    log_append = build_legacy_entry([Record(0, NOW, b"k", b"v")], magic=1, log_append_time=NOW)
+    with pytest.raises(InvalidRecordError, match="must not set LogAppendTime"):
+        leader(log_append, **{"message.timestamp.type": "LogAppendTime"})
+    corrupt = bytearray(wrapper)
+    corrupt[-1] ^= 0xFF
+    with pytest.raises(CorruptRecordError):
+        leader(corrupt)
 
 
 def test_follower_batches_keep_their_offsets_and_must_increase():

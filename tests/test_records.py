@@ -25,6 +25,7 @@ from logstore.records import (
     crc32c,
     iter_batches,
     parse_control_record,
+    read_batch,
     read_batch_header,
     set_base_offset_and_epoch,
     set_log_append_time,
@@ -230,7 +231,7 @@ def test_record_batch_rejects_entry_past_buffer_end():
 def test_legacy_messages_read_through_the_batch_interface():
     records = [Record(10, 1_000, b"a", b"1"), Record(11, 3_000, None, b"2"), Record(12, 2_000, b"c", None)]
     data = build_legacy_entry(records, magic=1, compression="gzip")
-    batch = RecordBatch(data)
+    batch = read_batch(data)
     assert isinstance(batch, LegacyRecordBatch) and batch.is_valid()
     assert (batch.base_offset, batch.last_offset, batch.next_offset) == (10, 12, 13)
     assert batch.record_count == 3 and batch.last_offset_delta == 2
@@ -246,13 +247,13 @@ def test_legacy_messages_read_through_the_batch_interface():
 
 def test_legacy_log_append_time_wrapper_stamps_inner_records():
     records = [Record(0, 5, b"a", b"1"), Record(1, 6, b"b", b"2")]
-    batch = RecordBatch(build_legacy_entry(records, magic=1, compression="snappy", log_append_time=99))
+    batch = read_batch(build_legacy_entry(records, magic=1, compression="snappy", log_append_time=99))
     assert batch.timestamp_type == "LogAppendTime"
     assert [r.timestamp for r in batch.records()] == [99, 99]
 
 
 def test_legacy_magic_0_has_no_timestamps():
-    batch = RecordBatch(build_legacy_entry([Record(4, 123, b"k", b"v")], magic=0))
+    batch = read_batch(build_legacy_entry([Record(4, 123, b"k", b"v")], magic=0))
     assert batch.records() == [Record(4, -1, b"k", b"v")]
     assert batch.max_timestamp == -1 and batch.size_in_bytes == 12 + 4 + 2 + 4 + 1 + 4 + 1
     with pytest.raises(InvalidRecordError):
@@ -318,3 +319,11 @@ def test_batches_read_from_any_buffer_type():
 def test_a_timestamp_outside_int64_is_named_as_out_of_range(timestamp):
     with pytest.raises(InvalidRecordError, match="timestamps out of the int64 range"):
         build_batch([Record(0, timestamp, b"k", b"v")])
+
+
+def test_record_batch_refuses_legacy_entries_and_read_batch_picks_the_class_by_magic():
+    legacy = build_legacy_entry([Record(4, 123, b"k", b"v")], magic=1)
+    with pytest.raises(InvalidRecordError, match="read_batch"):
+        RecordBatch(legacy)
+    assert type(read_batch(legacy)) is LegacyRecordBatch
+    assert type(read_batch(build_batch([Record(0, 1, b"k", b"v")]))) is RecordBatch

@@ -11,6 +11,7 @@ import pytest
 from logstore.errors import CorruptRecordError, InvalidRecordError
 from logstore.records import COMPRESSION_NAMES, iter_batches
 from logstore.records.compression import (
+    CODECS,
     GZIP,
     LZ4,
     LZ4_FRAME_HEADER,
@@ -18,6 +19,9 @@ from logstore.records.compression import (
     XERIAL_BLOCK_SIZE,
     XERIAL_MAGIC,
     ZSTD,
+    UnknownCompressionError,
+    codec_by_code,
+    codec_by_name,
     compress,
     compression_code,
     decompress,
@@ -99,3 +103,53 @@ def test_zstd_declared_content_size_past_limit_streams_and_stops():
     data = compress(ZSTD, bytes(4 << 20))
     with pytest.raises(CorruptRecordError, match="inflate past"):
         decompress(ZSTD, data, limit=1 << 20)
+
+
+def test_the_codec_table_maps_names_and_codes_both_ways():
+    for codec in CODECS:
+        assert codec_by_name(codec.name) is codec_by_code(codec.code) is codec
+        if codec.code:
+            assert codec.decompress(codec.compress(PAYLOAD)) == PAYLOAD
+    assert [c.level_config for c in CODECS if c.level_config] == [
+        "compression.gzip.level", "compression.lz4.level", "compression.zstd.level"]
+    with pytest.raises(UnknownCompressionError, match="'brotli'"):
+        codec_by_name("brotli")
+    with pytest.raises(UnknownCompressionError):
+        codec_by_code(5)
+
+
+@pytest.mark.parametrize("name, low, high", [("gzip", 1, 9), ("lz4", 1, 12), ("zstd", 1, 19)])
+def test_levels_change_the_bytes_and_every_level_decodes(name, low, high):
+    codec = codec_by_name(name)
+    fast, small = codec.compress(PAYLOAD, level=low), codec.compress(PAYLOAD, level=high)
+    assert len(small) < len(fast)
+    assert codec.decompress(fast) == codec.decompress(small) == PAYLOAD
+
+
+@pytest.mark.parametrize("name, level", [("gzip", 1), ("lz4", 17), ("zstd", 1)])
+def test_a_log_recompresses_at_the_topics_configured_level(tmp_path, name, level):
+    """compression.type recompresses appends at compression.<codec>.level, as Kafka's
+    LogValidator does."""
+    from logstore.config import LogConfig
+    from logstore.log import Log
+    from logstore.records import Record, build_batch
+    from logstore.records.header import V2_HEADER_SIZE
+
+    codec = codec_by_name(name)
+    records = [Record(i, 1_000 + i, b"k%d" % i, PAYLOAD[i * 100:(i + 1) * 100]) for i in range(200)]
+    bodies = {}
+    for configured in (None, level):
+        config = {"compression.type": name}
+        if configured is not None:
+            config[f"compression.{name}.level"] = configured
+        with Log.open(tmp_path / f"t-{configured}-0", config) as log:
+            log.append(build_batch(records))
+            (batch,) = list(log.read(0).batches())
+            body = bytes(batch.view[V2_HEADER_SIZE:])
+            level_used = log.config.compression_level(name)
+            assert level_used == (configured if configured is not None else LogConfig()[
+                f"compression.{name}.level"])
+            assert body == codec.compress(codec.decompress(body), level=level_used)
+            assert [r.value for r in batch.records()] == [r.value for r in records]
+            bodies[configured] = body
+    assert bodies[None] != bodies[level]

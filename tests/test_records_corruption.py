@@ -21,6 +21,7 @@ from logstore.records import (
     build_legacy_entry,
     crc32c,
     iter_batches,
+    read_batch,
 )
 from logstore.records.compression import XERIAL_HEADER, XERIAL_MAGIC, compress
 from logstore.records.header import RECORDS_COUNT_OFFSET, V2_HEADER
@@ -83,7 +84,7 @@ def test_every_flipped_byte_of_a_legacy_message_is_detected(magic):
         flipped = bytearray(data)
         flipped[i] ^= 0x5A
         try:
-            batch = RecordBatch(flipped)
+            batch = read_batch(flipped)
         except CorruptRecordError:
             continue
         assert not batch.is_valid(), f"byte {i}"

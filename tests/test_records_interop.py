@@ -28,6 +28,7 @@ from logstore.records import (
     build_control_batch,
     build_legacy_entry,
     iter_batches,
+    read_batch,
 )
 from logstore.records.compression import xxh32_short
 
@@ -166,7 +167,7 @@ def test_kafka_python_legacy_messages_decode_here(kafka_codecs, magic, compressi
         # magic 1 inner offsets are relative, magic 0 ones absolute (0..count-1 here).
         data = _set_wrapper_offset(data, (1000 if magic == 1 else 0) + count - 1)
     theirs = [kafka_python_view(r) for r in MemoryRecords(data).next_batch()]
-    batch = RecordBatch(data)
+    batch = read_batch(data)
     batch.validate(deep=True)
     assert batch.magic == magic and batch.compression == compression
     assert batch.records() == theirs

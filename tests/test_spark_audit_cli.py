@@ -9,19 +9,22 @@ from pathlib import Path
 import pytest
 
 from logstore.cli import main
-from logstore.cli.audit import plot_reclaimable
+from logstore.cli.audit import reclaimable_png
 
 SAMPLES = Path("/work/shared/kafka-samples/plain/logdir")
 
 
-def test_plot_writes_a_png(tmp_path):
+def test_plot_is_a_png():
     tables = {
         "compaction": [{"topic": "a", "partition": 0, "bytes_removable": 10}],
         "retention": [{"topic": "b", "partition": 1, "bytes_reclaimed": 20}],
     }
-    path = tmp_path / "out" / "chart.png"
-    plot_reclaimable(tables, path)
-    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert reclaimable_png(tables)[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_bad_spark_conf_is_a_usage_error(tmp_path, capsys):
+    assert main(["audit", str(tmp_path), "--conf", "spark.executor.memory"]) == 2
+    assert "--conf expects KEY=VALUE" in capsys.readouterr().err
 
 
 def test_bad_override_is_a_usage_error(tmp_path, capsys):
@@ -41,8 +44,9 @@ def test_audit_kafka_directory_writes_reports_and_plot(spark, tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "compaction report (1 partitions)" in printed
     assert "retention report (1 partitions)" in printed
-    rows = [json.loads(line) for f in (out / "retention").glob("*.json")
-            for line in f.read_text().splitlines()]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "compaction.json", "reclaimable-bytes.png", "retention.json"]
+    rows = [json.loads(line) for line in (out / "retention.json").read_text().splitlines()]
     assert rows[0]["segments_deleted"] == 7 and rows[0]["new_log_start_offset"] == 720
     assert (out / "reclaimable-bytes.png").exists()
 
@@ -67,3 +71,21 @@ def test_corrupt_segment_is_reported_as_corruption(spark, tmp_path, capsys):
                  "--config", "cleanup.policy=compact", "--now", "1000000"])
     assert code == 1
     assert "CRC" in capsys.readouterr().err
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_executors_without_a_python_are_one_line_with_a_hint(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "logstore", "audit", str(SAMPLES), "--master", "local[1]",
+         "--conf", f"spark.pyspark.python={tmp_path / 'no-python'}"],
+        cwd=Path(__file__).resolve().parent.parent, env=env, capture_output=True, text=True,
+        timeout=300)
+    assert done.returncode != 0
+    (line,) = [x for x in done.stderr.splitlines() if x.startswith("logstore:")]
+    assert "Cannot run program" in line and "spark.pyspark.python" in line

@@ -15,6 +15,7 @@ from typing import Any
 from logstore.cli._common import (
     ExitCode,
     GivenConfigs,
+    UsageError,
     add_command,
     add_config_arguments,
     given_configs,
@@ -44,7 +45,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Read segment files with Spark (an embedded local[*] session unless --master is given)\n"
             "and report per partition what one cleaning round and one retention pass would do,\n"
             "using the engine's own decision functions. PATHS are data directories, partition\n"
-            "directories or .log files, local or URIs pyarrow can open (s3://, hdfs://, file://).\n"
+            "directories or .log files, local or URIs pyarrow can open (s3://, s3a://, gs://,\n"
+            "hdfs://, file://).\n"
             "A .log file is audited together with the rest of its partition: what compaction and\n"
             "retention do to one segment depends on the segments around it.\n"
             "Configs: each topic's stored configs (logstore-topic-configs.json in a local data\n"
@@ -59,8 +61,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="which report to run (default: all)")
     parser.add_argument("--master", default=None, metavar="URL",
                         help="Spark master URL (default: local[*])")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        dest="spark_conf",
+                        help="a Spark setting, as spark-submit's --conf (e.g. "
+                             "spark.pyspark.python=/opt/venv/bin/python); repeatable")
+    parser.add_argument("--py-files", default=None, metavar="FILES",
+                        help="comma-separated .zip/.egg/.py files for the executors' Python path, "
+                             "as spark-submit's --py-files (the project's own code is shipped "
+                             "on any cluster master)")
     parser.add_argument("--out", default=None, metavar="DIR",
-                        help="write each report under DIR/<report> (and the plot to DIR)")
+                        help="write each report to DIR/<report>.<format> (and the plot to DIR), "
+                             "from the driver; DIR is a local path or a URI (file://, s3://, ...)")
     parser.add_argument("--format", choices=("json", "csv", "parquet"), default="json",
                         help="format of the written reports (default: json)")
     parser.add_argument("--plot", action="store_true",
@@ -112,6 +123,16 @@ def _config_sources(topics: list[str], given: GivenConfigs, stored: dict[str, di
     return "configs: " + "; ".join(parts)
 
 
+def _spark_conf(args: argparse.Namespace) -> dict[str, str]:
+    conf: dict[str, str] = {}
+    for item in args.spark_conf:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--conf expects KEY=VALUE, got {item!r}")
+        conf[key.strip()] = value
+    return conf
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the requested reports, print them, and write them (and the plot) when asked."""
     with QuietInterrupts() as interrupts:
@@ -119,7 +140,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, interrupts: QuietInterrupts) -> int:
-    from spark_tools.reports import audit_reports, write_report
+    from spark_tools.report_files import output_path, write_bytes, write_report
+    from spark_tools.reports import audit_tables
     from spark_tools.session import spark_session
     from spark_tools.topic_configs import TopicConfigs
 
@@ -132,28 +154,21 @@ def _run(args: argparse.Namespace, interrupts: QuietInterrupts) -> int:
             print(f"logstore: note: {raw}: audited with the rest of its partition (a segment's "
                   "fate depends on the segments around it)", file=sys.stderr)
     with interrupts.deferred():
-        spark = spark_session(args.master)
-    out = Path(args.out) if args.out else None
-    tables = {}
+        spark = spark_session(args.master, conf=_spark_conf(args), py_files=args.py_files)
     with worker_errors():
-        reports = audit_reports(spark, args.paths, configs, args.now, kinds=kinds)
+        reports = audit_tables(spark, args.paths, configs, args.now, kinds=kinds)
+    tables = {kind: reports[kind].to_pylist() for kind in kinds}
     for kind in kinds:
-        df = reports[kind]
-        with worker_errors():
-            rows = [r.asDict(recursive=True) for r in df.collect()]
-        rows.sort(key=lambda r: (r["topic"], r["partition"]))
-        tables[kind] = rows
-        if len(tables) == 1:
-            print(_config_sources(sorted({r["topic"] for r in rows}), given, stored))
-        _print_table(kind, rows)
-        if out is not None:
-            with worker_errors():
-                target = write_report(df, out / kind, args.format)
+        if kind == kinds[0]:
+            print(_config_sources(sorted({r["topic"] for r in tables[kind]}), given, stored))
+        _print_table(kind, tables[kind])
+        if args.out is not None:
+            target = write_report(reports[kind], args.out, args.format, name=kind)
             print(f"wrote {kind} report ({args.format}) to {target}")
     if args.plot:
-        path = (out or Path(".")) / PLOT_FILE
-        plot_reclaimable(tables, path)
-        print(f"wrote plot to {path}")
+        out = args.out if args.out is not None else "."
+        write_bytes(out, PLOT_FILE, reclaimable_png(tables))
+        print(f"wrote plot to {output_path(out, PLOT_FILE)}")
     return ExitCode.OK
 
 
@@ -219,9 +234,16 @@ class QuietInterrupts:
             raise KeyboardInterrupt from None
 
 
+_PYTHON_HINT = ("; the executors need this project's Python dependencies: name their Python "
+                "with --conf spark.pyspark.python=PATH or ship one with spark.archives (README, "
+                "'On a cluster')")
+
+
 @contextlib.contextmanager
 def worker_errors() -> Iterator[None]:
-    """Turn a failed Spark job into the logstore error its Python worker raised (one line)."""
+    """Turn a failed Spark job into one line: the logstore error its Python worker raised, or
+    the root cause of a JVM-side failure (with a hint when the executors' Python is wrong)."""
+    from py4j.protocol import Py4JJavaError
     from pyspark.errors import PythonException
 
     from logstore.errors import CorruptRecordError, LogstoreError
@@ -234,7 +256,28 @@ def worker_errors() -> Iterator[None]:
         name, _, message = detail.partition(": ")
         if name.endswith("CorruptRecordError"):
             raise CorruptRecordError(message) from None
-        raise LogstoreError(f"Spark job failed: {detail}") from None
+        hint = _PYTHON_HINT if name.endswith(("ModuleNotFoundError", "ImportError")) else ""
+        raise LogstoreError(f"Spark job failed: {detail}{hint}") from None
+    except Py4JJavaError as exc:
+        detail = _java_root_cause(exc)
+        hint = _PYTHON_HINT if "Cannot run program" in detail else ""
+        raise LogstoreError(f"Spark job failed: {detail}{hint}") from None
+
+
+def _java_root_cause(exc: Any) -> str:
+    """The first line of the innermost cause of a Py4JJavaError (or of its parent, when that
+    says the same and more: "Cannot run program X: error=2, ..." over "error=2, ...")."""
+    try:
+        chain = [exc.java_exception]
+        while chain[-1].getCause() is not None and not chain[-1].getCause().equals(chain[-1]):
+            chain.append(chain[-1].getCause())
+        texts = [str(e.toString()) for e in chain[-2:]]
+        root_message = str(chain[-1].getMessage())
+        text = texts[0] if len(texts) == 2 and root_message in texts[0] else texts[-1]
+    except Exception:  # the JVM is gone: keep what Python has
+        text = str(exc)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[0] if lines else "unknown JVM error"
 
 
 def _print_table(kind: str, rows: list[dict]) -> None:
@@ -256,9 +299,11 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def plot_reclaimable(tables: dict[str, list[dict]], path: Path) -> None:
+def reclaimable_png(tables: dict[str, list[dict]]) -> bytes:
     """A PNG bar chart of what each report would reclaim per partition, in MiB, each bar
     labelled with its MiB and its share of the partition; partitions in numeric order."""
+    import io
+
     import matplotlib
 
     matplotlib.use("Agg")
@@ -285,9 +330,10 @@ def plot_reclaimable(tables: dict[str, list[dict]], path: Path) -> None:
     if tables:
         ax.legend()
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=100)
     plt.close(fig)
+    return png.getvalue()
 
 
 def chart_series(tables: dict[str, list[dict]]) -> tuple[list[str], dict[str, list[tuple[int, int]]]]:

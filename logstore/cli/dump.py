@@ -22,20 +22,25 @@ from logstore.cli._common import ExitCode, Progress, UsageError, add_command, in
 from logstore.config import INT_MAX
 from logstore.epoch import CHECKPOINT_FILE_NAME as LEADER_EPOCH_CHECKPOINT
 from logstore.log_files import (
+    BOOTSTRAP_SNAPSHOT,
+    CHECKPOINT_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
     SNAPSHOT_SUFFIX,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
+    kraft_snapshot_file_name,
     offset_prefix,
+    parse_kraft_snapshot_name,
     segment_file_name,
     sibling_file_name,
 )
 
-LOG, INDEX, TIMEINDEX, SNAPSHOT, TXNINDEX, EPOCHS, OFFSETS = (
-    "log", "index", "timeindex", "snapshot", "txnindex", "epochs", "offsets")
+LOG, INDEX, TIMEINDEX, SNAPSHOT, TXNINDEX, EPOCHS, OFFSETS, KRAFT_SNAPSHOT = (
+    "log", "index", "timeindex", "snapshot", "txnindex", "epochs", "offsets", "kraft-snapshot")
 SUFFIX_KINDS = {LOG_SUFFIX: LOG, INDEX_SUFFIX: INDEX, TIME_INDEX_SUFFIX: TIMEINDEX,
-                SNAPSHOT_SUFFIX: SNAPSHOT, TXN_INDEX_SUFFIX: TXNINDEX}
+                SNAPSHOT_SUFFIX: SNAPSHOT, TXN_INDEX_SUFFIX: TXNINDEX, CHECKPOINT_SUFFIX: KRAFT_SNAPSHOT}
+NOT_SEGMENT_FILES = (EPOCHS, OFFSETS, KRAFT_SNAPSHOT)
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024  # Kafka's --max-message-size default
 DEFAULT_MAX_BYTES = INT_MAX  # Kafka's --max-bytes default: "no limit"
 WRITE_CHUNK_BYTES = 1 << 20
@@ -47,9 +52,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         subparsers, "dump",
         help="print segment, index, snapshot and checkpoint files (Kafka's DumpLogSegments)",
         description=(
-            "Print .log, .index, .timeindex, .txnindex, .snapshot and leader-epoch-checkpoint files\n"
-            "line for line as Kafka's kafka-dump-log.sh (DumpLogSegments) does, or as JSON Lines.\n"
-            "Index dumps check every entry against the segment and report mismatches on stderr."
+            "Print .log, .index, .timeindex, .txnindex, .snapshot, KRaft .checkpoint and\n"
+            "leader-epoch-checkpoint files line for line as Kafka's kafka-dump-log.sh\n"
+            "(DumpLogSegments) does, or as JSON Lines. Index dumps check every entry against the\n"
+            "segment and report mismatches on stderr. The decoder options print the records of\n"
+            "__consumer_offsets, __transaction_state and __cluster_metadata decoded."
         ),
         example="logstore dump --deep-iteration --print-data-log --files 00000000000000000000.log",
     )
@@ -72,6 +79,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="omit the offset/timestamp/size part of record lines")
     parser.add_argument("--json", action="store_true",
                         help="one JSON object per batch or entry (records nested under --deep-iteration)")
+    decoders = parser.add_mutually_exclusive_group()
+    decoders.add_argument("--offsets-decoder", dest="decoder", action="store_const", const="offsets",
+                          help="decode records as __consumer_offsets data (implies --print-data-log)")
+    decoders.add_argument("--transaction-log-decoder", dest="decoder", action="store_const",
+                          const="transaction-log",
+                          help="decode records as __transaction_state data (implies --print-data-log)")
+    decoders.add_argument("--cluster-metadata-decoder", dest="decoder", action="store_const",
+                          const="cluster-metadata",
+                          help="decode records as KRaft cluster metadata (implies --print-data-log)")
     parser.set_defaults(run=run)
 
 
@@ -85,8 +101,11 @@ def file_kind(path: str) -> str:
     kind = SUFFIX_KINDS.get(os.path.splitext(name)[1])
     if kind is None:
         raise UsageError(
-            f"cannot dump {path}: not a .log, .index, .timeindex, .txnindex, .snapshot, "
+            f"cannot dump {path}: not a .log, .index, .timeindex, .txnindex, .snapshot, .checkpoint, "
             f"{LEADER_EPOCH_CHECKPOINT} or offset checkpoint file")
+    if kind == KRAFT_SNAPSHOT and name != BOOTSTRAP_SNAPSHOT and parse_kraft_snapshot_name(name) is None:
+        raise UsageError(f"cannot dump {path}: a KRaft snapshot is named by its end offset and epoch "
+                         f"(e.g. {kraft_snapshot_file_name(0, 0)}) or is {BOOTSTRAP_SNAPSHOT}")
     return kind
 
 
@@ -157,6 +176,7 @@ class Options:
     max_message_size: int
     skip_metadata: bool
     json: bool
+    decoder: Any  # a logstore.record_decoders.RecordDecoder
 
 
 class Output:
@@ -215,17 +235,21 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("no files to dump: give --files F1,F2,... or FILE arguments")
     kinds = [file_kind(p) for p in paths]
     for path, kind in zip(paths, kinds, strict=True):
-        if kind not in (EPOCHS, OFFSETS):
+        if kind not in NOT_SEGMENT_FILES:
             base_offset_of(path)  # a misnamed file is a usage error before anything is printed
+    from logstore.record_decoders import DECODERS
+
+    decoder = getattr(args, "decoder", None)
     opts = Options(
-        deep=args.deep_iteration or args.print_data_log,
-        print_data=args.print_data_log,
+        deep=args.deep_iteration or args.print_data_log or decoder is not None,
+        print_data=args.print_data_log or decoder is not None,
         verify_only=args.verify_index_only,
         sanity_only=args.index_sanity_check,
         max_bytes=args.max_bytes,
         max_message_size=args.max_message_size,
         skip_metadata=args.skip_record_metadata,
         json=args.json,
+        decoder=DECODERS[decoder or "string"],
     )
     out = Output(sys.stdout, args.json)
     problems = Problems()
@@ -275,10 +299,32 @@ def report(problems: Problems, out: Output) -> None:
 def dump_log(path: str, opts: Options, out: Output, problems: Problems) -> None:
     """Batches (and records under --deep-iteration) of a `.log` file, then any torn tail."""
     from logstore import dump
-    from logstore.records import RecordBatch
 
-    base_offset = base_offset_of(path)
-    out.line(dump.log_header_line(base_offset))
+    out.line(dump.log_header_line(base_offset_of(path)))
+    dump_batches(path, opts, out, problems)
+
+
+def dump_kraft_snapshot(path: str, opts: Options, out: Output, problems: Problems) -> None:
+    """A KRaft snapshot (`.checkpoint`): record batches, dumped as a `.log` file is."""
+    from logstore import dump
+
+    name = os.path.basename(path)
+    if name == BOOTSTRAP_SNAPSHOT:
+        out.line(dump.bootstrap_snapshot_header_line())
+        out.obj({"type": "kraft_snapshot", "file": path, "bootstrap": True})
+    else:
+        end_offset, epoch = parse_kraft_snapshot_name(name)
+        out.line(dump.kraft_snapshot_header_line(end_offset, epoch))
+        out.obj({"type": "kraft_snapshot", "file": path, "endOffset": end_offset, "epoch": epoch})
+    dump_batches(path, opts, out, problems)
+
+
+def dump_batches(path: str, opts: Options, out: Output, problems: Problems) -> None:
+    """Every batch of a file of record batches (and its records under --deep-iteration), then
+    any torn tail."""
+    from logstore import dump
+    from logstore.records import read_batch
+
     with MappedFile(path) as mapped:
         data = mapped.data
         end = min(len(data), opts.max_bytes)
@@ -287,7 +333,7 @@ def dump_log(path: str, opts: Options, out: Output, problems: Problems) -> None:
         with Progress(total=end, desc=os.path.basename(path), unit="B", unit_scale=True,
                       quiet_when_stdout_tty=True) as bar, naming_file(path):
             for position, size in dump.iter_batch_spans(data, 0, end):
-                batch = RecordBatch(data, position)
+                batch = read_batch(data, position)
                 valid = dump.kafka_is_valid(batch)
                 problems.found |= not valid
                 if out.json:
@@ -296,7 +342,7 @@ def dump_log(path: str, opts: Options, out: Output, problems: Problems) -> None:
                         records, legacy = decode_records(batch, path, position)
                         offsets = [r.offset for r in records]
                     obj = dump.batch_json(batch, position, records, print_data=opts.print_data,
-                                          legacy=legacy)
+                                          legacy=legacy, decoder=opts.decoder)
                     out.obj({"type": obj.pop("type"), "file": path, **obj})
                 else:
                     out.line(dump.batch_line(batch, position))
@@ -318,10 +364,13 @@ def write_records(batch: Any, path: str, position: int, opts: Options, out: Outp
     """Write the record lines of one batch for a text deep dump; return the records' offsets."""
     from logstore import dump
 
-    if batch.magic < 2:
+    if batch.magic < 2 or batch.is_control or opts.decoder.name != "string":
         records, legacy = decode_records(batch, path, position)
-        out.lines(dump.record_line(batch, r, print_data=opts.print_data, skip_metadata=opts.skip_metadata,
-                                   legacy=legacy[i]) for i, r in enumerate(records))
+        with decoding(path, position):
+            out.lines([dump.record_line(batch, r, print_data=opts.print_data,
+                                        skip_metadata=opts.skip_metadata,
+                                        legacy=None if legacy is None else legacy[i], decoder=opts.decoder)
+                       for i, r in enumerate(records)])
         return [r.offset for r in records]
     with decoding(path, position):
         out.lines(dump.record_lines(batch, print_data=opts.print_data, skip_metadata=opts.skip_metadata))
@@ -365,27 +414,13 @@ def decode_records(batch: Any, path: str, position: int) -> tuple[list[Any], lis
 
 
 def legacy_entries(batch: Any) -> list[Any]:
-    """Validity and CRC-32 of each magic 0/1 message (the inner ones of a compressed wrapper).
-
-    Inner messages were CRC-checked by `records()`, so each is valid; their CRCs are read back.
-    """
+    """Validity and CRC-32 of each magic 0/1 message (the inner ones of a compressed wrapper,
+    which `records()` decoded and CRC-checked through the records package)."""
     from logstore import dump
-    from logstore.records import read_batch_header
-    from logstore.records.compression import COMPRESSION_CODES, decompress
-    from logstore.records.header import LEGACY_LENGTH, LEGACY_V0_HEADER, LEGACY_V1_HEADER
 
     if batch.compression == "none":
         return [dump.LegacyEntry(dump.kafka_is_valid(batch), batch.crc)]
-    view = batch.view
-    pos = (LEGACY_V1_HEADER if batch.magic == 1 else LEGACY_V0_HEADER).size
-    (key_length,) = LEGACY_LENGTH.unpack_from(view, pos)
-    pos += LEGACY_LENGTH.size + max(key_length, 0)
-    (value_length,) = LEGACY_LENGTH.unpack_from(view, pos)
-    pos += LEGACY_LENGTH.size
-    inner = memoryview(decompress(COMPRESSION_CODES[batch.compression], view[pos:pos + value_length],
-                                  position=batch.position))
-    return [dump.LegacyEntry(True, read_batch_header(inner, p).crc)
-            for p, _ in dump.iter_batch_spans(inner, 0, len(inner))]
+    return [dump.LegacyEntry(True, crc) for crc in batch.message_crcs()]
 
 
 def first_batch_last_offset(data: Any, position: int, end: int, path: str) -> int:
@@ -446,7 +481,7 @@ def dump_time_index(path: str, opts: Options, out: Output, problems: Problems) -
     """Entries of a `.timeindex` file, each checked against the batch holding its offset."""
     from logstore import dump
     from logstore.errors import CorruptIndexError
-    from logstore.records import RecordBatch
+    from logstore.records import read_batch
 
     base_offset = base_offset_of(path)
     log_path = sibling(path, LOG_SUFFIX)
@@ -474,7 +509,7 @@ def dump_time_index(path: str, opts: Options, out: Output, problems: Problems) -
             holder = None
             if 0 <= start <= len(log.data):
                 for position, _ in dump.iter_batch_spans(log.data, start, path=log_path):
-                    batch = RecordBatch(log.data, position)
+                    batch = read_batch(log.data, position)
                     if batch.last_offset >= offset:
                         holder = batch
                         break
@@ -555,4 +590,4 @@ def dump_offsets(path: str, opts: Options, out: Output, problems: Problems) -> N
 
 DUMPERS = {LOG: dump_log, INDEX: dump_offset_index, TIMEINDEX: dump_time_index,
            SNAPSHOT: dump_snapshot, TXNINDEX: dump_txn_index, EPOCHS: dump_epochs,
-           OFFSETS: dump_offsets}
+           OFFSETS: dump_offsets, KRAFT_SNAPSHOT: dump_kraft_snapshot}

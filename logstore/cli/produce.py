@@ -28,9 +28,8 @@ from logstore.cli._common import (
     positive_int,
     topic_config,
 )
-
-COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
-MAX_TIMESTAMP = 2**63 - 1  # an int64 of ms; Kafka's producer refuses negative timestamps
+from logstore.config import LONG_MAX
+from logstore.records.compression import COMPRESSION_NAMES
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -55,7 +54,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="keys, values and header values in the input are base64")
     parser.add_argument("--batch-size", type=positive_int, default=500, metavar="N",
                         help="records per appended batch (default: 500)")
-    parser.add_argument("--compression", choices=COMPRESSIONS, default="none",
+    parser.add_argument("--compression", choices=COMPRESSION_NAMES, default="none",
                         help="batch compression (default: none)")
     add_config_arguments(parser, assume_defaults=False)
     parser.set_defaults(run=run)
@@ -93,8 +92,8 @@ def parse_json_line(text: str, line: int, b64: bool) -> tuple[bytes | None, byte
         raise UsageError(f"stdin line {line}: headers must be an object or [key, value] pairs") from None
     timestamp = obj.get("timestamp")
     if timestamp is not None and (isinstance(timestamp, bool) or not isinstance(timestamp, int)
-                                  or not 0 <= timestamp <= MAX_TIMESTAMP):
-        raise UsageError(f"stdin line {line}: timestamp must be an integer of ms in [0, {MAX_TIMESTAMP}]")
+                                  or not 0 <= timestamp <= LONG_MAX):
+        raise UsageError(f"stdin line {line}: timestamp must be an integer of ms in [0, {LONG_MAX}]")
     return (_bytes(obj.get("key"), line, "key", b64), _bytes(obj.get("value"), line, "value", b64),
             headers, timestamp)
 

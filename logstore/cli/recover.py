@@ -1,9 +1,13 @@
-"""`logstore recover`: run Kafka's log recovery on a copy (the default) or in place.
+"""`logstore recover`: run Kafka's log recovery on a copy and apply only what needs it.
 
-Without --in-place the partition directory is copied to a temporary directory, recovered
-there with the engine's own code, and the differences are reported as what recovery would
-do; the original is never opened for writing. With --in-place the directory itself is
-recovered (taking its lock, so not while another process owns it).
+Every partition is copied to a temporary directory and recovered there with the engine's own
+code, from the recovery point in the data directory's checkpoint (as Kafka's LogLoader does)
+or, with --full, from the first segment. The differences that repair something are reported:
+truncated or deleted segments, indexes a lookup could miss through (an index that merely
+differs from ours but answers every lookup correctly is healthy and kept), leftovers of an
+interrupted clean, snapshots and epochs past the recovered end. Nothing else changes: producer
+snapshots Kafka wrote are kept, so no producer Kafka's recovery keeps is dropped. With
+--in-place those repairs are applied to the directory itself, under its lock.
 """
 
 from __future__ import annotations
@@ -18,10 +22,30 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from logstore.cli._common import ExitCode, Progress, add_command, partition_dirs, write_json
+from logstore.cli._common import (
+    ExitCode,
+    Progress,
+    add_command,
+    add_config_arguments,
+    given_configs,
+    int64,
+    partition_dirs,
+    topic_config,
+    write_json,
+)
+from logstore.cli.broker_files import note_skipped_dirs
 from logstore.errors import LogstoreError
 from logstore.lock import LOCK_FILE_NAME
-from logstore.log_files import LOG_SUFFIX, SNAPSHOT_SUFFIX
+from logstore.log_files import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SNAPSHOT_SUFFIX,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    parse_offset_file_name,
+)
 
 IGNORED = {LOCK_FILE_NAME}
 
@@ -30,19 +54,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add `logstore recover`."""
     parser = add_command(
         subparsers, "recover",
-        help="run log recovery on a copy and report what it would truncate (--in-place to apply)",
+        help="run log recovery on a copy and report what needs repairing (--in-place to apply)",
         description=(
-            "Recover partition directories as Kafka does after an unclean shutdown: validate every\n"
-            "batch, truncate a torn or corrupt tail, drop the later segments, rebuild the indexes and\n"
-            "the producer state. By default this runs on a temporary copy and only reports the\n"
-            "changes; --in-place applies them. Exit 0 when nothing needed recovering, 1 when\n"
-            "something did."
+            "Recover partition directories as Kafka does after an unclean shutdown: from the\n"
+            "recovery point in recovery-point-offset-checkpoint (every segment with --full),\n"
+            "validate every batch, truncate a torn or corrupt tail, drop the later segments, rebuild\n"
+            "the indexes a lookup could miss through. Runs on a temporary copy and reports the\n"
+            "repairs; --in-place applies them to the directory. An index that differs from ours\n"
+            "but answers every lookup is healthy and kept, and Kafka's producer snapshots are kept.\n"
+            "Configs (index.interval.bytes, segment.index.bytes, ...): each topic's stored configs\n"
+            "with --config-file and --config over them, else Kafka's defaults (recovery deletes no\n"
+            "data a config could keep). Exit 0 when nothing needed recovering, 1 when something did."
         ),
-        example="logstore recover /var/lib/kafka/data/orders-0",
+        example="logstore recover --config index.interval.bytes=4096 /var/lib/kafka/data/orders-0",
     )
     parser.add_argument("paths", nargs="+", metavar="DIR", help="data or partition directories")
     parser.add_argument("--in-place", action="store_true",
-                        help="recover the directory itself instead of a copy")
+                        help="apply the repairs to the directory itself instead of only reporting them")
+    parser.add_argument("--full", action="store_true",
+                        help="recover every segment, not only from the checkpointed recovery point")
+    add_config_arguments(parser, assume_defaults=False)
+    parser.add_argument("--now", type=int64, metavar="MS",
+                        help="the clock recovery runs at, in ms (default: the current time)")
     parser.add_argument("--json", action="store_true", help="one JSON object per change")
     parser.set_defaults(run=run)
 
@@ -87,81 +120,166 @@ def changes(before: dict[str, FileState], after: dict[str, FileState]) -> list[d
     return found
 
 
-def is_repair(change: dict[str, Any]) -> bool:
-    """True for changes that fix damage: not the snapshot Kafka writes at every close, nor the
-    empty first segment it creates in an empty partition directory."""
-    created = change["action"] == "create"
-    return not (created and (change["file"].endswith(SNAPSHOT_SUFFIX) or change["bytes"] == 0))
+def index_answers_lookups(index: Path, recovered_log: Path) -> bool:
+    """True when the offset or time index `index` answers every lookup into `recovered_log`
+    correctly (verify's rules), whatever its entries: then recovery has nothing to fix there."""
+    from logstore.cli.verify import (
+        NoBar,
+        Report,
+        verify_log,
+        verify_offset_index,
+        verify_time_index,
+    )
+
+    scan = verify_log(recovered_log, Report(), False, NoBar())
+    report = Report()
+    check = verify_offset_index if index.name.endswith(INDEX_SUFFIX) else verify_time_index
+    check(index, report, scan)
+    return not report.problems
 
 
-def recover_partition(path: Path) -> int:
-    """Open `path` read-write with full recovery (from offset 0, as after a crash) and close it."""
-    from logstore.checkpoint import LOG_START_OFFSET_CHECKPOINT, read_offsets_checkpoint
+def epochs_reach(path: Path, log_end: int) -> bool:
+    """True when the leader-epoch checkpoint at `path` does not parse or names a start offset
+    at or past `log_end` (recovery truncated the log under it)."""
+    from logstore.checkpoint import read_checkpoint
+    from logstore.errors import CorruptCheckpointError
+
+    try:
+        entries = read_checkpoint(path, (int, int))
+    except CorruptCheckpointError:
+        return True
+    return any(start >= log_end > 0 or start > log_end for _, start in entries)
+
+
+def is_repair(change: dict[str, Any], original: Path, recovered: Path, log_end: int) -> bool:
+    """True for a change that fixes something Kafka's recovery fixes: not an index that already
+    answers every lookup, not a snapshot Kafka wrote (or the one written at every close), not
+    the empty first segment created in an empty directory."""
+    from logstore.epoch import CHECKPOINT_FILE_NAME
+
+    name, action = change["file"], change["action"]
+    if name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX)):
+        return True  # an interrupted deletion or clean, which Kafka's open finishes
+    if name == CHECKPOINT_FILE_NAME:
+        return action != "create" and epochs_reach(original / name, log_end)
+    parsed = parse_offset_file_name(name)
+    if parsed is None:
+        return action != "create"
+    offset, suffix = parsed
+    if suffix == SNAPSHOT_SUFFIX:
+        return action == "delete" and offset > log_end
+    if action == "create" and change["bytes"] == 0:
+        return False
+    if suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX) and action == "rewrite":
+        log_name = name[: -len(suffix)] + LOG_SUFFIX
+        return not index_answers_lookups(original / name, recovered / log_name)
+    return True
+
+
+def recover_partition(path: Path, config: Any, now_ms: int | None, full: bool) -> int:
+    """Open `path` read-write, recovering as after a crash from the recovery point in its
+    parent's checkpoint (from offset 0 with `full`), and close it; returns its log end offset."""
+    from logstore.checkpoint import (
+        LOG_START_OFFSET_CHECKPOINT,
+        RECOVERY_POINT_CHECKPOINT,
+        read_offsets_checkpoint,
+    )
+    from logstore.clock import ManualClock
     from logstore.log import Log
     from logstore.log_files import parse_partition_dir
     from logstore.log_loader import LoadState
 
     key = parse_partition_dir(path.name)
     start = read_offsets_checkpoint(path.parent / LOG_START_OFFSET_CHECKPOINT).get(key, 0)
-    state = LoadState(recovery_point=0, log_start_offset=start, clean_shutdown=False)
-    log = Log.open(path, load_state=state)
-    recovered = log.recovered_bytes
-    log.close()
-    return recovered
+    point = 0 if full else read_offsets_checkpoint(path.parent / RECOVERY_POINT_CHECKPOINT).get(key, 0)
+    state = LoadState(recovery_point=point, log_start_offset=start, clean_shutdown=False)
+    clock = ManualClock(now_ms) if now_ms is not None else None
+    with Log.open(path, config, clock=clock, load_state=state) as log:
+        return log.log_end_offset
 
 
 def copy_partition(source: Path, target_parent: Path) -> Path:
-    """Copy the partition directory's regular files (writable, whatever the source's modes)."""
-    from logstore.checkpoint import LOG_START_OFFSET_CHECKPOINT
+    """Copy the partition directory's regular files (writable, whatever the source's modes)
+    and the data directory's recovery-point and log-start checkpoints."""
+    from logstore.checkpoint import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
 
     target = target_parent / source.name
     target.mkdir()
     for entry in os.scandir(source):
         if entry.is_file() and entry.name not in IGNORED:
             shutil.copyfile(entry.path, target / entry.name)
-    checkpoint = source.parent / LOG_START_OFFSET_CHECKPOINT
-    if checkpoint.is_file():
-        shutil.copyfile(checkpoint, target_parent / LOG_START_OFFSET_CHECKPOINT)
+    for name in (LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT):
+        if (source.parent / name).is_file():
+            shutil.copyfile(source.parent / name, target_parent / name)
     return target
 
 
+def apply(repairs: list[dict[str, Any]], original: Path, recovered: Path) -> None:
+    """Make the repaired files of `original` what recovery made them in `recovered`, under the
+    directory's lock: truncate logs in place, replace other files whole (write, fsync, rename),
+    then delete; the directory is fsynced last."""
+    from logstore.checkpoint import atomic_write, fsync_dir
+    from logstore.lock import DirectoryLock
+
+    with DirectoryLock(original):
+        for change in repairs:
+            target = original / change["file"]
+            if change["action"] == "truncate":
+                with open(target, "r+b") as f:
+                    f.truncate(change["position"])
+                    os.fsync(f.fileno())
+            elif change["action"] in ("rewrite", "create"):
+                atomic_write(target, (recovered / change["file"]).read_bytes())
+        for change in repairs:
+            if change["action"] == "delete":
+                (original / change["file"]).unlink()
+        fsync_dir(original)
+
+
+VERB = {"truncate": "truncated", "delete": "deleted", "rewrite": "rebuilt", "create": "created"}
+WOULD = {"truncate": "would truncate", "delete": "would delete", "rewrite": "would rebuild",
+         "create": "would create"}
+
+
+def report(path: Path, repairs: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    """One line (or JSON object) per repair, or `nothing to recover`."""
+    words = VERB if args.in_place else WOULD
+    for change in repairs:
+        if args.json:
+            write_json(sys.stdout, {"partition": str(path), "applied": args.in_place, **change})
+        elif change["action"] == "truncate":
+            sys.stdout.write(f"{path / change['file']}: {words['truncate']} {change['bytes']} "
+                             f"bytes at position {change['position']}\n")
+        else:
+            size = "now" if change["action"] in ("rewrite", "create") else "was"
+            sys.stdout.write(f"{path / change['file']}: {words[change['action']]} "
+                             f"({size} {change['bytes']} bytes)\n")
+    if not repairs and not args.json:
+        sys.stdout.write(f"{path}: nothing to recover\n")
+
+
 def run(args: argparse.Namespace) -> int:
-    """Recover each partition (on a copy unless --in-place) and report the changes."""
+    """Recover each partition on a copy, report the repairs and apply them with --in-place."""
+    given = given_configs(args)
     partitions = partition_dirs(args.paths)
-    repairs = 0
-    verb = {"truncate": "truncated", "delete": "deleted", "rewrite": "rebuilt", "create": "created"}
-    would = {"truncate": "would truncate", "delete": "would delete", "rewrite": "would rebuild",
-             "create": "would create"}
+    note_skipped_dirs(args.paths)
+    repaired = 0
     with Progress(total=len(partitions), desc="recover", unit="partition", quiet_when_stdout_tty=True) as bar:
         for path in partitions:
-            before = snapshot_dir(path)
-            if args.in_place:
-                recover_partition(path)
-                after = snapshot_dir(path)
-            else:
-                with tempfile.TemporaryDirectory(prefix="logstore-recover-") as tmp:
-                    copy = copy_partition(path, Path(tmp))
-                    try:
-                        recover_partition(copy)
-                    except LogstoreError as exc:  # name the user's file, not the temporary copy
-                        exc.args = (str(exc).replace(str(copy), str(path)),)
-                        raise
-                    after = snapshot_dir(copy)
-            found = changes(before, after)
-            repairs += sum(is_repair(c) for c in found)
-            words = verb if args.in_place else would
-            for change in found:
-                if args.json:
-                    write_json(sys.stdout, {"partition": str(path), "applied": args.in_place, **change})
-                elif change["action"] == "truncate":
-                    sys.stdout.write(f"{path / change['file']}: {words['truncate']} {change['bytes']} "
-                                     f"bytes at position {change['position']}\n")
-                else:
-                    size = "now" if change["action"] in ("rewrite", "create") else "was"
-                    sys.stdout.write(f"{path / change['file']}: {words[change['action']]} "
-                                     f"({size} {change['bytes']} bytes)\n")
-            if not found and not args.json:
-                sys.stdout.write(f"{path}: nothing to recover\n")
+            with tempfile.TemporaryDirectory(prefix="logstore-recover-") as tmp:
+                copy = copy_partition(path, Path(tmp))
+                try:
+                    config = topic_config(given, path).config
+                    log_end = recover_partition(copy, config, args.now, args.full)
+                except LogstoreError as exc:  # name the user's file, not the temporary copy
+                    exc.args = (str(exc).replace(str(copy), str(path)),)
+                    raise
+                repairs = [c for c in changes(snapshot_dir(path), snapshot_dir(copy))
+                           if is_repair(c, path, copy, log_end)]
+                if args.in_place and repairs:
+                    apply(repairs, path, copy)
+            report(path, repairs, args)
+            repaired += bool(repairs)
             bar.update(1)
     sys.stdout.flush()
-    return ExitCode.PROBLEMS if repairs else ExitCode.OK
+    return ExitCode.PROBLEMS if repaired else ExitCode.OK

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from logstore.cli import broker_files
 from logstore.cli._common import ExitCode, Progress, add_command, corruption_detail, write_json
 from logstore.cli.dump import (
     EPOCHS,
@@ -25,25 +26,27 @@ from logstore.cli.dump import (
     OFFSET_CHECKPOINTS,
     OFFSETS,
     SNAPSHOT,
-    SUFFIX_KINDS,
     TIMEINDEX,
     TXNINDEX,
     MappedFile,
     base_offset_of,
     file_kind,
-    first_batch_last_offset,
     read_bytes,
 )
+from logstore.lock import LOCK_FILE_NAME
 from logstore.log_files import (
-    INDEX_SUFFIXES,
+    INDEX_SUFFIX,
     LOG_SUFFIX,
     SNAPSHOT_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
     is_partition_dir_name,
     parse_offset_file_name,
     segment_file_name,
     segment_log_offsets,
     sibling_file_name,
 )
+from logstore.topic_configs import TOPIC_CONFIGS_FILE
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -75,6 +78,7 @@ class Report:
     files: int = 0
     partitions: int = 0
     batches: int = 0
+    notes: list[dict[str, str]] = field(default_factory=list)
     _seen: set[tuple[str, int | None, str]] = field(default_factory=set)
     _last_position: dict[str, int] = field(default_factory=dict)
 
@@ -87,6 +91,10 @@ class Report:
         self.problems.append({"file": key[0], "position": position, "message": message})
         if position is not None:
             self._last_position[key[0]] = max(position, self._last_position.get(key[0], position))
+
+    def skip(self, path: Path | str, note: str) -> None:
+        """Record that `path` was not checked, and why."""
+        self.notes.append({"file": str(path), "note": note})
 
     def has_problem_from(self, path: Path | str, position: int) -> bool:
         """True when a problem at or after byte `position` of `path` is already recorded."""
@@ -117,14 +125,21 @@ def run(args: argparse.Namespace) -> int:
         else:
             where = f": position {problem['position']}" if problem["position"] is not None else ""
             out.write(f"{problem['file']}{where}: {problem['message']}\n")
+    for note in report.notes:
+        if args.json:
+            write_json(out, {"type": "skipped", **note})
+        else:
+            out.flush()
+            sys.stderr.write(f"logstore: note: skipped {note['file']}: {note['note']}\n")
     summary = {"type": "summary", "partitions": report.partitions, "files": report.files,
-               "batches": report.batches, "problems": len(report.problems)}
+               "batches": report.batches, "problems": len(report.problems), "skipped": len(report.notes)}
     if args.json:
         write_json(out, summary)
     else:
         verdict = "OK" if not report.problems else f"{len(report.problems)} problem(s)"
+        skipped = f", skipped {len(report.notes)}" if report.notes else ""
         out.write(f"verified {report.files} files ({report.batches} batches) in "
-                  f"{report.partitions} partition(s): {verdict}\n")
+                  f"{report.partitions} partition(s){skipped}: {verdict}\n")
     out.flush()
     return ExitCode.PROBLEMS if report.problems else ExitCode.OK
 
@@ -138,7 +153,8 @@ def classify(path: Path) -> tuple[str, Path]:
     if path.is_file():
         return "file", path
     names = os.listdir(path)
-    if any(parse_offset_file_name(n) for n in names) or (is_partition_dir_name(path.name) and not names):
+    if any(parse_offset_file_name(n) for n in names) or (
+            is_partition_dir_name(path.name) and set(names) <= {broker_files.PARTITION_METADATA, LOCK_FILE_NAME}):
         return "partition", path
     if any(is_partition_dir_name(n) and (path / n).is_dir() for n in names):
         return "data", path
@@ -154,13 +170,47 @@ def size_of(path: Path) -> int:
 
 
 def verify_data_dir(path: Path, report: Report, deep: bool, bar: Progress) -> None:
-    """Every partition directory, then the data directory's offset checkpoints."""
-    for name in sorted(os.listdir(path)):
-        if is_partition_dir_name(name) and (path / name).is_dir():
-            verify_partition(path / name, report, deep, bar)
-    for name in OFFSET_CHECKPOINTS:
-        if (path / name).exists():
+    """Every partition directory, then the files of the data directory's root Kafka writes;
+    other directories and files are skipped with a note."""
+    names = sorted(os.listdir(path))
+    for name in names:
+        if (path / name).is_dir():
+            if is_partition_dir_name(name):
+                verify_partition(path / name, report, deep, bar)
+            else:
+                report.skip(path / name, broker_files.dir_note(name))
+    for name in names:
+        if (path / name).is_dir():
+            continue
+        if name in OFFSET_CHECKPOINTS:
             verify_offsets_checkpoint(path / name, report)
+        elif name in BROKER_FILE_CHECKS:
+            verify_broker_file(path / name, report)
+        elif name == TOPIC_CONFIGS_FILE:
+            report.files += 1
+            if (problem := broker_files.check_topic_configs(path / name)) is not None:
+                report.problem(path / name, problem)
+        elif (note := broker_files.root_file_note(name)) is not None:
+            report.skip(path / name, note)
+
+
+def verify_broker_file(path: Path, report: Report) -> None:
+    """meta.properties, partition.metadata, quorum-state or a KRaft snapshot, by its name."""
+    report.files += 1
+    check = BROKER_FILE_CHECKS.get(path.name) or broker_files.check_kraft_snapshot
+    try:
+        found = check(read_bytes(str(path)))
+    except OSError as exc:
+        found = exc.strerror or str(exc)
+    if isinstance(found, tuple):
+        report.problem(path, *found)
+    elif found is not None:
+        report.problem(path, found)
+
+
+BROKER_FILE_CHECKS = {broker_files.META_PROPERTIES: broker_files.check_meta_properties,
+                      broker_files.PARTITION_METADATA: broker_files.check_partition_metadata,
+                      broker_files.QUORUM_STATE: broker_files.check_quorum_state}
 
 
 def verify_partition(path: Path, report: Report, deep: bool, bar: Progress) -> None:
@@ -174,15 +224,21 @@ def verify_partition(path: Path, report: Report, deep: bool, bar: Progress) -> N
         if previous_end is not None and base < previous_end:
             report.problem(log_path, f"segment starts at offset {base}, below the previous "
                                      f"segment's next offset {previous_end}")
-        previous_end = verify_log(log_path, report, deep, bar)
-        for suffix in INDEX_SUFFIXES:
-            index_path = path / segment_file_name(base, suffix)
-            if index_path.exists():
-                FILE_CHECKS[SUFFIX_KINDS[suffix]](index_path, report)
+        scan = verify_log(log_path, report, deep, bar)
+        previous_end = scan.next_offset
+        for suffix, check in ((INDEX_SUFFIX, verify_offset_index), (TIME_INDEX_SUFFIX, verify_time_index)):
+            if (path / segment_file_name(base, suffix)).exists():
+                check(path / segment_file_name(base, suffix), report, scan)
+        if (path / segment_file_name(base, TXN_INDEX_SUFFIX)).exists():
+            verify_txn_index(path / segment_file_name(base, TXN_INDEX_SUFFIX), report)
     live = set(segments)
     for name in names:
         parsed = parse_offset_file_name(name)
         if parsed is None:
+            if name in BROKER_FILE_CHECKS or broker_files.is_kraft_snapshot(name):
+                verify_broker_file(path / name, report)
+            elif (note := broker_files.partition_file_note(name)) is not None:
+                report.skip(path / name, note)
             continue
         offset, suffix = parsed
         if suffix == SNAPSHOT_SUFFIX:
@@ -195,6 +251,9 @@ def verify_partition(path: Path, report: Report, deep: bool, bar: Progress) -> N
 
 def verify_file(path: Path, report: Report, deep: bool, bar: Progress) -> None:
     """One file, by its name (as `logstore dump` recognises them)."""
+    if path.name in BROKER_FILE_CHECKS or broker_files.is_kraft_snapshot(path.name):
+        verify_broker_file(path, report)
+        return
     kind = file_kind(str(path))
     if kind == LOG:
         verify_log(path, report, deep, bar)
@@ -213,25 +272,49 @@ def iter_batches_checked(data: Any, path: Path, report: Report) -> Iterator[tupl
         report.problem(path, corruption_detail(exc), exc.position)
 
 
-def verify_log(path: Path, report: Report, deep: bool, bar: Progress) -> int:
-    """Batches of one `.log`: CRC, offsets, torn tail. Returns the segment's next offset."""
+@dataclass
+class SegmentScan:
+    """What one walk of a `.log` found, for checking its indexes without walking it again."""
+
+    starts: list[int] = field(default_factory=list)  # every batch's position, readable or not
+    batches: list[tuple[int, int, int]] = field(default_factory=list)  # (position, last offset, max ts)
+    valid_end: int = 0
+    next_offset: int = 0
+
+    def holding(self, offset: int) -> int:
+        """Index in `batches` of the first batch whose last offset is >= `offset` (the batch a
+        fetch of `offset` returns), or len(batches) when none is."""
+        return next((i for i, (_, last, _) in enumerate(self.batches) if last >= offset), len(self.batches))
+
+
+class NoBar:
+    """A progress bar that draws nothing (for a log walked only to check an index against)."""
+
+    def update(self, n: int = 1) -> None:
+        """Nothing to draw."""
+
+
+def verify_log(path: Path, report: Report, deep: bool, bar: Progress | NoBar) -> SegmentScan:
+    """Batches of one `.log`: CRC, offsets, torn tail. A batch that does not read is one problem,
+    and the walk goes on at the next batch its length field gives, as Kafka's dump does."""
     from logstore import dump
     from logstore.errors import CorruptRecordError
-    from logstore.records import RecordBatch
+    from logstore.records import read_batch
 
     report.files += 1
-    base = base_offset_of(str(path))
-    next_offset = base
-    valid_end = 0
+    scan = SegmentScan(next_offset=base_offset_of(str(path)))
     with MappedFile(str(path)) as mapped:
         data = mapped.data
         for position, size in iter_batches_checked(data, path, report):
             report.batches += 1
+            scan.starts.append(position)
+            scan.valid_end = position + size
+            bar.update(size)
             try:
-                batch = RecordBatch(data, position)
+                batch = read_batch(data, position)
             except CorruptRecordError as exc:
-                report.problem(path, f"unreadable batch header: {exc}", position)
-                break
+                report.problem(path, f"unreadable batch header: {corruption_detail(exc)}", position)
+                continue
             if not dump.kafka_is_valid(batch):
                 report.problem(path, f"batch CRC mismatch: stored {batch.crc}, computed "
                                      f"{batch.compute_crc()}", position)
@@ -239,21 +322,27 @@ def verify_log(path: Path, report: Report, deep: bool, bar: Progress) -> int:
                 try:
                     batch.records()
                 except CorruptRecordError as exc:
-                    report.problem(path, f"records do not decode: {exc}", position)
+                    report.problem(path, f"records do not decode: {corruption_detail(exc)}", position)
             first, last = batch.base_offset, batch.last_offset
             if last < first:
                 report.problem(path, f"last offset {last} is below the base offset {first}", position)
-            if first < next_offset:
-                report.problem(path, f"offset {first} does not increase (expected >= {next_offset})",
+            if not scan.batches and last < scan.next_offset:
+                # Older Kafka named a segment rolled by a compressed legacy wrapper after the
+                # wrapper's (last) offset: the first batch may start below the base offset, but
+                # it must end at or above it, or no fetch would find it in this segment.
+                report.problem(path, f"batch ends at offset {last}, below the segment's base offset "
+                                     f"{scan.next_offset}", position)
+            elif scan.batches and first < scan.next_offset:
+                report.problem(path, f"offset {first} does not increase (expected >= {scan.next_offset})",
                                position)
-            next_offset = max(next_offset, last + 1)
-            valid_end = position + size
-            bar.update(size)
-        if len(data) > valid_end and not report.has_problem_from(path, valid_end):
-            report.problem(path, f"{len(data) - valid_end} invalid bytes at the end (a torn write; "
-                                 "recovery truncates them)", valid_end)
-        bar.update(len(data) - valid_end)
-    return next_offset
+            scan.next_offset = max(scan.next_offset, last + 1)
+            scan.batches.append((position, last, batch.max_timestamp if batch.magic > 0 else -1))
+        end = scan.valid_end
+        if len(data) > end and not report.has_problem_from(path, end):
+            report.problem(path, f"{len(data) - end} invalid bytes at the end (a torn write; "
+                                 "recovery truncates them)", end)
+        bar.update(len(data) - end)
+    return scan
 
 
 def read_index(path: Path, report: Report, dtype: Any, read: Any) -> tuple[Any, Any, str | None]:
@@ -271,65 +360,87 @@ def read_index(path: Path, report: Report, dtype: Any, read: Any) -> tuple[Any, 
     return first, second, str(log_path) if log_path.exists() else None
 
 
-def verify_offset_index(path: Path, report: Report) -> None:
-    """Offset-index entries ascending and each pointing at the batch ending at its offset."""
+def scan_of(log_path: str | None, scan: SegmentScan | None, report: Report) -> SegmentScan | None:
+    """`scan` when the caller walked the log already, else a walk of `log_path` whose problems
+    join `report` (an index checked alone still names the damaged log it was checked against)."""
+    if scan is not None or log_path is None:
+        return scan
+    walked = Report()
+    scan = verify_log(Path(log_path), walked, False, NoBar())
+    for problem in walked.problems:
+        report.problem(problem["file"], problem["message"], problem["position"])
+    return scan
+
+
+def verify_offset_index(path: Path, report: Report, scan: SegmentScan | None = None) -> None:
+    """Offset-index entries: increasing, each at a batch boundary, none after the batch that
+    holds its offset. Kafka's cleaner and follower appends index an append's last offset at
+    the position of its first batch, so an entry is wrong only when a lookup through it could
+    miss a batch, not when the batch at its position ends below its offset."""
     from index.offset_index import OFFSET_INDEX_DTYPE
     from logstore import dump
-    from logstore.errors import CorruptRecordError
 
     offsets, positions, log_path = read_index(path, report, OFFSET_INDEX_DTYPE, dump.read_offset_index)
     base = base_offset_of(str(path))
     n = dump.sparse_entry_count(offsets, base)
-    if log_path is None:
+    scan = scan_of(log_path, scan, report)
+    if scan is None:
         return
-    with MappedFile(log_path) as log:
-        previous_offset, previous_position = base - 1, -1
-        for i in range(n):
-            offset, position = int(offsets[i]), int(positions[i])
-            where = i * OFFSET_INDEX_DTYPE.itemsize
-            if offset <= previous_offset or position <= previous_position:
-                report.problem(path, f"entry {i} (offset {offset}, position {position}) does not "
-                                     "increase", where)
-            try:
-                found = first_batch_last_offset(log.data, position, len(log.data), log_path)
-            except CorruptRecordError as exc:
-                report.problem(path, f"entry {i} points at log position {position}, where no batch "
-                                     f"reads: {exc}", where)
-            else:
-                if found != offset:
-                    report.problem(path, f"entry {i} says offset {offset} is at log position {position}, "
-                                         f"but the batch there ends at offset {found}", where)
-            previous_offset, previous_position = offset, position
+    boundaries = {*scan.starts, scan.valid_end}
+    previous_offset, previous_position = base - 1, -1
+    for i in range(n):
+        offset, position = int(offsets[i]), int(positions[i])
+        where = i * OFFSET_INDEX_DTYPE.itemsize
+        if offset <= previous_offset or position <= previous_position:
+            report.problem(path, f"entry {i} (offset {offset}, position {position}) does not "
+                                 "increase", where)
+        previous_offset, previous_position = offset, position
+        if position not in boundaries:
+            report.problem(path, f"entry {i} points at log position {position}, which is not the "
+                                 "start of a batch", where)
+            continue
+        holder = scan.holding(offset)
+        if holder < len(scan.batches) and scan.batches[holder][0] < position:
+            report.problem(path, f"entry {i} says offset {offset} is at or after log position {position}, "
+                                 f"but the batch holding it starts at position {scan.batches[holder][0]} "
+                                 "(a lookup would miss it)", where)
 
 
-def verify_time_index(path: Path, report: Report) -> None:
-    """Time-index entries increasing and each matching the max timestamp of its batch."""
+def verify_time_index(path: Path, report: Report, scan: SegmentScan | None = None) -> None:
+    """Time-index entries: timestamps increasing, offsets not decreasing, and no batch before
+    the one holding an entry's offset with a larger max timestamp than the entry's (a lookup
+    for a timestamp between the two would start after that batch and miss it)."""
     from index.time_index import TIME_INDEX_DTYPE
     from logstore import dump
-    from logstore.records import read_batch_header
 
     timestamps, offsets, log_path = read_index(path, report, TIME_INDEX_DTYPE, dump.read_time_index)
-    n = dump.sparse_entry_count(offsets, base_offset_of(str(path)))
-    if log_path is None:
+    base = base_offset_of(str(path))
+    n = dump.sparse_entry_count(offsets, base)
+    scan = scan_of(log_path, scan, report)
+    if scan is None:
         return
-    with MappedFile(log_path) as log:
-        last_offsets: dict[int, int] = {}
-        for position, _ in iter_batches_checked(log.data, Path(log_path), report):
-            header = read_batch_header(log.data, position)
-            last_offsets[header.last_offset] = header.max_timestamp if header.magic > 0 else -1
-        previous = -1
-        for i in range(n):
-            timestamp, offset = int(timestamps[i]), int(offsets[i])
-            where = i * TIME_INDEX_DTYPE.itemsize
-            if timestamp <= previous:
-                report.problem(path, f"entry {i} timestamp {timestamp} does not increase "
-                                     f"(previous {previous})", where)
-            if offset not in last_offsets:
-                report.problem(path, f"entry {i} offset {offset} is not the last offset of a batch", where)
-            elif last_offsets[offset] != timestamp:
-                report.problem(path, f"entry {i} timestamp {timestamp} differs from the max timestamp "
-                                     f"{last_offsets[offset]} of the batch ending at offset {offset}", where)
-            previous = timestamp
+    # largest[k]: the largest max timestamp among batches[:k], and the position of its batch
+    largest: list[tuple[int, int]] = [(-1, -1)]
+    for position, _, timestamp in scan.batches:
+        largest.append(max(largest[-1], (timestamp, position), key=lambda t: t[0]))
+    previous_timestamp, previous_offset = -1, base
+    for i in range(n):
+        timestamp, offset = int(timestamps[i]), int(offsets[i])
+        where = i * TIME_INDEX_DTYPE.itemsize
+        if timestamp <= previous_timestamp:
+            report.problem(path, f"entry {i} timestamp {timestamp} does not increase "
+                                 f"(previous {previous_timestamp})", where)
+        if offset < previous_offset:
+            report.problem(path, f"entry {i} offset {offset} is below "
+                                 f"{'the base offset' if i == 0 else 'the previous entry'} {previous_offset}",
+                           where)
+        previous_timestamp, previous_offset = timestamp, max(offset, previous_offset)
+        before, position = largest[scan.holding(offset)]
+        if before > timestamp:
+            report.problem(path, f"entry {i} (timestamp {timestamp}, offset {offset}): the batch at log "
+                                 f"position {position}, before offset {offset}, has the larger max "
+                                 f"timestamp {before} (a lookup for a timestamp in ({timestamp}, {before}] "
+                                 "would miss it)", where)
 
 
 def verify_txn_index(path: Path, report: Report) -> None:

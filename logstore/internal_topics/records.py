@@ -45,9 +45,9 @@ from logstore.internal_topics.schema import (
     dump_json,
     read_message,
     to_json_tree,
-    uvarint,
     write_message,
 )
+from logstore.records.varint import encode_unsigned_varint
 
 CONTROL_KEY_VERSION = 0
 TOMBSTONE = "<DELETE>"
@@ -237,7 +237,8 @@ def encode_metadata_record(record_type: int | str, version: int, value: Mapping)
     entry = metadata_type(record_type)
     if not entry.message.has_version(version):
         raise InvalidRecordError(f"{entry.message.name} has no version {version}")
-    head = uvarint(METADATA_FRAME_VERSION) + uvarint(entry.id) + uvarint(version)
+    head = (encode_unsigned_varint(METADATA_FRAME_VERSION) + encode_unsigned_varint(entry.id)
+            + encode_unsigned_varint(version))
     return head + write_message(entry.message, version, value)
 
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from logstore.errors import CorruptRecordError, InvalidRecordError
+from logstore.records.varint import encode_unsigned_varint
 
 UNKNOWN_TAGS = "_unknownTaggedFields"
 ZERO_UUID = uuid.UUID(int=0)
@@ -335,10 +336,10 @@ def _write_struct(schema: Struct, version: int, flexible: bool, values: Mapping,
         else:
             _write_value(f, f.type, version, flexible, value, out)
     if flexible:
-        out.append(uvarint(len(tagged)))
+        out.append(encode_unsigned_varint(len(tagged)))
         for tag in sorted(tagged):
             data = tagged[tag]
-            out += (uvarint(tag), uvarint(len(data)), data)
+            out += (encode_unsigned_varint(tag), encode_unsigned_varint(len(data)), data)
 
 
 def _is_default(f: Field, value, version: int) -> bool:
@@ -348,21 +349,11 @@ def _is_default(f: Field, value, version: int) -> bool:
     return value == default and type(value) is type(default)
 
 
-def uvarint(value: int) -> bytes:
-    """Encode a non-negative int as an unsigned varint (Kafka's writeUnsignedVarint)."""
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def _write_length(f: Field, n: int | None, version: int, flexible: bool, out: list, wide: bool) -> None:
     if n is None and not _within(f.nullable, version):
         raise InvalidRecordError(f"{f.name} is not nullable in version {version}")
     if flexible:
-        out.append(uvarint(0 if n is None else n + 1))
+        out.append(encode_unsigned_varint(0 if n is None else n + 1))
     elif wide:
         out.append(INT32.pack(-1 if n is None else n))
     else:

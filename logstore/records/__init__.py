@@ -1,18 +1,20 @@
 """Kafka record batches, byte for byte: Record, RecordBatch (magic 2, legacy 0/1 read),
-iter_batches, builders (per record and columnar), Arrow decoding, control records,
+read_batch and iter_batches (any magic), builders (per record and columnar), Arrow decoding, control records,
 compression and checksums. Pure: no files, no clocks."""
 
-from logstore.records.arrow import RECORD_SCHEMA, batches_to_arrow
-from logstore.records.batch import (
-    BatchIterator,
-    RecordBatch,
-    RecordColumns,
-    iter_batches,
-    set_base_offset_and_epoch,
-    set_log_append_time,
-)
+from logstore.records.arrow import RECORD_SCHEMA
+from logstore.records.batch import RecordBatch, set_base_offset_and_epoch, set_log_append_time
 from logstore.records.builder import HEADERS_TYPE, build_batch, build_batch_columnar
-from logstore.records.compression import COMPRESSION_NAMES, DEFAULT_MAX_INFLATED_BYTES
+from logstore.records.columns import RecordColumns
+from logstore.records.compression import (
+    CODECS,
+    COMPRESSION_NAMES,
+    DEFAULT_MAX_INFLATED_BYTES,
+    Codec,
+    UnknownCompressionError,
+    codec_by_code,
+    codec_by_name,
+)
 from logstore.records.control import (
     ControlRecord,
     build_control_batch,
@@ -21,10 +23,21 @@ from logstore.records.control import (
 from logstore.records.crc import crc32, crc32c
 from logstore.records.header import BatchHeader, read_batch_header
 from logstore.records.legacy import LegacyRecordBatch, build_legacy_entry
+from logstore.records.memory_records import (
+    BatchIterator,
+    batches_to_arrow,
+    iter_batches,
+    read_batch,
+)
 from logstore.records.record import Record
 from logstore.records.varint import decode_varint, encode_varint, size_of_varint
 
 __all__ = [
+    "CODECS",
+    "Codec",
+    "UnknownCompressionError",
+    "codec_by_code",
+    "codec_by_name",
     "COMPRESSION_NAMES",
     "DEFAULT_MAX_INFLATED_BYTES",
     "HEADERS_TYPE",
@@ -47,6 +60,7 @@ __all__ = [
     "encode_varint",
     "iter_batches",
     "parse_control_record",
+    "read_batch",
     "read_batch_header",
     "set_base_offset_and_epoch",
     "set_log_append_time",

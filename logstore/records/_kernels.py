@@ -1,5 +1,9 @@
 """numba kernels for the record walks numpy cannot vectorise (varint encode/decode, gathers).
 
+``read_zigzag``, ``write_zigzag`` and ``zigzag_size`` are the one varint reader and writer
+every kernel (the log's validator, the cleaner) inlines, and the status codes here the one set
+they report with.
+
 Every kernel bounds-checks against the buffer it is given and reports corruption with a
 status code and the byte position instead of raising, so the caller can raise our own
 error type. Status codes are listed in ``STATUS_MESSAGES``.
@@ -22,6 +26,7 @@ ERR_HEADER_KEY = 6
 ERR_HEADER_VALUE = 7
 ERR_RECORD_SIZE_MISMATCH = 8
 ERR_TRAILING_BYTES = 9
+ERR_OFFSET_DELTA = 10
 
 STATUS_MESSAGES = {
     ERR_VARINT: "truncated, overlong or out-of-range varint",
@@ -33,6 +38,7 @@ STATUS_MESSAGES = {
     ERR_HEADER_VALUE: "record header value length out of range",
     ERR_RECORD_SIZE_MISMATCH: "record fields do not fill the record's declared length",
     ERR_TRAILING_BYTES: "bytes left over after the batch's declared record count",
+    ERR_OFFSET_DELTA: "record offset delta is not its index in the batch",
 }
 
 # Smallest possible record body: attributes, timestampDelta, offsetDelta, keyLength,
@@ -49,11 +55,19 @@ _UINT32_LIMIT = 1 << 32
 
 
 @njit(cache=True, inline="always")
-def _read_varint(buf, pos, end, max_bytes):
-    """Zigzag varint at pos, not past end: (value, next pos), next pos -1 when invalid."""
-    z = np.int64(0)
-    shift = 0
-    for _ in range(max_bytes):
+def read_zigzag(buf, pos, end, max_bytes):
+    """Zigzag varint at pos, not past end, of at most max_bytes (5: an int32 varint, 10: a
+    varlong): (value, next pos), next pos -1 when truncated, overlong or out of range.
+    One-byte values, the common case, take the short path."""
+    if pos >= end:
+        return np.int64(0), -1
+    z = np.int64(buf[pos])
+    if z < 0x80:
+        return (z >> 1) ^ -(z & 1), pos + 1
+    z &= 0x7F
+    shift = 7
+    pos += 1
+    for _ in range(max_bytes - 1):
         if pos >= end:
             return np.int64(0), -1
         b = np.int64(buf[pos])
@@ -68,7 +82,7 @@ def _read_varint(buf, pos, end, max_bytes):
 
 
 @njit(cache=True, inline="always")
-def _size_of_varint(value):
+def zigzag_size(value):
     z = (value << 1) ^ (value >> 63)
     size = 1
     while z & ~0x7F:
@@ -78,7 +92,7 @@ def _size_of_varint(value):
 
 
 @njit(cache=True, inline="always")
-def _write_varint(out, pos, value):
+def write_zigzag(out, pos, value):
     z = (value << 1) ^ (value >> 63)
     while z & ~0x7F:
         out[pos] = (z & 0x7F) | 0x80
@@ -135,22 +149,22 @@ def decode_records(buf, start, end, count):
     total_headers = 0
     pos = start
     for i in range(count):
-        length, p = _read_varint(buf, pos, end, 5)
+        length, p = read_zigzag(buf, pos, end, 5)
         if p < 0:
             return ERR_VARINT, pos, total_headers, result
         if length < MIN_RECORD_BODY or length > end - p:
             return ERR_RECORD_LENGTH, pos, total_headers, result
         record_end = p + length
         p += 1  # attributes: unused
-        ts, q = _read_varint(buf, p, record_end, 10)
+        ts, q = read_zigzag(buf, p, record_end, 10)
         if q < 0:
             return ERR_VARINT, p, total_headers, result
         timestamp_delta[i] = ts
-        od, p = _read_varint(buf, q, record_end, 5)
+        od, p = read_zigzag(buf, q, record_end, 5)
         if p < 0:
             return ERR_VARINT, q, total_headers, result
         offset_delta[i] = od
-        kl, q = _read_varint(buf, p, record_end, 5)
+        kl, q = read_zigzag(buf, p, record_end, 5)
         if q < 0:
             return ERR_VARINT, p, total_headers, result
         if kl < -1 or kl > record_end - q:
@@ -162,7 +176,7 @@ def decode_records(buf, start, end, count):
             key_at += kl
             q += kl
         key_offsets[i + 1] = key_at
-        vl, p = _read_varint(buf, q, record_end, 5)
+        vl, p = read_zigzag(buf, q, record_end, 5)
         if p < 0:
             return ERR_VARINT, q, total_headers, result
         if vl < -1 or vl > record_end - p:
@@ -174,7 +188,7 @@ def decode_records(buf, start, end, count):
             value_at += vl
             p += vl
         value_offsets[i + 1] = value_at
-        hc, q = _read_varint(buf, p, record_end, 5)
+        hc, q = read_zigzag(buf, p, record_end, 5)
         if q < 0:
             return ERR_VARINT, p, total_headers, result
         if hc < 0 or hc > (record_end - q) // MIN_HEADER_SIZE:
@@ -183,13 +197,13 @@ def decode_records(buf, start, end, count):
         headers_count[i] = hc
         total_headers += hc
         for _ in range(hc):
-            hk, p = _read_varint(buf, q, record_end, 5)
+            hk, p = read_zigzag(buf, q, record_end, 5)
             if p < 0:
                 return ERR_VARINT, q, total_headers, result
             if hk < 0 or hk > record_end - p:
                 return ERR_HEADER_KEY, q, total_headers, result
             p += hk
-            hv, q = _read_varint(buf, p, record_end, 5)
+            hv, q = read_zigzag(buf, p, record_end, 5)
             if q < 0:
                 return ERR_VARINT, p, total_headers, result
             if hv < -1 or hv > record_end - q:
@@ -219,12 +233,12 @@ def decode_headers(buf, headers_pos, headers_count, total):
     key_bytes = 0
     value_bytes = 0
     for i in range(n):
-        _, p = _read_varint(buf, headers_pos[i], len(buf), 5)
+        _, p = read_zigzag(buf, headers_pos[i], len(buf), 5)
         for _ in range(headers_count[i]):
-            kl, p = _read_varint(buf, p, len(buf), 5)
+            kl, p = read_zigzag(buf, p, len(buf), 5)
             key_bytes += kl
             p += kl
-            vl, p = _read_varint(buf, p, len(buf), 5)
+            vl, p = read_zigzag(buf, p, len(buf), 5)
             if vl > 0:
                 value_bytes += vl
                 p += vl
@@ -237,14 +251,14 @@ def decode_headers(buf, headers_pos, headers_count, total):
     value_at = 0
     j = 0
     for i in range(n):
-        _, p = _read_varint(buf, headers_pos[i], len(buf), 5)
+        _, p = read_zigzag(buf, headers_pos[i], len(buf), 5)
         for _ in range(headers_count[i]):
-            kl, p = _read_varint(buf, p, len(buf), 5)
+            kl, p = read_zigzag(buf, p, len(buf), 5)
             _memcpy(key_data, key_at, buf, p, kl)
             key_at += kl
             p += kl
             key_offsets[j + 1] = key_at
-            vl, p = _read_varint(buf, p, len(buf), 5)
+            vl, p = read_zigzag(buf, p, len(buf), 5)
             if vl < 0:
                 value_null[j] = True
             else:
@@ -267,33 +281,33 @@ def encode_headers(list_offsets, key_data, key_offsets, value_data, value_offset
     n = len(list_offsets) - 1
     total = 0
     for r in range(n):
-        total += _size_of_varint(np.int64(list_offsets[r + 1] - list_offsets[r]))
+        total += zigzag_size(np.int64(list_offsets[r + 1] - list_offsets[r]))
         for i in range(list_offsets[r], list_offsets[r + 1]):
             kl = np.int64(key_offsets[i + 1] - key_offsets[i])
-            total += _size_of_varint(kl) + kl
+            total += zigzag_size(kl) + kl
             if value_null[i]:
                 total += 1
             else:
                 vl = np.int64(value_offsets[i + 1] - value_offsets[i])
-                total += _size_of_varint(vl) + vl
+                total += zigzag_size(vl) + vl
     out = np.empty(total, np.uint8)
     offsets = np.empty(n + 1, np.int64)
     p = 0
     for r in range(n):
         offsets[r] = p
-        p = _write_varint(out, p, np.int64(list_offsets[r + 1] - list_offsets[r]))
+        p = write_zigzag(out, p, np.int64(list_offsets[r + 1] - list_offsets[r]))
         for i in range(list_offsets[r], list_offsets[r + 1]):
             ks = key_offsets[i]
             kl = np.int64(key_offsets[i + 1] - ks)
-            p = _write_varint(out, p, kl)
+            p = write_zigzag(out, p, kl)
             _memcpy(out, p, key_data, ks, kl)
             p += kl
             if value_null[i]:
-                p = _write_varint(out, p, np.int64(-1))
+                p = write_zigzag(out, p, np.int64(-1))
             else:
                 vs = value_offsets[i]
                 vl = np.int64(value_offsets[i + 1] - vs)
-                p = _write_varint(out, p, vl)
+                p = write_zigzag(out, p, vl)
                 _memcpy(out, p, value_data, vs, vl)
                 p += vl
     offsets[n] = p
@@ -313,44 +327,44 @@ def encode_records(header_room, offset_delta, timestamp_delta, key_data, key_off
     body = np.empty(n, np.int64)
     total = 0
     for i in range(n):
-        size = 1 + _size_of_varint(timestamp_delta[i]) + _size_of_varint(offset_delta[i])
+        size = 1 + zigzag_size(timestamp_delta[i]) + zigzag_size(offset_delta[i])
         if key_null[i]:
             size += 1
         else:
             kl = np.int64(key_offsets[i + 1] - key_offsets[i])
-            size += _size_of_varint(kl) + kl
+            size += zigzag_size(kl) + kl
         if value_null[i]:
             size += 1
         else:
             vl = np.int64(value_offsets[i + 1] - value_offsets[i])
-            size += _size_of_varint(vl) + vl
+            size += zigzag_size(vl) + vl
         if has_headers:
             size += headers_offsets[i + 1] - headers_offsets[i]
         else:
             size += 1
         body[i] = size
-        total += _size_of_varint(size) + size
+        total += zigzag_size(size) + size
     out = np.empty(header_room + total, np.uint8)
     p = header_room
     for i in range(n):
-        p = _write_varint(out, p, body[i])
+        p = write_zigzag(out, p, body[i])
         out[p] = 0
-        p = _write_varint(out, p + 1, timestamp_delta[i])
-        p = _write_varint(out, p, offset_delta[i])
+        p = write_zigzag(out, p + 1, timestamp_delta[i])
+        p = write_zigzag(out, p, offset_delta[i])
         if key_null[i]:
-            p = _write_varint(out, p, np.int64(-1))
+            p = write_zigzag(out, p, np.int64(-1))
         else:
             ks = key_offsets[i]
             kl = np.int64(key_offsets[i + 1] - ks)
-            p = _write_varint(out, p, kl)
+            p = write_zigzag(out, p, kl)
             _memcpy(out, p, key_data, ks, kl)
             p += kl
         if value_null[i]:
-            p = _write_varint(out, p, np.int64(-1))
+            p = write_zigzag(out, p, np.int64(-1))
         else:
             vs = value_offsets[i]
             vl = np.int64(value_offsets[i + 1] - vs)
-            p = _write_varint(out, p, vl)
+            p = write_zigzag(out, p, vl)
             _memcpy(out, p, value_data, vs, vl)
             p += vl
         if has_headers:

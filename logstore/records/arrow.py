@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import numpy as np
 import pyarrow as pa
 
 from logstore.errors import CorruptRecordError
-from logstore.records.batch import RecordBatch, RecordColumns, iter_batches
 from logstore.records.builder import HEADER_TYPE, HEADERS_TYPE
-from logstore.records.compression import DEFAULT_MAX_INFLATED_BYTES
+from logstore.records.columns import RecordColumns
 
 RECORD_SCHEMA = pa.schema([
     ("offset", pa.int64()),
@@ -63,21 +60,3 @@ def columns_to_record_batch(cols: RecordColumns, position: int = 0) -> pa.Record
 def columns_to_table(cols: RecordColumns, position: int = 0) -> pa.Table:
     """Turn one batch's decoded columns into a pyarrow.Table of RECORD_SCHEMA."""
     return pa.Table.from_batches([columns_to_record_batch(cols, position)], schema=RECORD_SCHEMA)
-
-
-def batches_to_arrow(buffers_or_batches: Iterable, *,
-                     max_inflated_bytes: int = DEFAULT_MAX_INFLATED_BYTES) -> pa.Table:
-    """Decode many batches into one pyarrow.Table (one chunk per batch).
-
-    Takes RecordBatch objects and/or bytes-like buffers of concatenated batches (a partial
-    trailing batch in a buffer is ignored). Raises CorruptRecordError on bad bytes.
-    """
-    if isinstance(buffers_or_batches, RecordBatch | bytes | bytearray | memoryview):
-        buffers_or_batches = [buffers_or_batches]
-    chunks = []
-    for item in buffers_or_batches:
-        batches = [item] if isinstance(item, RecordBatch) else iter_batches(item)
-        for batch in batches:
-            cols = batch.columns(max_inflated_bytes=max_inflated_bytes)
-            chunks.append(columns_to_record_batch(cols, batch.position))
-    return pa.Table.from_batches(chunks, schema=RECORD_SCHEMA)

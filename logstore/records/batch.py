@@ -1,4 +1,4 @@
-"""RecordBatch: a zero-copy view over one log entry, iter_batches, and in-place header edits."""
+"""RecordBatch: a zero-copy view over one magic 2 batch, and in-place header edits."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import numpy as np
 
 from logstore.errors import CorruptRecordError, InvalidRecordError
 from logstore.records import _kernels
+from logstore.records.arrow import columns_to_table
+from logstore.records.columns import RecordColumns
 from logstore.records.compression import (
     COMPRESSION_NAMES,
     DEFAULT_MAX_INFLATED_BYTES,
@@ -22,14 +24,12 @@ from logstore.records.header import (
     CONTROL_BIT,
     CRC_OFFSET,
     DELETE_HORIZON_BIT,
-    LEGACY_MIN_MESSAGE,
     LOG_OVERHEAD,
     MAGIC_OFFSET,
     MAX_TIMESTAMP_OFFSET,
     MIN_V2_BATCH_LENGTH,
     NO_SEQUENCE,
     PARTITION_LEADER_EPOCH_OFFSET,
-    SIZE_OFFSET,
     TIMESTAMP_TYPE_BIT,
     TRANSACTIONAL_BIT,
     V2_HEADER_SIZE,
@@ -48,51 +48,6 @@ _NO_BYTES = np.empty(0, np.uint8)
 _NO_NULLS = np.empty(0, np.bool_)
 
 
-class RecordColumns:
-    """Decoded records of one batch as numpy arrays: Arrow-style (data, int32 offsets, null
-    flags) for keys, values and the flattened headers; ``headers_offsets`` gives each
-    record's range of headers."""
-
-    __slots__ = ("offset", "timestamp", "key_data", "key_offsets", "key_null", "value_data",
-                 "value_offsets", "value_null", "headers_offsets", "header_key_data",
-                 "header_key_offsets", "header_value_data", "header_value_offsets",
-                 "header_value_null")
-
-    def __init__(self, offset: np.ndarray, timestamp: np.ndarray, keys: tuple, values: tuple,
-                 headers: tuple):
-        self.offset = offset
-        self.timestamp = timestamp
-        self.key_data, self.key_offsets, self.key_null = keys
-        self.value_data, self.value_offsets, self.value_null = values
-        (self.headers_offsets, self.header_key_offsets, self.header_key_data,
-         self.header_value_offsets, self.header_value_data, self.header_value_null) = headers
-
-    @classmethod
-    def from_records(cls, records: list[Record]) -> RecordColumns:
-        """Columns for records decoded in Python (legacy messages)."""
-        n = len(records)
-        keys = _pack([r.key for r in records])
-        values = _pack([r.value for r in records])
-        pairs = [pair for r in records for pair in r.headers]
-        list_offsets = np.zeros(n + 1, np.int32)
-        np.cumsum([len(r.headers) for r in records], out=list_offsets[1:])
-        header_keys = _pack([k.encode() for k, _ in pairs])
-        header_values = _pack([v for _, v in pairs])
-        return cls(np.array([r.offset for r in records], np.int64),
-                   np.array([r.timestamp for r in records], np.int64), keys, values,
-                   (list_offsets, header_keys[1], header_keys[0], header_values[1],
-                    header_values[0], header_values[2]))
-
-
-def _pack(items: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(data, int32 offsets, null flags) for a list of bytes or None."""
-    lengths = np.array([-1 if x is None else len(x) for x in items], np.int64)
-    offsets = np.zeros(len(items) + 1, np.int32)
-    np.cumsum(np.maximum(lengths, 0), out=offsets[1:])
-    data = np.frombuffer(b"".join(x for x in items if x), np.uint8)
-    return data, offsets, lengths < 0
-
-
 def _slices(data: np.ndarray, offsets: np.ndarray, null: np.ndarray) -> list:
     """Python bytes per element of an Arrow-style (data, offsets, null flags) column."""
     raw = data.tobytes()
@@ -104,7 +59,7 @@ def _slices(data: np.ndarray, offsets: np.ndarray, null: np.ndarray) -> list:
     return items
 
 
-def _byte_view(buffer) -> memoryview:
+def byte_view(buffer) -> memoryview:
     """A flat unsigned-byte memoryview over any buffer (bytes, bytearray, mmap, numpy)."""
     view = memoryview(buffer)
     if view.format != "B" or view.ndim != 1:
@@ -115,24 +70,18 @@ def _byte_view(buffer) -> memoryview:
 class RecordBatch:
     """Zero-copy view over the batch at ``buffer[position:]``: header fields as attributes.
 
-    Magic 0/1 entries come back as a LegacyRecordBatch (a subclass with the same interface).
+    Magic 0/1 entries are LegacyRecordBatch (a subclass); memory_records.read_batch picks by magic.
     Raises CorruptRecordError when the header cannot be parsed or the entry runs past the buffer.
     """
 
     __slots__ = ("buffer", "position", "view", "header", "_columns")
 
-    def __new__(cls, buffer, position: int = 0):
-        if cls is RecordBatch:
-            magic = read_batch_header(_byte_view(buffer), position).magic
-            if magic < 2:
-                from logstore.records.legacy import LegacyRecordBatch
-
-                return object.__new__(LegacyRecordBatch)
-        return object.__new__(cls)
-
     def __init__(self, buffer, position: int = 0):
-        view = _byte_view(buffer)
+        view = byte_view(buffer)
         header = read_batch_header(view, position)
+        if header.magic < 2 and type(self) is RecordBatch:
+            raise InvalidRecordError(f"the magic {header.magic} entry at position {position} is read "
+                                     "by read_batch, not RecordBatch")
         end = position + header.batch_length + LOG_OVERHEAD
         if end > len(view):
             raise CorruptRecordError(
@@ -375,8 +324,6 @@ class RecordBatch:
 
     def to_arrow(self, *, max_inflated_bytes: int = DEFAULT_MAX_INFLATED_BYTES):
         """Decode the records into a pyarrow.Table (offset, timestamp, key, value, headers)."""
-        from logstore.records.arrow import columns_to_table
-
         return columns_to_table(self.columns(max_inflated_bytes=max_inflated_bytes), self.position)
 
 
@@ -390,52 +337,6 @@ def _headers_per_record(cols: RecordColumns, position: int) -> list:
     pairs = list(zip(keys, values, strict=True))
     bounds = cols.headers_offsets.tolist()
     return [tuple(pairs[a:b]) for a, b in zip(bounds, bounds[1:], strict=False)]
-
-
-class BatchIterator:
-    """Iterates the complete batches of a buffer; afterwards ``valid_end`` is where the last
-    complete batch ends and ``torn`` says whether a partial batch follows it.
-
-    A header that cannot be valid (unknown magic, length below the minimum) raises
-    CorruptRecordError at its position; CRCs are not checked (use RecordBatch.validate()).
-    A start position outside the buffer raises InvalidRecordError.
-    """
-
-    def __init__(self, buffer, position: int = 0):
-        self._view = _byte_view(buffer)
-        self._end = len(self._view)
-        if not 0 <= position <= self._end:  # a negative one would read from the end
-            raise InvalidRecordError(f"position {position} is outside the {self._end}-byte buffer")
-        self.buffer = buffer
-        self.valid_end = position
-        self.torn = False
-
-    def __iter__(self) -> BatchIterator:
-        return self
-
-    def __next__(self) -> RecordBatch:
-        pos = self.valid_end
-        remaining = self._end - pos
-        if remaining <= 0:
-            raise StopIteration
-        if remaining < LOG_OVERHEAD:
-            self.torn = True
-            raise StopIteration
-        size = _INT32.unpack_from(self._view, pos + SIZE_OFFSET)[0] + LOG_OVERHEAD
-        if size - LOG_OVERHEAD < min(LEGACY_MIN_MESSAGE.values()):
-            raise CorruptRecordError(f"entry length {size - LOG_OVERHEAD} below the minimum", position=pos)
-        if size > remaining:
-            self.torn = True
-            raise StopIteration
-        batch = RecordBatch(self._view, pos)
-        self.valid_end = pos + size
-        return batch
-
-
-def iter_batches(buffer, position: int = 0) -> BatchIterator:
-    """Iterate the batches (any magic) of ``buffer`` from ``position``, stopping before a partial
-    trailing batch; see BatchIterator for ``valid_end`` and ``torn``."""
-    return BatchIterator(buffer, position)
 
 
 def set_base_offset_and_epoch(buffer, position: int, base_offset: int, leader_epoch: int) -> None:

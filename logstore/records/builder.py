@@ -167,6 +167,7 @@ def _header_blocks(headers, n: int):
 
 def build_batch_columnar(keys, values, *, timestamps=None, headers=None, offsets=None,
                          base_offset: int = 0, compression: str = "none",
+                         compression_level: int | None = None,
                          timestamp_type: str = "CreateTime", producer_id: int = NO_PRODUCER_ID,
                          producer_epoch: int = NO_PRODUCER_EPOCH, base_sequence: int = NO_SEQUENCE,
                          is_transactional: bool = False, is_control: bool = False,
@@ -177,6 +178,7 @@ def build_batch_columnar(keys, values, *, timestamps=None, headers=None, offsets
     (None = all null), timestamps (ms; default -1) and offsets (default base_offset + i).
 
     headers: per-record sequences of (str, bytes | None) or an Arrow list<struct<key, value>>.
+    compression_level: the codec's level as compression.<codec>.level sets it (None: default).
     Raises InvalidRecordError for bad arguments.
     """
     n = next((len(c) for c in (keys, values, offsets, timestamps)
@@ -221,7 +223,7 @@ def build_batch_columnar(keys, values, *, timestamps=None, headers=None, offsets
     if code == NONE:
         out = body
     else:
-        compressed = compress(code, body)
+        compressed = compress(code, body, level=compression_level)
         out = np.empty(V2_HEADER_SIZE + len(compressed), np.uint8)
         out[V2_HEADER_SIZE:] = np.frombuffer(compressed, np.uint8)
     batch_length = out.size - LOG_OVERHEAD
@@ -245,7 +247,8 @@ def build_batch(records: Iterable[Record], *, base_offset: int = 0, compression:
     """Build one magic 2 batch from Record objects (offsets must increase from base_offset).
 
     ``options`` are passed on to build_batch_columnar (is_control, max_timestamp,
-    delete_horizon_ms, last_offset_delta). Raises InvalidRecordError for bad arguments.
+    delete_horizon_ms, last_offset_delta, compression_level). Raises InvalidRecordError for bad
+    arguments.
     """
     records = records if isinstance(records, list | tuple) else list(records)
     try:

@@ -8,14 +8,64 @@ one raw block) is bounded by each block's declared length before it is inflated.
 from __future__ import annotations
 
 import struct
+from dataclasses import dataclass
+from functools import lru_cache
 
 import pyarrow as pa
 
 from logstore.errors import CorruptRecordError, InvalidRecordError
 
 NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
-COMPRESSION_NAMES = ("none", "gzip", "snappy", "lz4", "zstd")
-COMPRESSION_CODES = {name: code for code, name in enumerate(COMPRESSION_NAMES)}
+
+
+class UnknownCompressionError(InvalidRecordError):
+    """A compression name or attribute code that is not in Kafka's codec table."""
+
+
+@dataclass(frozen=True)
+class Codec:
+    """One row of Kafka's codec table: the attribute code, the name configs and tools use, and
+    the topic/producer config that sets its level (None when the codec has no levels)."""
+
+    code: int
+    name: str
+    level_config: str | None = None
+
+    def compress(self, data, level: int | None = None) -> bytes:
+        """Compress a records block with Kafka's framing, at ``level`` (None: the default)."""
+        return compress(self.code, data, level=level)
+
+    def decompress(self, data, *, limit: int = 64 << 20, position: int = 0) -> bytes:
+        """Inflate a records block, never past ``limit`` bytes (see decompress)."""
+        return decompress(self.code, data, limit=limit, position=position)
+
+
+CODECS = (
+    Codec(NONE, "none"),
+    Codec(GZIP, "gzip", "compression.gzip.level"),
+    Codec(SNAPPY, "snappy"),
+    Codec(LZ4, "lz4", "compression.lz4.level"),
+    Codec(ZSTD, "zstd", "compression.zstd.level"),
+)
+COMPRESSION_NAMES = tuple(codec.name for codec in CODECS)
+COMPRESSION_CODES = {codec.name: codec.code for codec in CODECS}
+_BY_NAME = {codec.name: codec for codec in CODECS}
+
+
+def codec_by_name(name: str) -> Codec:
+    """The codec called ``name``; UnknownCompressionError names the known ones otherwise."""
+    try:
+        return _BY_NAME[name]
+    except (KeyError, TypeError):
+        raise UnknownCompressionError(
+            f"unknown compression {name!r}; one of {COMPRESSION_NAMES}") from None
+
+
+def codec_by_code(code: int) -> Codec:
+    """The codec with attribute code ``code``; UnknownCompressionError for a code Kafka lacks."""
+    if not 0 <= code < len(CODECS):
+        raise UnknownCompressionError(f"unknown compression codec {code}")
+    return CODECS[code]
 
 # Default ceiling for one batch's inflated records; Kafka's own limits (message.max.bytes,
 # fetch sizes) are far below it.
@@ -79,8 +129,11 @@ _STREAM_CODECS = {GZIP: "gzip", LZ4: "lz4", ZSTD: "zstd"}
 _snappy = pa.Codec("snappy")
 _lz4_raw = pa.Codec("lz4_raw")
 # Kafka's defaults: compression.gzip.level -1 (zlib's 6), compression.zstd.level 3.
-_gzip = pa.Codec("gzip", compression_level=6)
-_zstd = pa.Codec("zstd", compression_level=3)
+_GZIP_DEFAULT_LEVEL, _ZSTD_DEFAULT_LEVEL = 6, 3
+_gzip = pa.Codec("gzip", compression_level=_GZIP_DEFAULT_LEVEL)
+_zstd = pa.Codec("zstd", compression_level=_ZSTD_DEFAULT_LEVEL)
+# lz4-java's high compressor takes levels up to 17; the LZ4 library (and pyarrow) stops at 12.
+_LZ4_MAX_LEVEL = 12
 
 # zstd frame header (RFC 8878 3.1.1.1): magic, descriptor byte, optional window byte,
 # dictionary id (0/1/2/4 bytes), frame content size (0/1/2/4/8 bytes).
@@ -90,24 +143,30 @@ _ZSTD_CONTENT_SIZE_SIZES = (0, 2, 4, 8)
 
 
 def compression_code(name: str) -> int:
-    """Return the attribute code (0-4) for a codec name; InvalidRecordError when unknown."""
-    try:
-        return COMPRESSION_CODES[name]
-    except (KeyError, TypeError):
-        raise InvalidRecordError(f"unknown compression {name!r}; one of {COMPRESSION_NAMES}") from None
+    """Return the attribute code (0-4) for a codec name; UnknownCompressionError when unknown."""
+    return codec_by_name(name).code
 
 
-def compress(code: int, data) -> bytes:
-    """Compress a bytes-like block with codec ``code`` using Kafka's framing."""
+@lru_cache(maxsize=32)
+def _leveled(name: str, level: int) -> pa.Codec:
+    return pa.Codec(name, compression_level=level)
+
+
+def compress(code: int, data, level: int | None = None) -> bytes:
+    """Compress a bytes-like block with codec ``code`` using Kafka's framing, at the codec's
+    ``level`` as Kafka's compression.<codec>.level gives it (None: Kafka's default; gzip -1 is
+    zlib's default)."""
     if code == GZIP:
-        return _gzip.compress(data, asbytes=True)
+        codec = _gzip if level is None or level == -1 else _leveled("gzip", level)
+        return codec.compress(data, asbytes=True)
     if code == SNAPPY:
         return _snappy_xerial(memoryview(data).cast("B"))
     if code == LZ4:
-        return _lz4_frame(memoryview(data).cast("B"))
+        raw = _lz4_raw if level is None else _leveled("lz4_raw", min(level, _LZ4_MAX_LEVEL))
+        return _lz4_frame(memoryview(data).cast("B"), raw)
     if code == ZSTD:
-        return _zstd.compress(data, asbytes=True)
-    raise InvalidRecordError(f"cannot compress with codec {code}")
+        return (_zstd if level is None else _leveled("zstd", level)).compress(data, asbytes=True)
+    raise UnknownCompressionError(f"cannot compress with codec {code}")
 
 
 def _snappy_xerial(view: memoryview) -> bytes:
@@ -119,11 +178,11 @@ def _snappy_xerial(view: memoryview) -> bytes:
     return b"".join(parts)
 
 
-def _lz4_frame(view: memoryview) -> bytes:
+def _lz4_frame(view: memoryview, raw: pa.Codec) -> bytes:
     parts = [LZ4_FRAME_HEADER]
     for start in range(0, len(view), LZ4_BLOCK_SIZE):
         chunk = view[start:start + LZ4_BLOCK_SIZE]
-        block = _lz4_raw.compress(chunk, asbytes=True)
+        block = raw.compress(chunk, asbytes=True)
         if len(block) >= len(chunk):
             parts.append(_UINT32_LE.pack(len(chunk) | LZ4_UNCOMPRESSED_BIT))
             parts.append(bytes(chunk))

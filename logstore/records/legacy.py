@@ -4,7 +4,8 @@ interface, plus a small writer used to build test inputs."""
 from __future__ import annotations
 
 from logstore.errors import CorruptRecordError, InvalidRecordError
-from logstore.records.batch import RecordBatch, RecordColumns
+from logstore.records.batch import RecordBatch
+from logstore.records.columns import RecordColumns
 from logstore.records.compression import (
     DEFAULT_MAX_INFLATED_BYTES,
     LZ4,
@@ -49,7 +50,7 @@ def _fix_old_kafka_lz4(data: bytes) -> bytes:
 
 
 def _parse_message(view: memoryview, pos: int, base: int) -> tuple:
-    """(offset, magic, attributes, timestamp, key, value, next pos) of the entry at ``pos``;
+    """(offset, magic, attributes, timestamp, key, value, next pos, crc) of the entry at ``pos``;
     checks its CRC-32 and that key and value fill it exactly."""
     header = read_batch_header(view, pos)
     end = pos + header.batch_length + LOG_OVERHEAD
@@ -74,27 +75,29 @@ def _parse_message(view: memoryview, pos: int, base: int) -> tuple:
     if p != end:
         raise CorruptRecordError("message key and value do not fill the message", position=base + pos)
     return (header.base_offset, header.magic, header.attributes, header.base_timestamp,
-            fields[0], fields[1], end)
+            fields[0], fields[1], end, header.crc)
 
 
 class LegacyRecordBatch(RecordBatch):
     """A magic 0/1 log entry (a single message or a compressed wrapper) seen as a batch."""
 
-    __slots__ = ("_inner",)
+    __slots__ = ("_inner", "_crcs")
 
     def __init__(self, buffer, position: int = 0):
         super().__init__(buffer, position)
         self._inner = None
+        self._crcs: list[int] = []
 
     def _records(self, limit: int = DEFAULT_MAX_INFLATED_BYTES) -> list[Record]:
         """Inner records with absolute offsets (decompressing a wrapper); cached."""
         if self._inner is not None:
             return self._inner
-        offset, magic, attributes, timestamp, key, value, _ = _parse_message(self.view, 0, self.position)
+        offset, magic, attributes, timestamp, key, value, _, crc = _parse_message(self.view, 0, self.position)
         log_append = magic == 1 and attributes & TIMESTAMP_TYPE_BIT
         code = attributes & COMPRESSION_MASK
         if code == NONE:
             self._inner = [Record(offset, timestamp, key, value)]
+            self._crcs = [crc]
             return self._inner
         if code >= ZSTD:
             raise CorruptRecordError(f"compression codec {code} is not allowed with magic {magic}",
@@ -121,6 +124,7 @@ class LegacyRecordBatch(RecordBatch):
         shift = offset - inner[-1][0] if magic == 1 else 0
         self._inner = [Record(e[0] + shift, timestamp if log_append else e[3], e[4], e[5])
                        for e in inner]
+        self._crcs = [e[7] for e in inner]
         return self._inner
 
     @property
@@ -187,6 +191,12 @@ class LegacyRecordBatch(RecordBatch):
     def records(self, *, max_inflated_bytes: int = DEFAULT_MAX_INFLATED_BYTES) -> list[Record]:
         """Decode (and decompress) every message; CorruptRecordError on bad bytes."""
         return list(self._records(max_inflated_bytes))
+
+    def message_crcs(self, *, max_inflated_bytes: int = DEFAULT_MAX_INFLATED_BYTES) -> list[int]:
+        """The stored CRC-32 of each message, in record order (a wrapper's inner messages, each
+        checked while decoding): what Kafka's dump prints as a legacy record's crc."""
+        self._records(max_inflated_bytes)
+        return list(self._crcs)
 
     def columns(self, *, max_inflated_bytes: int = DEFAULT_MAX_INFLATED_BYTES) -> RecordColumns:
         """The messages as numpy columns (legacy entries are rare, so built from records())."""

@@ -1,4 +1,5 @@
-"""Zigzag varints (Kafka's varint / varlong, protobuf sint32/sint64 style), one value at a time.
+"""Varints, one value at a time: zigzag (Kafka's varint / varlong, protobuf sint32/sint64 style)
+and unsigned (Kafka's unsigned varint: compact lengths and tagged fields of flexible versions).
 
 The public scalar codec for tools that pick single records apart; bulk record encoding and
 decoding use the numba kernels in ``_kernels``, which property tests check against these.
@@ -14,17 +15,21 @@ _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
+def encode_unsigned_varint(value: int) -> bytes:
+    """Encode a non-negative int as an unsigned base-128 varint (Kafka's writeUnsignedVarint)."""
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
 def encode_varint(value: int) -> bytes:
     """Encode a signed int64 as a zigzag varint (1 to 10 bytes); InvalidRecordError outside int64."""
     if not _INT64_MIN <= value <= _INT64_MAX:
         raise InvalidRecordError(f"{value} does not fit in an int64")
-    z = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while z >= 0x80:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
-    return bytes(out)
+    return encode_unsigned_varint((value << 1) ^ (value >> 63))
 
 
 def size_of_varint(value: int) -> int:

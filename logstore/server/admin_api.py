@@ -1,0 +1,243 @@
+"""Cluster and topic APIs: ApiVersions, Metadata (with auto-creation), CreateTopics,
+DeleteTopics, CreatePartitions, DescribeConfigs and IncrementalAlterConfigs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from logstore.config import CONFIG_KEYS, LogConfig
+from logstore.errors import InvalidConfigError, InvalidTopicError, LogstoreError
+from logstore.log_files import validate_topic
+from logstore.server import error_codes as ec
+from logstore.server.context import ServerContext
+from logstore.server.protocol import Request, api_versions_entries
+from logstore.server.topics import InvalidPartitionsError, TopicExistsError, UnknownTopicError
+
+TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
+SOURCE_DYNAMIC_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
+OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+TOPIC_KEYS = tuple(k for k in CONFIG_KEYS if not k.name.startswith(("log.", "producer.", "replica.")))
+_TOPIC_KEY_NAMES = {k.name for k in TOPIC_KEYS}
+_LIST_KEYS = {k.name for k in TOPIC_KEYS if k.type == "list"}
+
+
+def config_text(value: Any) -> str:
+    """A config value as Kafka prints it (lists comma-joined, booleans lower case)."""
+    if isinstance(value, list | tuple):
+        return ",".join(value)
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
+
+
+def _error_of(exc: BaseException) -> int:
+    if isinstance(exc, TopicExistsError):
+        return ec.TOPIC_ALREADY_EXISTS
+    if isinstance(exc, UnknownTopicError):
+        return ec.UNKNOWN_TOPIC_OR_PARTITION
+    if isinstance(exc, InvalidPartitionsError):
+        return ec.INVALID_PARTITIONS
+    return ec.for_exception(exc)
+
+
+class AdminApi:
+    """Cluster metadata and topic administration for one node."""
+
+    def __init__(self, ctx: ServerContext):
+        self._ctx = ctx
+
+    def handlers(self) -> dict[int, Callable[[Request], Any]]:
+        """Handlers by API key."""
+        return {18: self.api_versions, 3: self.metadata, 19: self.create_topics, 20: self.delete_topics,
+                37: self.create_partitions, 32: self.describe_configs, 44: self.incremental_alter_configs}
+
+    async def api_versions(self, req: Request) -> Any:
+        return req.response(error_code=ec.NONE, api_keys=api_versions_entries(req.spec.response, self._ctx.implemented),
+                            throttle_time_ms=0)
+
+    # ------------------------------------------------------------------ metadata
+
+    def _topic_metadata(self, cls: Any, name: str) -> Any:
+        entry = cls.MetadataResponseTopic
+        topics = self._ctx.topics
+        node = self._ctx.node_id
+        partitions = [entry.MetadataResponsePartition(
+            error_code=ec.NONE, partition_index=p, leader_id=node, leader_epoch=0, replica_nodes=[node],
+            isr_nodes=[node], offline_replicas=[]) for p in range(topics.partition_count(name))]
+        return entry(error_code=ec.NONE, name=name, topic_id=topics.topic_id(name),
+                     is_internal=topics.is_internal(name), partitions=partitions)
+
+    async def metadata(self, req: Request) -> Any:
+        body = req.body
+        cls = req.spec.response
+        topics = self._ctx.topics
+        entries = []
+        if body.topics is None or (req.version == 0 and not body.topics):
+            entries = [self._topic_metadata(cls, name) for name in topics.names()]
+        else:
+            allow = body.allow_auto_topic_creation and self._ctx.config.auto_create_topics_enable
+            for requested in body.topics:
+                name = requested.name
+                error = self._ensure_topic(name, allow)
+                if error == ec.NONE:
+                    entries.append(self._topic_metadata(cls, name))
+                else:
+                    entries.append(cls.MetadataResponseTopic(error_code=error, name=name, partitions=[]))
+        broker = cls.MetadataResponseBroker(node_id=self._ctx.node_id, host=self._ctx.host, port=self._ctx.port,
+                                            rack=None)
+        return req.response(throttle_time_ms=0, brokers=[broker], cluster_id=self._ctx.meta.cluster_id,
+                            controller_id=self._ctx.node_id, topics=entries)
+
+    def _ensure_topic(self, name: str | None, auto_create: bool) -> int:
+        try:
+            validate_topic(name)
+        except InvalidTopicError:
+            return ec.INVALID_TOPIC_EXCEPTION
+        if name in self._ctx.topics:
+            return ec.NONE
+        if not auto_create or self._ctx.topics.is_internal(name):
+            return ec.UNKNOWN_TOPIC_OR_PARTITION
+        try:
+            self._ctx.topics.create(name, self._ctx.config.num_partitions)
+        except LogstoreError as exc:
+            return _error_of(exc)
+        return ec.NONE
+
+    # ------------------------------------------------------------------ topics
+
+    async def create_topics(self, req: Request) -> Any:
+        body = req.body
+        cls = req.spec.response
+        results = []
+        for topic in body.topics:
+            count = self._ctx.config.num_partitions if topic.num_partitions == -1 else topic.num_partitions
+            configs = {c.name: c.value for c in topic.configs if c.value is not None}
+            error, message = ec.NONE, None
+            if topic.replication_factor not in (-1, 1):
+                error, message = ec.INVALID_REPLICATION_FACTOR, "a single node keeps one replica"
+            elif topic.assignments:
+                error, message = ec.INVALID_REQUEST, "replica assignments are not supported"
+            else:
+                try:
+                    self._ctx.topics.create(topic.name, count, configs, validate_only=body.validate_only)
+                except LogstoreError as exc:
+                    error, message = _error_of(exc), str(exc)
+            result = cls.CreatableTopicResult(name=topic.name, error_code=error, error_message=message,
+                                              topic_id=self._ctx.topics.topic_id(topic.name))
+            if error == ec.NONE:
+                result.num_partitions, result.replication_factor = count, 1
+                result.configs = [cls.CreatableTopicResult.CreatableTopicConfigs(
+                    name=name, value=value, read_only=False, config_source=source, is_sensitive=False)
+                    for name, value, source in self._describe(topic.name, configs)]
+            results.append(result)
+        return req.response(throttle_time_ms=0, topics=results)
+
+    async def delete_topics(self, req: Request) -> Any:
+        cls = req.spec.response
+        results = []
+        for name in req.body.topic_names:
+            error, message = ec.NONE, None
+            try:
+                validate_topic(name)
+                if self._ctx.topics.is_internal(name):
+                    raise InvalidTopicError(f"cannot delete internal topic {name}")
+                self._ctx.topics.delete(name)
+            except LogstoreError as exc:
+                error, message = _error_of(exc), str(exc)
+            results.append(cls.DeletableTopicResult(name=name, error_code=error, error_message=message))
+        return req.response(throttle_time_ms=0, responses=results)
+
+    async def create_partitions(self, req: Request) -> Any:
+        body = req.body
+        cls = req.spec.response
+        results = []
+        for topic in body.topics:
+            error, message = ec.NONE, None
+            try:
+                validate_topic(topic.name)
+                self._ctx.topics.add_partitions(topic.name, topic.count, validate_only=body.validate_only)
+            except LogstoreError as exc:
+                error, message = _error_of(exc), str(exc)
+            results.append(cls.CreatePartitionsTopicResult(name=topic.name, error_code=error,
+                                                           error_message=message))
+        return req.response(throttle_time_ms=0, results=results)
+
+    # ------------------------------------------------------------------ configs
+
+    def _describe(self, topic: str, overrides: dict[str, str] | None = None) -> list[tuple[str, str, int]]:
+        """(name, value, source) of every topic-level config of `topic`."""
+        stored = self._ctx.topics.overrides(topic) if overrides is None else overrides
+        config = self._ctx.manager.default_config.with_overrides(stored)
+        return [(k.name, config_text(config[k.name]),
+                 SOURCE_DYNAMIC_TOPIC if k.name in stored else SOURCE_DEFAULT) for k in TOPIC_KEYS]
+
+    async def describe_configs(self, req: Request) -> Any:
+        cls = req.spec.response
+        results = []
+        for resource in req.body.resources:
+            error, message, entries = ec.NONE, None, []
+            if resource.resource_type == TOPIC_RESOURCE:
+                if resource.resource_name in self._ctx.topics:
+                    entries = self._describe(resource.resource_name)
+                else:
+                    error, message = ec.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {resource.resource_name}"
+            elif resource.resource_type == BROKER_RESOURCE:
+                default = self._ctx.manager.default_config
+                entries = [(k.name, config_text(default[k.name]),
+                            SOURCE_STATIC_BROKER if k.name in default.overrides else SOURCE_DEFAULT)
+                           for k in CONFIG_KEYS]
+            else:
+                error, message = ec.INVALID_REQUEST, f"unsupported resource type {resource.resource_type}"
+            keys = resource.configuration_keys
+            result_cls = cls.DescribeConfigsResult.DescribeConfigsResourceResult
+            configs = [result_cls(name=name, value=value, read_only=False, config_source=source,
+                                  is_default=source == SOURCE_DEFAULT, is_sensitive=False, synonyms=[],
+                                  documentation=None)
+                       for name, value, source in entries if keys is None or name in keys]
+            results.append(cls.DescribeConfigsResult(error_code=error, error_message=message,
+                                                     resource_type=resource.resource_type,
+                                                     resource_name=resource.resource_name, configs=configs))
+        return req.response(throttle_time_ms=0, results=results)
+
+    async def incremental_alter_configs(self, req: Request) -> Any:
+        body = req.body
+        cls = req.spec.response
+        responses = []
+        for resource in body.resources:
+            error, message = ec.NONE, None
+            try:
+                if resource.resource_type != TOPIC_RESOURCE:
+                    raise InvalidConfigError(f"only topic configs can be altered, not type {resource.resource_type}")
+                name = resource.resource_name
+                overrides = self._ctx.topics.overrides(name) if name in self._ctx.topics else {}
+                for op in resource.configs:
+                    _apply_op(overrides, op.name, op.config_operation, op.value)
+                self._ctx.topics.alter_config(name, overrides, validate_only=body.validate_only)
+            except LogstoreError as exc:
+                error, message = _error_of(exc), str(exc)
+            responses.append(cls.AlterConfigsResourceResponse(
+                error_code=error, error_message=message, resource_type=resource.resource_type,
+                resource_name=resource.resource_name))
+        return req.response(throttle_time_ms=0, responses=responses)
+
+
+def _apply_op(overrides: dict[str, str], name: str, op: int, value: str | None) -> None:
+    """Apply one IncrementalAlterConfigs operation to `overrides` (InvalidConfigError if bad)."""
+    if name not in _TOPIC_KEY_NAMES:
+        raise InvalidConfigError(f"{name}: unknown topic config")
+    if op == OP_SET:
+        overrides[name] = "" if value is None else value
+    elif op == OP_DELETE:
+        overrides.pop(name, None)
+    elif op in (OP_APPEND, OP_SUBTRACT) and name in _LIST_KEYS:
+        current = overrides.get(name)
+        items = current.split(",") if current else list(LogConfig()[name])
+        given = [v for v in (value or "").split(",") if v]
+        if op == OP_APPEND:
+            items += [v for v in given if v not in items]
+        else:
+            items = [v for v in items if v not in given]
+        overrides[name] = ",".join(items)
+    else:
+        raise InvalidConfigError(f"{name}: operation {op} is not valid for this config")

@@ -1,0 +1,147 @@
+"""The broker's settings: a `server.properties` file read as Kafka reads it, split into the
+broker-level keys the server uses and the `log.*` defaults handed to the LogManager."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from logstore.config import CONFIG_KEYS, LogConfig, java_integer, parse_properties
+from logstore.errors import InvalidConfigError
+
+# Kafka's broker-level names of topic configs (ServerLogConfigs): the broker default of each.
+BROKER_TO_TOPIC = {
+    "log.segment.bytes": "segment.bytes",
+    "log.roll.ms": "segment.ms",
+    "log.roll.jitter.ms": "segment.jitter.ms",
+    "log.index.size.max.bytes": "segment.index.bytes",
+    "log.index.interval.bytes": "index.interval.bytes",
+    "message.max.bytes": "max.message.bytes",
+    "log.flush.interval.messages": "flush.messages",
+    "log.flush.interval.ms": "flush.ms",
+    "log.retention.ms": "retention.ms",
+    "log.retention.bytes": "retention.bytes",
+    "log.cleanup.policy": "cleanup.policy",
+    "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
+    "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
+    "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
+    "log.cleaner.delete.retention.ms": "delete.retention.ms",
+    "log.segment.delete.delay.ms": "file.delete.delay.ms",
+    "compression.type": "compression.type",
+    "log.message.timestamp.type": "message.timestamp.type",
+    "min.insync.replicas": "min.insync.replicas",
+    "log.preallocate": "preallocate",
+}
+_UNIT_MS = {"log.retention.hours": 3_600_000, "log.retention.minutes": 60_000, "log.roll.hours": 3_600_000}
+_ENGINE_KEYS = {k.name for k in CONFIG_KEYS if k.name.startswith(("log.", "producer.", "replica."))}
+
+
+def _int(props: Mapping[str, str], key: str, default: int, lo: int = 0) -> int:
+    raw = props.get(key)
+    if raw is None:
+        return default
+    try:
+        value = java_integer(raw.strip())
+    except ValueError:
+        raise InvalidConfigError(f"{key}: expected an integer, got {raw!r}") from None
+    if value < lo:
+        raise InvalidConfigError(f"{key}: must be at least {lo}, got {value}")
+    return value
+
+
+def _bool(props: Mapping[str, str], key: str, default: bool) -> bool:
+    raw = props.get(key)
+    if raw is None:
+        return default
+    if raw.strip().lower() not in ("true", "false"):
+        raise InvalidConfigError(f"{key}: expected true or false, got {raw!r}")
+    return raw.strip().lower() == "true"
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """Broker-level settings (Kafka's names and defaults, bounded request sizes added)."""
+
+    node_id: int = 1
+    num_partitions: int = 1
+    auto_create_topics_enable: bool = True
+    offsets_topic_num_partitions: int = 50
+    transaction_state_log_num_partitions: int = 50
+    socket_request_max_bytes: int = 104_857_600
+    queued_max_request_bytes: int = 512 * 1024 * 1024
+    group_initial_rebalance_delay_ms: int = 3000
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1_800_000
+    group_max_size: int = 2**31 - 1
+    transaction_max_timeout_ms: int = 900_000
+    listeners: str | None = None
+    log_defaults: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> BrokerConfig:
+        """Read Kafka's broker keys; `log.*` and broker-level topic defaults become LogConfig keys."""
+        log_defaults: dict[str, Any] = {}
+        for key, raw in props.items():
+            if key in BROKER_TO_TOPIC:
+                log_defaults[BROKER_TO_TOPIC[key]] = raw
+            elif key in _ENGINE_KEYS:
+                log_defaults[key] = raw
+        for key, unit in _UNIT_MS.items():
+            topic_key = "retention.ms" if "retention" in key else "segment.ms"
+            if key in props and topic_key not in log_defaults:
+                log_defaults[topic_key] = _int(props, key, 0, lo=-1) * unit
+        LogConfig(log_defaults)  # validate now: one error naming the key
+        node_id = _int(props, "node.id", _int(props, "broker.id", 1))
+        listeners = props.get("listeners")
+        return cls(
+            node_id=node_id,
+            num_partitions=_int(props, "num.partitions", 1, lo=1),
+            auto_create_topics_enable=_bool(props, "auto.create.topics.enable", True),
+            offsets_topic_num_partitions=_int(props, "offsets.topic.num.partitions", 50, lo=1),
+            transaction_state_log_num_partitions=_int(props, "transaction.state.log.num.partitions", 50, lo=1),
+            socket_request_max_bytes=_int(props, "socket.request.max.bytes", 104_857_600, lo=1024),
+            queued_max_request_bytes=_int(props, "queued.max.request.bytes", 512 * 1024 * 1024, lo=-1),
+            group_initial_rebalance_delay_ms=_int(props, "group.initial.rebalance.delay.ms", 3000),
+            group_min_session_timeout_ms=_int(props, "group.min.session.timeout.ms", 6000),
+            group_max_session_timeout_ms=_int(props, "group.max.session.timeout.ms", 1_800_000),
+            group_max_size=_int(props, "group.max.size", 2**31 - 1, lo=1),
+            transaction_max_timeout_ms=_int(props, "transaction.max.timeout.ms", 900_000, lo=1),
+            listeners=listeners.strip() if listeners else None,
+            log_defaults=log_defaults,
+        )
+
+    @classmethod
+    def load(cls, path: str | Path | None = None, overrides: Mapping[str, Any] | None = None) -> BrokerConfig:
+        """From a `server.properties` file (optional) and `overrides` (Kafka key names)."""
+        props: dict[str, str] = {}
+        if path is not None:
+            try:
+                props.update(parse_properties(Path(path).read_text(encoding="utf-8")))
+            except UnicodeDecodeError as exc:
+                raise InvalidConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+        props.update({k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in (overrides or {}).items()})
+        return cls.from_properties(props)
+
+    def listen_address(self) -> tuple[str, int] | None:
+        """Host and port of the first `listeners` entry (`PLAINTEXT://host:port`), if set."""
+        if not self.listeners:
+            return None
+        first = self.listeners.split(",")[0].strip()
+        return parse_listen(first.split("://", 1)[-1])
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """`host:port` (IPv6 in brackets) as (host, port); InvalidConfigError if malformed."""
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        raise InvalidConfigError(f"listen address must be HOST:PORT, got {text!r}")
+    host = host.strip("[]") or "0.0.0.0"
+    try:
+        number = java_integer(port)
+    except ValueError:
+        raise InvalidConfigError(f"listen port must be a number, got {port!r}") from None
+    if not 0 <= number <= 65535:
+        raise InvalidConfigError(f"listen port must be in [0, 65535], got {number}")
+    return host, number

@@ -1,0 +1,52 @@
+"""What every request handler shares: the node's identity and settings, its logs and topics,
+and the signal that wakes fetches waiting for data."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass, field
+
+from logstore.clock import Clock
+from logstore.manager import LogManager
+from logstore.server.broker_config import BrokerConfig
+from logstore.server.meta_properties import MetaProperties
+from logstore.server.topics import Topics
+
+
+class DataSignal:
+    """Wakes every waiter when new data or new offsets appear (Kafka's delayed-fetch purgatory,
+    reduced to one event for one node)."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def notify(self) -> None:
+        """Wake every current waiter."""
+        self._event.set()
+        self._event = asyncio.Event()
+
+    async def wait(self, timeout_s: float) -> None:
+        """Return after the next notify or `timeout_s`, whichever comes first."""
+        event = self._event
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(event.wait(), max(timeout_s, 0.0))
+
+
+@dataclass
+class ServerContext:
+    """The node: identity, settings, logs, topics, the address clients are told to use."""
+
+    config: BrokerConfig
+    meta: MetaProperties
+    manager: LogManager
+    topics: Topics
+    clock: Clock
+    host: str = "127.0.0.1"
+    port: int = 9092
+    data: DataSignal = field(default_factory=DataSignal)
+    implemented: frozenset[int] = frozenset()
+
+    @property
+    def node_id(self) -> int:
+        return self.meta.node_id

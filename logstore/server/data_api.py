@@ -1,0 +1,227 @@
+"""The data APIs: Produce, Fetch (sessions included), ListOffsets, OffsetForLeaderEpoch and
+DeleteRecords, each a thin translation between the wire and the partition's `Log`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from logstore.errors import LogstoreError, OffsetOutOfRangeError
+from logstore.log import Log
+from logstore.server import error_codes as ec
+from logstore.server.context import ServerContext
+from logstore.server.fetch_sessions import FetchSessionCache, FetchSessionError, SessionPartition
+from logstore.server.protocol import Request
+
+READ_COMMITTED = 1
+LEADER_EPOCH = 0  # one node: the leader epoch never changes
+NO_OFFSET = -1
+
+
+class DataApi:
+    """Produce and the reading APIs over the node's logs."""
+
+    def __init__(self, ctx: ServerContext):
+        self._ctx = ctx
+        self._sessions = FetchSessionCache()
+
+    def handlers(self) -> dict[int, Callable[[Request], Any]]:
+        """Handlers by API key."""
+        return {0: self.produce, 1: self.fetch, 2: self.list_offsets, 23: self.offset_for_leader_epoch,
+                21: self.delete_records}
+
+    # ------------------------------------------------------------------ produce
+
+    def _append(self, topic: str, partition: int, records: Any, acks: int) -> tuple[int, int, int, int]:
+        """(error, base offset, log append time, log start) of one partition's append."""
+        if topic in self._ctx.topics and self._ctx.topics.is_internal(topic):
+            return ec.INVALID_TOPIC_EXCEPTION, NO_OFFSET, -1, -1
+        log = self._ctx.topics.log(topic, partition)
+        if log is None:
+            return ec.UNKNOWN_TOPIC_OR_PARTITION, NO_OFFSET, -1, -1
+        if acks not in (0, 1, -1):
+            return ec.INVALID_REQUEST, NO_OFFSET, -1, -1
+        if records is None or len(records) == 0:
+            return ec.INVALID_RECORD, NO_OFFSET, -1, log.log_start_offset
+        try:
+            info = log.append(records, leader_epoch=LEADER_EPOCH)
+        except LogstoreError as exc:
+            return ec.for_exception(exc), NO_OFFSET, -1, log.log_start_offset
+        return ec.NONE, info.first_offset, info.log_append_time, log.log_start_offset
+
+    async def produce(self, req: Request) -> Any:
+        body = req.body
+        cls = req.spec.response
+        topics = []
+        for topic in body.topic_data:
+            partitions = []
+            for p in topic.partition_data:
+                error, base, append_time, start = self._append(topic.name, p.index, p.records, body.acks)
+                partitions.append(cls.TopicProduceResponse.PartitionProduceResponse(
+                    index=p.index, error_code=error, base_offset=base, log_append_time_ms=append_time,
+                    log_start_offset=start, record_errors=[], error_message=None))
+            topics.append(cls.TopicProduceResponse(name=topic.name, partition_responses=partitions))
+        self._ctx.data.notify()
+        if body.acks == 0:
+            return None
+        return req.response(responses=topics, throttle_time_ms=0)
+
+    # ------------------------------------------------------------------ fetch
+
+    def _read(self, log: Log, offset: int, max_bytes: int, committed: bool):
+        isolation = "read_committed" if committed else "high_watermark"
+        return log.read(offset, max_bytes, isolation=isolation)
+
+    def _fetch_partition(self, cls: Any, topic: str, partition: int, offset: int, max_bytes: int,
+                         committed: bool) -> tuple[Any, int]:
+        """The response entry of one partition and the bytes it carries."""
+        entry = cls.FetchableTopicResponse.PartitionData
+        log = self._ctx.topics.log(topic, partition)
+        if log is None:
+            return entry(partition_index=partition, error_code=ec.UNKNOWN_TOPIC_OR_PARTITION, high_watermark=-1,
+                         last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None,
+                         preferred_read_replica=-1, records=b""), 0
+        try:
+            result = self._read(log, offset, max_bytes, committed) if max_bytes > 0 else None
+            error = ec.NONE
+        except OffsetOutOfRangeError:
+            result, error = None, ec.OFFSET_OUT_OF_RANGE
+        except LogstoreError as exc:
+            result, error = None, ec.for_exception(exc)
+        records = b"" if result is None else result.records
+        aborted = None
+        if committed and result is not None:
+            aborted = [entry.AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
+                       for a in result.aborted_transactions]
+        return entry(partition_index=partition, error_code=error, high_watermark=log.high_watermark,
+                     last_stable_offset=log.last_stable_offset, log_start_offset=log.log_start_offset,
+                     aborted_transactions=aborted, preferred_read_replica=-1, records=records), len(records)
+
+    async def fetch(self, req: Request) -> Any:
+        body = req.body
+        cls = req.spec.response
+        committed = body.isolation_level == READ_COMMITTED
+        wanted = [(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes)
+                  for t in body.topics for p in t.partitions]
+        forgotten = [(t.topic, p) for t in body.forgotten_topics_data for p in t.partitions]
+        try:
+            session, full = self._sessions.resolve(body.session_id, body.session_epoch, wanted, forgotten)
+        except FetchSessionError as exc:
+            return req.response(throttle_time_ms=0, error_code=exc.code, session_id=0, responses=[])
+        if session is None:
+            targets = [(t, p, SessionPartition(o, m)) for t, p, o, m in wanted]
+        else:
+            targets = [(t, p, s) for (t, p), s in session.partitions.items()]
+        deadline = time.monotonic() + max(body.max_wait_ms, 0) / 1000
+        while True:
+            topics, total, errors = self._fetch_round(cls, targets, body.max_bytes, committed, full)
+            remaining = deadline - time.monotonic()
+            if total >= max(body.min_bytes, 1) or errors or remaining <= 0:
+                break
+            await self._ctx.data.wait(remaining)
+        if session is not None:
+            _remember(targets, topics)
+        return req.response(throttle_time_ms=0, error_code=ec.NONE,
+                            session_id=session.session_id if session else 0, responses=topics)
+
+    def _fetch_round(self, cls: Any, targets: list, max_bytes: int, committed: bool,
+                     full: bool) -> tuple[list, int, bool]:
+        by_topic: dict[str, list] = {}
+        total = 0
+        errors = False
+        budget = max(max_bytes, 0)
+        for topic, partition, state in targets:
+            limit = min(state.max_bytes, budget) if total else state.max_bytes
+            data, size = self._fetch_partition(cls, topic, partition, state.fetch_offset, limit, committed)
+            changed = (size > 0 or data.error_code != ec.NONE or data.high_watermark != state.high_watermark
+                       or data.last_stable_offset != state.last_stable_offset
+                       or data.log_start_offset != state.log_start_offset)
+            if full or changed:
+                by_topic.setdefault(topic, []).append(data)
+            total += size
+            budget = max(budget - size, 0)
+            errors = errors or data.error_code != ec.NONE
+        return [cls.FetchableTopicResponse(topic=t, partitions=ps) for t, ps in by_topic.items()], total, errors
+
+    # ------------------------------------------------------------------ offsets
+
+    async def list_offsets(self, req: Request) -> Any:
+        body = req.body
+        cls = req.spec.response
+        topics = []
+        for topic in body.topics:
+            partitions = []
+            for p in topic.partitions:
+                entry = cls.ListOffsetsTopicResponse.ListOffsetsPartitionResponse
+                log = self._ctx.topics.log(topic.name, p.partition_index)
+                if log is None:
+                    partitions.append(entry(partition_index=p.partition_index,
+                                            error_code=ec.UNKNOWN_TOPIC_OR_PARTITION, timestamp=-1, offset=-1))
+                    continue
+                error, timestamp, offset, epoch = ec.NONE, -1, -1, -1
+                try:
+                    found = log.offset_for_timestamp(p.timestamp)
+                except ValueError:
+                    found, error = None, ec.UNSUPPORTED_VERSION
+                if found is not None:
+                    timestamp, offset = found.timestamp, found.offset
+                    epoch = -1 if found.leader_epoch is None else found.leader_epoch
+                    if p.timestamp == -1:
+                        bound = log.last_stable_offset if body.isolation_level == READ_COMMITTED else log.high_watermark
+                        offset = min(offset, bound)
+                partitions.append(entry(partition_index=p.partition_index, error_code=error, timestamp=timestamp,
+                                        offset=offset, leader_epoch=epoch, old_style_offsets=[]))
+            topics.append(cls.ListOffsetsTopicResponse(name=topic.name, partitions=partitions))
+        return req.response(throttle_time_ms=0, topics=topics)
+
+    async def offset_for_leader_epoch(self, req: Request) -> Any:
+        cls = req.spec.response
+        topics = []
+        for topic in req.body.topics:
+            partitions = []
+            for p in topic.partitions:
+                entry = cls.OffsetForLeaderTopicResult.EpochEndOffset
+                log = self._ctx.topics.log(topic.topic, p.partition)
+                if log is None:
+                    partitions.append(entry(error_code=ec.UNKNOWN_TOPIC_OR_PARTITION, partition=p.partition))
+                    continue
+                epoch, end = log.leader_epoch_cache.end_offset_for(p.leader_epoch, log.log_end_offset)
+                partitions.append(entry(error_code=ec.NONE, partition=p.partition, leader_epoch=epoch,
+                                        end_offset=end))
+            topics.append(cls.OffsetForLeaderTopicResult(topic=topic.topic, partitions=partitions))
+        return req.response(throttle_time_ms=0, topics=topics)
+
+    async def delete_records(self, req: Request) -> Any:
+        cls = req.spec.response
+        topics = []
+        for topic in req.body.topics:
+            partitions = []
+            for p in topic.partitions:
+                entry = cls.DeleteRecordsTopicResult.DeleteRecordsPartitionResult
+                log = self._ctx.topics.log(topic.name, p.partition_index)
+                if log is None:
+                    partitions.append(entry(partition_index=p.partition_index, low_watermark=-1,
+                                            error_code=ec.UNKNOWN_TOPIC_OR_PARTITION))
+                    continue
+                offset = log.high_watermark if p.offset == -1 else p.offset
+                try:
+                    low = log.delete_records_before(offset)
+                    error = ec.NONE
+                except LogstoreError as exc:
+                    low, error = -1, ec.for_exception(exc)
+                partitions.append(entry(partition_index=p.partition_index, low_watermark=low, error_code=error))
+            topics.append(cls.DeleteRecordsTopicResult(name=topic.name, partitions=partitions))
+        self._ctx.data.notify()
+        return req.response(throttle_time_ms=0, topics=topics)
+
+
+def _remember(targets: list, topics: list) -> None:
+    """Keep what a session's consumer was told, so the next incremental answer holds only changes."""
+    told = {(t.topic, p.partition_index): p for t in topics for p in t.partitions}
+    for topic, partition, state in targets:
+        data = told.get((topic, partition))
+        if data is not None:
+            state.high_watermark = data.high_watermark
+            state.last_stable_offset = data.last_stable_offset
+            state.log_start_offset = data.log_start_offset

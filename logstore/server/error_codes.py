@@ -1,0 +1,83 @@
+"""Kafka's protocol error codes (org.apache.kafka.common.protocol.Errors) the server answers
+with, and the mapping from the engine's exceptions to them."""
+
+from __future__ import annotations
+
+from logstore import errors
+
+NONE = 0
+OFFSET_OUT_OF_RANGE = 1
+CORRUPT_MESSAGE = 2
+UNKNOWN_TOPIC_OR_PARTITION = 3
+INVALID_FETCH_SIZE = 4
+LEADER_NOT_AVAILABLE = 5
+NOT_LEADER_OR_FOLLOWER = 6
+REQUEST_TIMED_OUT = 7
+MESSAGE_TOO_LARGE = 10
+COORDINATOR_LOAD_IN_PROGRESS = 14
+COORDINATOR_NOT_AVAILABLE = 15
+NOT_COORDINATOR = 16
+INVALID_TOPIC_EXCEPTION = 17
+RECORD_LIST_TOO_LARGE = 18
+NOT_ENOUGH_REPLICAS = 19
+ILLEGAL_GENERATION = 22
+INCONSISTENT_GROUP_PROTOCOL = 23
+INVALID_GROUP_ID = 24
+UNKNOWN_MEMBER_ID = 25
+INVALID_SESSION_TIMEOUT = 26
+REBALANCE_IN_PROGRESS = 27
+INVALID_COMMIT_OFFSET_SIZE = 28
+INVALID_TIMESTAMP = 32
+UNSUPPORTED_VERSION = 35
+TOPIC_ALREADY_EXISTS = 36
+INVALID_PARTITIONS = 37
+INVALID_REPLICATION_FACTOR = 38
+INVALID_REQUEST = 42
+INVALID_CONFIG = 40
+POLICY_VIOLATION = 44
+OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+DUPLICATE_SEQUENCE_NUMBER = 46
+INVALID_PRODUCER_EPOCH = 47
+INVALID_TXN_STATE = 48
+INVALID_PRODUCER_ID_MAPPING = 49
+INVALID_TRANSACTION_TIMEOUT = 50
+CONCURRENT_TRANSACTIONS = 51
+TRANSACTION_COORDINATOR_FENCED = 52
+OPERATION_NOT_ATTEMPTED = 55
+UNKNOWN_PRODUCER_ID = 59
+NON_EMPTY_GROUP = 68
+GROUP_ID_NOT_FOUND = 69
+FETCH_SESSION_ID_NOT_FOUND = 70
+INVALID_FETCH_SESSION_EPOCH = 71
+MEMBER_ID_REQUIRED = 79
+GROUP_MAX_SIZE_REACHED = 81
+FENCED_INSTANCE_ID = 82
+INVALID_RECORD = 87
+UNSTABLE_OFFSET_COMMIT = 88
+PRODUCER_FENCED = 90
+UNKNOWN_SERVER_ERROR = -1
+
+# Most specific class first: the first isinstance match wins.
+_ENGINE_ERRORS: tuple[tuple[type[BaseException], int], ...] = (
+    (errors.RecordTooLargeError, MESSAGE_TOO_LARGE),
+    (errors.OffsetOutOfRangeError, OFFSET_OUT_OF_RANGE),
+    (errors.CorruptRecordError, CORRUPT_MESSAGE),
+    (errors.InvalidRecordError, INVALID_RECORD),
+    (errors.OutOfOrderSequenceError, OUT_OF_ORDER_SEQUENCE_NUMBER),
+    (errors.InvalidProducerEpochError, INVALID_PRODUCER_EPOCH),
+    (errors.UnknownProducerIdError, UNKNOWN_PRODUCER_ID),
+    (errors.InvalidTxnStateError, INVALID_TXN_STATE),
+    (errors.TransactionCoordinatorFencedError, TRANSACTION_COORDINATOR_FENCED),
+    (errors.InvalidTopicError, INVALID_TOPIC_EXCEPTION),
+    (errors.InvalidConfigError, INVALID_CONFIG),
+    (errors.NotLeaderOrFollowerError, NOT_LEADER_OR_FOLLOWER),
+    (errors.NotEnoughReplicasError, NOT_ENOUGH_REPLICAS),
+)
+
+
+def for_exception(exc: BaseException) -> int:
+    """The Kafka error code for an engine exception (UNKNOWN_SERVER_ERROR when none fits)."""
+    for cls, code in _ENGINE_ERRORS:
+        if isinstance(exc, cls):
+            return code
+    return UNKNOWN_SERVER_ERROR

@@ -1,0 +1,494 @@
+"""The classic group coordinator: JoinGroup/SyncGroup rebalances, heartbeats and session
+expiry, offset commits and fetches (transactional ones too), as Kafka's GroupCoordinator.
+State is written to `__consumer_offsets` (group_log) and replayed at start-up."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from logstore.errors import LogstoreError
+from logstore.log import Log
+from logstore.server import error_codes as ec
+from logstore.server.context import ServerContext
+from logstore.server.group_log import (
+    OFFSETS_TOPIC,
+    OffsetAndMetadata,
+    StoredMember,
+    append_records,
+    group_record,
+    offset_record,
+    partition_for,
+    replay,
+)
+from logstore.server.protocol import Request
+
+EMPTY, PREPARING, COMPLETING, STABLE, DEAD = "Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead"
+EXPIRY_CHECK_S = 0.5
+MAX_GROUP_ID = 32_767
+
+
+@dataclass
+class Member:
+    """A group member and the answers it awaits."""
+
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    session_timeout: int
+    rebalance_timeout: int
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
+    assignment: bytes = b""
+    join: asyncio.Future | None = None
+    sync: asyncio.Future | None = None
+    last_heartbeat: float = field(default_factory=time.monotonic)
+
+    def metadata(self, protocol: str | None) -> bytes:
+        return next((meta for name, meta in self.protocols if name == protocol), b"")
+
+    def awaiting(self) -> bool:
+        return (self.join is not None and not self.join.done()) or (self.sync is not None and not self.sync.done())
+
+
+@dataclass
+class Group:
+    """One group: its rebalance state, members and committed offsets."""
+
+    group_id: str
+    state: str = EMPTY
+    generation: int = 0
+    protocol_type: str | None = None
+    protocol: str | None = None
+    leader: str | None = None
+    members: OrderedDict[str, Member] = field(default_factory=OrderedDict)
+    pending_members: set[str] = field(default_factory=set)
+    offsets: dict[tuple[str, int], OffsetAndMetadata] = field(default_factory=dict)
+    pending_txn: dict[int, dict[tuple[str, int], OffsetAndMetadata]] = field(default_factory=dict)
+    rebalance: asyncio.Task | None = None
+
+
+class GroupCoordinator:
+    """Every group of the node (this node coordinates all __consumer_offsets partitions)."""
+
+    def __init__(self, ctx: ServerContext):
+        self._ctx = ctx
+        self._groups: dict[str, Group] = {}
+        self._expiry: asyncio.Task | None = None
+        self._partitions = ctx.config.offsets_topic_num_partitions
+        for p in range(self._partitions):
+            log = ctx.manager.get(OFFSETS_TOPIC, p)
+            if log is not None:
+                self._load(log)
+
+    def _load(self, log: Log) -> None:
+        for stored in replay(log).values():
+            if stored.deleted and not stored.offsets:
+                continue
+            group = Group(stored.group_id, generation=stored.generation, protocol_type=stored.protocol_type,
+                          protocol=stored.protocol, leader=stored.leader, offsets=stored.offsets,
+                          pending_txn=stored.pending_txn)
+            for m in stored.members:
+                group.members[m.member_id] = Member(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                                                    m.session_timeout, m.rebalance_timeout,
+                                                    stored.protocol_type or "", [(stored.protocol or "", m.subscription)],
+                                                    m.assignment)
+            group.state = STABLE if group.members else EMPTY
+            self._groups[group.group_id] = group
+
+    def handlers(self) -> dict[int, Callable[[Request], Any]]:
+        """Handlers by API key."""
+        return {10: self.find_coordinator, 11: self.join_group, 14: self.sync_group, 12: self.heartbeat,
+                13: self.leave_group, 8: self.offset_commit, 9: self.offset_fetch, 15: self.describe_groups,
+                16: self.list_groups, 42: self.delete_groups}
+
+    # ------------------------------------------------------------------ storage
+
+    def _offsets_log(self, group_id: str) -> Log:
+        self._ctx.topics.ensure_internal(OFFSETS_TOPIC, self._partitions)
+        return self._ctx.topics.log(OFFSETS_TOPIC, partition_for(group_id, self._partitions))
+
+    def offsets_partition(self, group_id: str) -> int:
+        """The __consumer_offsets partition of `group_id`."""
+        return partition_for(group_id, self._partitions)
+
+    def _now_ms(self) -> int:
+        return self._ctx.clock.time_ms()
+
+    def _store_group(self, group: Group) -> None:
+        members = [StoredMember(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout,
+                                m.session_timeout, m.metadata(group.protocol), m.assignment)
+                   for m in group.members.values()]
+        record = group_record(group.group_id, group.protocol_type or "", group.generation, group.protocol,
+                              group.leader, members, self._now_ms())
+        append_records(self._offsets_log(group.group_id), [record], self._now_ms())
+
+    def _group(self, group_id: str, create: bool = False) -> Group | None:
+        group = self._groups.get(group_id)
+        if group is None and create:
+            group = self._groups[group_id] = Group(group_id)
+        return group
+
+    # ------------------------------------------------------------------ expiry
+
+    def start(self) -> None:
+        """Start expiring silent members (call inside the server's event loop): members
+        restored from the log expire too if their consumers never return."""
+        if self._expiry is None or self._expiry.done():
+            self._expiry = asyncio.get_running_loop().create_task(self._expire_loop())
+
+    async def _expire_loop(self) -> None:
+        while True:
+            await asyncio.sleep(EXPIRY_CHECK_S)
+            now = time.monotonic()
+            for group in list(self._groups.values()):
+                expired = [m for m in group.members.values()
+                           if not m.awaiting() and now - m.last_heartbeat > m.session_timeout / 1000]
+                for member in expired:
+                    self._remove_member(group, member)
+                if expired:
+                    self._member_left(group)
+
+    def _remove_member(self, group: Group, member: Member) -> None:
+        group.members.pop(member.member_id, None)
+        for future in (member.join, member.sync):
+            if future is not None and not future.done():
+                future.set_result(ec.UNKNOWN_MEMBER_ID)
+
+    def _member_left(self, group: Group) -> None:
+        if group.members:
+            if group.state != PREPARING:
+                self._prepare_rebalance(group)
+        elif group.state != DEAD:
+            group.state = EMPTY
+            group.generation += 1
+            group.protocol, group.leader = None, None
+            self._store_group(group)
+
+    # ------------------------------------------------------------------ rebalance
+
+    def _prepare_rebalance(self, group: Group) -> None:
+        was_empty = group.state == EMPTY
+        if group.state == COMPLETING:
+            for member in group.members.values():  # the leader's assignment will not come
+                if member.sync is not None and not member.sync.done():
+                    member.sync.set_result(ec.REBALANCE_IN_PROGRESS)
+        group.state = PREPARING
+        delay = self._ctx.config.group_initial_rebalance_delay_ms / 1000 if was_empty else 0.0
+        if group.rebalance is None or group.rebalance.done():
+            group.rebalance = asyncio.get_running_loop().create_task(self._complete_join(group, delay))
+
+    async def _complete_join(self, group: Group, initial_delay: float) -> None:
+        timeout = max((m.rebalance_timeout for m in group.members.values()), default=0) / 1000
+        start = time.monotonic()
+        if initial_delay:
+            await asyncio.sleep(min(initial_delay, timeout))
+        while time.monotonic() - start < timeout:
+            if all(m.join is not None and not m.join.done() for m in group.members.values()):
+                break
+            await asyncio.sleep(0.01)
+        for member in list(group.members.values()):
+            if member.join is None or member.join.done():
+                self._remove_member(group, member)
+        if not group.members:
+            group.state = EMPTY
+            group.generation += 1
+            group.protocol, group.leader = None, None
+            self._store_group(group)
+            return
+        group.generation += 1
+        group.state = COMPLETING
+        if group.leader not in group.members:
+            group.leader = next(iter(group.members))
+        group.protocol = self._select_protocol(group)
+        for member in group.members.values():
+            member.last_heartbeat = time.monotonic()
+            member.join.set_result(ec.NONE)
+
+    def _select_protocol(self, group: Group) -> str | None:
+        candidates = [name for name, _ in group.members[group.leader].protocols]
+        for name in candidates:
+            if all(any(n == name for n, _ in m.protocols) for m in group.members.values()):
+                return name
+        return candidates[0] if candidates else None
+
+    # ------------------------------------------------------------------ APIs
+
+    async def find_coordinator(self, req: Request) -> Any:
+        body = req.body
+        ctx = self._ctx
+        if req.version >= 4:
+            cls = req.spec.response.Coordinator
+            coordinators = [cls(key=key, node_id=ctx.node_id, host=ctx.host, port=ctx.port, error_code=ec.NONE,
+                                error_message=None) for key in body.coordinator_keys]
+            return req.response(throttle_time_ms=0, coordinators=coordinators)
+        return req.response(throttle_time_ms=0, error_code=ec.NONE, error_message=None, node_id=ctx.node_id,
+                            host=ctx.host, port=ctx.port)
+
+    def _join_response(self, req: Request, group: Group | None, member_id: str, error: int) -> Any:
+        if error != ec.NONE or group is None:
+            return req.response(throttle_time_ms=0, error_code=error, generation_id=-1, protocol_type=None,
+                                protocol_name=None if req.version >= 7 else "", leader="", member_id=member_id,
+                                members=[])
+        cls = req.spec.response.JoinGroupResponseMember
+        members = []
+        if member_id == group.leader:
+            members = [cls(member_id=m.member_id, group_instance_id=m.group_instance_id,
+                           metadata=m.metadata(group.protocol)) for m in group.members.values()]
+        return req.response(throttle_time_ms=0, error_code=ec.NONE, generation_id=group.generation,
+                            protocol_type=group.protocol_type, protocol_name=group.protocol, leader=group.leader,
+                            member_id=member_id, members=members)
+
+    async def join_group(self, req: Request) -> Any:
+        body = req.body
+        config = self._ctx.config
+        if not body.group_id or len(body.group_id) > MAX_GROUP_ID:
+            return self._join_response(req, None, body.member_id, ec.INVALID_GROUP_ID)
+        if not config.group_min_session_timeout_ms <= body.session_timeout_ms <= config.group_max_session_timeout_ms:
+            return self._join_response(req, None, body.member_id, ec.INVALID_SESSION_TIMEOUT)
+        group = self._group(body.group_id, create=True)
+        if group.state == DEAD:
+            return self._join_response(req, None, body.member_id, ec.COORDINATOR_NOT_AVAILABLE)
+        if group.protocol_type not in (None, body.protocol_type) and group.members:
+            return self._join_response(req, None, body.member_id, ec.INCONSISTENT_GROUP_PROTOCOL)
+        member_id = body.member_id
+        if not member_id:
+            member_id = f"{req.client_id or 'client'}-{uuid.uuid4()}"
+            if req.version >= 4:
+                group.pending_members.add(member_id)
+                return self._join_response(req, None, member_id, ec.MEMBER_ID_REQUIRED)
+        elif member_id not in group.members and member_id not in group.pending_members:
+            return self._join_response(req, None, member_id, ec.UNKNOWN_MEMBER_ID)
+        if member_id not in group.members and len(group.members) >= config.group_max_size:
+            return self._join_response(req, None, member_id, ec.GROUP_MAX_SIZE_REACHED)
+        group.pending_members.discard(member_id)
+        protocols = [(p.name, bytes(p.metadata)) for p in body.protocols]
+        rebalance_timeout = body.rebalance_timeout_ms if body.rebalance_timeout_ms > 0 else body.session_timeout_ms
+        member = group.members.get(member_id)
+        if member is None:
+            member = Member(member_id, body.group_instance_id, req.client_id or "", "/127.0.0.1",
+                            body.session_timeout_ms, rebalance_timeout, body.protocol_type, protocols)
+            group.members[member_id] = member
+        else:
+            member.protocols, member.session_timeout = protocols, body.session_timeout_ms
+            member.rebalance_timeout = rebalance_timeout
+        group.protocol_type = body.protocol_type
+        member.join = asyncio.get_running_loop().create_future()
+        if group.state != PREPARING:
+            self._prepare_rebalance(group)
+        error = await member.join
+        return self._join_response(req, group, member_id, error)
+
+    async def sync_group(self, req: Request) -> Any:
+        body = req.body
+        group = self._group(body.group_id)
+
+        def answer(error: int, assignment: bytes = b"") -> Any:
+            return req.response(throttle_time_ms=0, error_code=error, protocol_type=group.protocol_type if group else None,
+                                protocol_name=group.protocol if group else None, assignment=assignment)
+
+        if group is None or body.member_id not in group.members:
+            return answer(ec.UNKNOWN_MEMBER_ID)
+        if body.generation_id != group.generation:
+            return answer(ec.ILLEGAL_GENERATION)
+        member = group.members[body.member_id]
+        member.last_heartbeat = time.monotonic()
+        if group.state == PREPARING:
+            return answer(ec.REBALANCE_IN_PROGRESS)
+        if group.state == STABLE:
+            return answer(ec.NONE, member.assignment)
+        if body.member_id == group.leader:
+            given = {a.member_id: bytes(a.assignment) for a in body.assignments}
+            for m in group.members.values():
+                m.assignment = given.get(m.member_id, b"")
+            try:
+                self._store_group(group)
+                error = ec.NONE
+            except LogstoreError as exc:
+                error = ec.for_exception(exc)
+            group.state = STABLE if error == ec.NONE else group.state
+            for m in group.members.values():
+                if m.sync is not None and not m.sync.done():
+                    m.sync.set_result(error)
+            return answer(error, member.assignment)
+        member.sync = asyncio.get_running_loop().create_future()
+        error = await member.sync
+        return answer(error, member.assignment if error == ec.NONE else b"")
+
+    async def heartbeat(self, req: Request) -> Any:
+        body = req.body
+        group = self._group(body.group_id)
+        error = ec.NONE
+        if group is None or body.member_id not in group.members:
+            error = ec.UNKNOWN_MEMBER_ID
+        elif body.generation_id != group.generation:
+            error = ec.ILLEGAL_GENERATION
+        else:
+            group.members[body.member_id].last_heartbeat = time.monotonic()
+            if group.state == PREPARING:
+                error = ec.REBALANCE_IN_PROGRESS
+        return req.response(throttle_time_ms=0, error_code=error)
+
+    async def leave_group(self, req: Request) -> Any:
+        body = req.body
+        group = self._group(body.group_id)
+        ids = [body.member_id] if req.version < 3 else [m.member_id for m in body.members]
+        results = []
+        for member_id in ids:
+            member = group.members.get(member_id) if group else None
+            if member is None:
+                results.append((member_id, ec.UNKNOWN_MEMBER_ID))
+                continue
+            self._remove_member(group, member)
+            results.append((member_id, ec.NONE))
+        if group is not None and any(err == ec.NONE for _, err in results):
+            self._member_left(group)
+        if req.version < 3:
+            return req.response(throttle_time_ms=0, error_code=results[0][1])
+        cls = req.spec.response.MemberResponse
+        return req.response(throttle_time_ms=0, error_code=ec.NONE,
+                            members=[cls(member_id=m, group_instance_id=None, error_code=e) for m, e in results])
+
+    # ------------------------------------------------------------------ offsets
+
+    def check_member(self, group_id: str, member_id: str, generation: int) -> int:
+        """NONE if `member_id` at `generation` may commit for `group_id` (or a simple commit), else the error."""
+        return self._check_member(self._group(group_id), member_id, generation)
+
+    def _check_member(self, group: Group | None, member_id: str, generation: int) -> int:
+        if generation < 0 and not member_id:
+            return ec.NONE if group is None or not group.members else ec.UNKNOWN_MEMBER_ID
+        if group is None or member_id not in group.members:
+            return ec.UNKNOWN_MEMBER_ID
+        if generation != group.generation:
+            return ec.ILLEGAL_GENERATION
+        if group.state == PREPARING:
+            return ec.REBALANCE_IN_PROGRESS
+        return ec.NONE
+
+    def commit(self, group_id: str, offsets: dict[tuple[str, int], OffsetAndMetadata], *,
+               producer_id: int = -1, producer_epoch: int = -1) -> int:
+        """Write offsets (transactional ones wait for their marker); returns an error code."""
+        records = [offset_record(group_id, t, p, om) for (t, p), om in offsets.items()]
+        try:
+            append_records(self._offsets_log(group_id), records, self._now_ms(), producer_id=producer_id,
+                           producer_epoch=producer_epoch)
+        except LogstoreError as exc:
+            return ec.for_exception(exc)
+        group = self._group(group_id, create=True)
+        if producer_id >= 0:
+            group.pending_txn.setdefault(producer_id, {}).update(offsets)
+        else:
+            group.offsets.update(offsets)
+        return ec.NONE
+
+    def complete_transaction(self, producer_id: int, committed: bool) -> None:
+        """Apply or drop the offsets `producer_id` committed in its transaction (after the marker)."""
+        for group in self._groups.values():
+            pending = group.pending_txn.pop(producer_id, None)
+            if pending and committed:
+                group.offsets.update(pending)
+
+    async def offset_commit(self, req: Request) -> Any:
+        body = req.body
+        group = self._group(body.group_id)
+        error = self._check_member(group, body.member_id, body.generation_id_or_member_epoch)
+        now = self._now_ms()
+        offsets = {}
+        if error == ec.NONE:
+            for t in body.topics:
+                for p in t.partitions:
+                    offsets[(t.name, p.partition_index)] = OffsetAndMetadata(
+                        p.committed_offset, p.committed_leader_epoch, p.committed_metadata or "", now)
+            error = self.commit(body.group_id, offsets)
+        cls = req.spec.response.OffsetCommitResponseTopic
+        return req.response(throttle_time_ms=0, topics=[cls(name=t.name, partitions=[
+            cls.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=error)
+            for p in t.partitions]) for t in body.topics])
+
+    async def offset_fetch(self, req: Request) -> Any:
+        body = req.body
+        group = self._group(body.group_id)
+        committed = group.offsets if group else {}
+        pending = {tp for txn in group.pending_txn.values() for tp in txn} if group else set()
+        if body.topics is None:
+            wanted: dict[str, list[int]] = {}
+            for t, p in sorted(committed):
+                wanted.setdefault(t, []).append(p)
+        else:
+            wanted = {t.name: list(t.partition_indexes) for t in body.topics}
+        cls = req.spec.response.OffsetFetchResponseTopic
+        topics = []
+        for name, partitions in wanted.items():
+            entries = []
+            for p in partitions:
+                om = committed.get((name, p))
+                error = ec.UNSTABLE_OFFSET_COMMIT if body.require_stable and (name, p) in pending else ec.NONE
+                entries.append(cls.OffsetFetchResponsePartition(
+                    partition_index=p, committed_offset=om.offset if om and error == ec.NONE else -1,
+                    committed_leader_epoch=om.leader_epoch if om else -1, metadata=om.metadata if om else "",
+                    error_code=error))
+            topics.append(cls(name=name, partitions=entries))
+        return req.response(throttle_time_ms=0, topics=topics, error_code=ec.NONE)
+
+    # ------------------------------------------------------------------ admin
+
+    async def describe_groups(self, req: Request) -> Any:
+        cls = req.spec.response.DescribedGroup
+        described = []
+        for group_id in req.body.groups:
+            group = self._group(group_id)
+            if group is None:
+                described.append(cls(error_code=ec.NONE, group_id=group_id, group_state=DEAD, protocol_type="",
+                                     protocol_data="", members=[]))
+                continue
+            members = [cls.DescribedGroupMember(
+                member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
+                client_host=m.client_host, member_metadata=m.metadata(group.protocol),
+                member_assignment=m.assignment) for m in group.members.values()]
+            described.append(cls(error_code=ec.NONE, group_id=group_id, group_state=group.state,
+                                 protocol_type=group.protocol_type or "", protocol_data=group.protocol or "",
+                                 members=members))
+        return req.response(throttle_time_ms=0, groups=described)
+
+    async def list_groups(self, req: Request) -> Any:
+        states = set(req.body.states_filter or [])
+        cls = req.spec.response.ListedGroup
+        groups = [cls(group_id=g.group_id, protocol_type=g.protocol_type or "", group_state=g.state,
+                      group_type="classic")
+                  for g in self._groups.values() if g.state != DEAD and (not states or g.state in states)]
+        return req.response(throttle_time_ms=0, error_code=ec.NONE, groups=groups)
+
+    async def delete_groups(self, req: Request) -> Any:
+        cls = req.spec.response.DeletableGroupResult
+        results = []
+        for group_id in req.body.groups_names:
+            group = self._group(group_id)
+            if group is None or group.state == DEAD:
+                results.append(cls(group_id=group_id, error_code=ec.GROUP_ID_NOT_FOUND))
+                continue
+            if group.members:
+                results.append(cls(group_id=group_id, error_code=ec.NON_EMPTY_GROUP))
+                continue
+            records = [offset_record(group_id, t, p, None) for t, p in group.offsets]
+            records.append(group_record(group_id, "", 0, None, None, [], self._now_ms(), tombstone=True))
+            try:
+                append_records(self._offsets_log(group_id), records, self._now_ms())
+                del self._groups[group_id]
+                error = ec.NONE
+            except LogstoreError as exc:
+                error = ec.for_exception(exc)
+            results.append(cls(group_id=group_id, error_code=error))
+        return req.response(throttle_time_ms=0, results=results)
+
+    def close(self) -> None:
+        """Stop the background tasks."""
+        for task in [self._expiry, *(g.rebalance for g in self._groups.values())]:
+            if task is not None:
+                task.cancel()

@@ -1,0 +1,158 @@
+"""The wire format: request and response framing over kafka-python 3's schema-driven message
+classes (generated from Kafka's own JSON message schemas: flexible versions, compact strings
+and tagged fields included), and the table of APIs and versions this server implements.
+
+Only the versions in API_VERSIONS are decoded; ApiVersions advertises exactly that table.
+
+Why kafka-python's protocol and not kio: both are generated from Kafka's JSON schemas and
+measured alike here (Produce decode 1x1 MiB 99 vs 88 us, 50x16 KiB 92 vs 36 us; Fetch encode
+1x1 MiB 390 vs 89 us, 50x16 KiB 603 vs 893 us), well under the append of the same bytes;
+kafka-python is already the project's peer and test client, and its mutable containers with
+schema defaults let a handler fill one response across versions without per-version types.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from collections.abc import Iterable
+from typing import Any, NamedTuple
+
+from kafka.protocol import admin, consumer, metadata, producer
+from kafka.protocol.api_message import ApiMessage
+
+from logstore.server import error_codes as ec
+
+_KEY_VERSION = struct.Struct(">hh")
+MAX_HEADER_BYTES = 65_536  # api key, version, correlation id, a client id of up to 32,767 bytes, tags
+
+
+class ApiSpec(NamedTuple):
+    """One implemented API: its request and response classes and the versions served."""
+
+    request: type[ApiMessage]
+    response: type[ApiMessage]
+    min_version: int
+    max_version: int
+
+
+def _spec(request: type[ApiMessage], response: type[ApiMessage], lo: int, hi: int) -> tuple[int, ApiSpec]:
+    return request.API_KEY, ApiSpec(request, response, lo, hi)
+
+
+# The versions kafka-python 3, aiokafka 0.14 and librdkafka 2.x negotiate, capped where a later
+# version needs what a single node without topic-id fetches or KIP-848 groups does not have.
+API_VERSIONS: dict[int, ApiSpec] = dict([
+    _spec(producer.ProduceRequest, producer.ProduceResponse, 3, 11),
+    _spec(consumer.FetchRequest, consumer.FetchResponse, 4, 12),
+    _spec(consumer.ListOffsetsRequest, consumer.ListOffsetsResponse, 1, 7),
+    _spec(metadata.MetadataRequest, metadata.MetadataResponse, 0, 12),
+    _spec(consumer.OffsetCommitRequest, consumer.OffsetCommitResponse, 2, 8),
+    _spec(consumer.OffsetFetchRequest, consumer.OffsetFetchResponse, 1, 7),
+    _spec(metadata.FindCoordinatorRequest, metadata.FindCoordinatorResponse, 0, 4),
+    _spec(consumer.JoinGroupRequest, consumer.JoinGroupResponse, 0, 7),
+    _spec(consumer.HeartbeatRequest, consumer.HeartbeatResponse, 0, 4),
+    _spec(consumer.LeaveGroupRequest, consumer.LeaveGroupResponse, 0, 4),
+    _spec(consumer.SyncGroupRequest, consumer.SyncGroupResponse, 0, 5),
+    _spec(admin.DescribeGroupsRequest, admin.DescribeGroupsResponse, 0, 5),
+    _spec(admin.ListGroupsRequest, admin.ListGroupsResponse, 0, 4),
+    _spec(metadata.ApiVersionsRequest, metadata.ApiVersionsResponse, 0, 3),
+    _spec(admin.CreateTopicsRequest, admin.CreateTopicsResponse, 2, 7),
+    _spec(admin.DeleteTopicsRequest, admin.DeleteTopicsResponse, 1, 5),
+    _spec(admin.DeleteRecordsRequest, admin.DeleteRecordsResponse, 0, 2),
+    _spec(producer.InitProducerIdRequest, producer.InitProducerIdResponse, 0, 4),
+    _spec(consumer.OffsetForLeaderEpochRequest, consumer.OffsetForLeaderEpochResponse, 2, 4),
+    _spec(producer.AddPartitionsToTxnRequest, producer.AddPartitionsToTxnResponse, 0, 3),
+    _spec(producer.AddOffsetsToTxnRequest, producer.AddOffsetsToTxnResponse, 0, 3),
+    _spec(producer.EndTxnRequest, producer.EndTxnResponse, 0, 3),
+    _spec(producer.TxnOffsetCommitRequest, producer.TxnOffsetCommitResponse, 0, 3),
+    _spec(admin.DescribeConfigsRequest, admin.DescribeConfigsResponse, 1, 4),
+    _spec(admin.CreatePartitionsRequest, admin.CreatePartitionsResponse, 0, 3),
+    _spec(admin.DeleteGroupsRequest, admin.DeleteGroupsResponse, 0, 2),
+    _spec(admin.IncrementalAlterConfigsRequest, admin.IncrementalAlterConfigsResponse, 0, 1),
+])
+API_VERSIONS_KEY = metadata.ApiVersionsRequest.API_KEY
+
+
+class ProtocolError(Exception):
+    """A request that cannot be decoded: the connection is closed (Kafka's InvalidRequestException)."""
+
+
+class UnsupportedVersion(Exception):
+    """A known or unknown API at a version this server does not serve."""
+
+    def __init__(self, api_key: int, api_version: int, correlation_id: int):
+        super().__init__(f"api {api_key} v{api_version} is not supported")
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+
+
+class Request(NamedTuple):
+    """A decoded request: its spec, version, header (correlation id, client id) and body."""
+
+    spec: ApiSpec
+    version: int
+    correlation_id: int
+    client_id: str | None
+    body: Any
+
+    @property
+    def api_key(self) -> int:
+        return self.spec.request.API_KEY
+
+    def response(self, **fields: Any) -> ApiMessage:
+        """A response of this request's API and version with `fields` set."""
+        return self.spec.response(version=self.version, **fields)
+
+
+def decode_request(frame: bytes | bytearray | memoryview, implemented: Iterable[int] = API_VERSIONS) -> Request:
+    """Decode one request frame (without its size prefix).
+
+    Raises UnsupportedVersion for an API or version not in API_VERSIONS and ProtocolError for
+    bytes that do not decode as the schema says.
+    """
+    if len(frame) < 8:
+        raise ProtocolError(f"request of {len(frame)} bytes is shorter than a header")
+    api_key, api_version = _KEY_VERSION.unpack_from(frame, 0)
+    correlation_id = struct.unpack_from(">i", frame, 4)[0]
+    spec = API_VERSIONS.get(api_key) if api_key in implemented else None
+    if spec is None or not spec.min_version <= api_version <= spec.max_version:
+        raise UnsupportedVersion(api_key, api_version, correlation_id)
+    cls = spec.request
+    data = memoryview(frame)
+    try:
+        stream = io.BytesIO(data[:MAX_HEADER_BYTES])
+        header = cls.parse_header(stream, version=api_version)
+        flexible = cls.flexible_version_q(api_version)
+        decode = cls._struct.compiled_decode_from(api_version, compact=flexible, tagged=flexible, data_class=cls)
+        body, end = decode(data, stream.tell())
+    except Exception as exc:  # the schema decoder raises ValueError, struct.error, IndexError, ...
+        raise ProtocolError(f"malformed api {api_key} v{api_version} request: {exc!r}") from None
+    if end > len(data):  # a length field pointed past the frame; slicing hid it
+        raise ProtocolError(f"api {api_key} v{api_version} request claims {end} bytes, the frame has {len(data)}")
+    body._header = header
+    return Request(spec, api_version, header.correlation_id, header.client_id, body)
+
+
+def encode_response(request: Request, response: ApiMessage) -> bytes:
+    """The size-prefixed bytes of `response` to `request`."""
+    response.with_header(correlation_id=request.correlation_id)
+    return response.encode(header=True, framed=True)
+
+
+def api_versions_entries(cls: type[ApiMessage], implemented: Iterable[int]) -> list:
+    """ApiVersions' `api_keys` array: the `implemented` APIs and their version ranges."""
+    entry = cls.ApiVersion
+    return [entry(api_key=key, min_version=API_VERSIONS[key].min_version, max_version=API_VERSIONS[key].max_version)
+            for key in sorted(implemented)]
+
+
+def unsupported_version_response(error: UnsupportedVersion, implemented: Iterable[int]) -> bytes:
+    """Kafka's answer to an unsupported version: for ApiVersions a v0 response carrying the
+    supported ranges (so the client can retry lower); for any other API, no answer can be
+    encoded in a version the client does not speak, so the caller closes the connection."""
+    cls = metadata.ApiVersionsResponse
+    body = cls(version=0, error_code=ec.UNSUPPORTED_VERSION, api_keys=api_versions_entries(cls, implemented))
+    body.with_header(correlation_id=error.correlation_id)
+    return body.encode(header=True, framed=True)

@@ -1,0 +1,183 @@
+"""KafkaServer: one Kafka node over a data directory, on asyncio. Real Kafka clients produce,
+fetch, join groups and run transactions against it; the directory stays Kafka's format."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from logstore.clock import Clock, SystemClock
+from logstore.manager import LogManager
+from logstore.policies import CleanerFactory, RetentionPass
+from logstore.server.admin_api import AdminApi
+from logstore.server.broker_config import BrokerConfig
+from logstore.server.config_store import TopicConfigStore
+from logstore.server.connection import Connection, FrameProtocol, Handler, InFlightBudget
+from logstore.server.context import ServerContext
+from logstore.server.data_api import DataApi
+from logstore.server.groups import GroupCoordinator
+from logstore.server.meta_properties import load_or_create
+from logstore.server.producer_ids import ProducerIdManager
+from logstore.server.topics import Topics
+from logstore.server.transactions import TransactionCoordinator
+
+UNLIMITED_QUEUE_BYTES = 2**62
+
+
+class KafkaServer:
+    """A single-node Kafka broker serving `data_dir`.
+
+    `config` is a BrokerConfig, a mapping of Kafka broker keys, or a `server.properties` path.
+    `cleaner` (compaction.LogCleaner) and `retention` (retention.apply_retention) are handed to
+    the LogManager; without them nothing is cleaned or deleted by age or size.
+    Use as a context manager, or call start() and stop(); `port` is the bound port.
+    """
+
+    def __init__(self, data_dir: str | os.PathLike[str], *, host: str = "127.0.0.1", port: int = 9092,
+                 config: BrokerConfig | Mapping[str, Any] | str | os.PathLike[str] | None = None,
+                 cleaner: CleanerFactory | None = None, retention: RetentionPass | None = None,
+                 clock: Clock | None = None, advertised_host: str | None = None):
+        self.data_dir = Path(data_dir)
+        if isinstance(config, BrokerConfig):
+            self.config = config
+        elif isinstance(config, Mapping):
+            self.config = BrokerConfig.load(None, config)
+        else:
+            self.config = BrokerConfig.load(config)
+        self._host = host
+        self._requested_port = port
+        self._advertised_host = advertised_host or ("127.0.0.1" if host in ("", "0.0.0.0", "::") else host)
+        self._cleaner = cleaner
+        self._retention = retention
+        self._clock = clock or SystemClock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._server: asyncio.AbstractServer | None = None
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._connections: set[asyncio.Task] = set()
+        self.manager: LogManager | None = None
+        self.context: ServerContext | None = None
+        self.port: int | None = None
+        self._groups: GroupCoordinator | None = None
+        self._txns: TransactionCoordinator | None = None
+
+    # ------------------------------------------------------------------ life cycle
+
+    def start(self) -> KafkaServer:
+        """Open the data directory and serve on a background thread; returns once listening.
+
+        Raises what opening failed with (LogLockedError, InvalidConfigError, OSError).
+        """
+        if self._thread is not None:
+            return self
+        self._ready.clear()
+        self._thread = threading.Thread(target=self._run, name="logstore-kafka-server", daemon=True)
+        self._thread.start()
+        self._ready.wait()
+        if self._error is not None:
+            self._thread.join()
+            self._thread = None
+            error, self._error = self._error, None
+            raise error
+        return self
+
+    def stop(self) -> None:
+        """Close the listener and every connection, then the logs (clean shutdown). Idempotent."""
+        thread, loop = self._thread, self._loop
+        if thread is None or loop is None:
+            return
+        with contextlib.suppress(RuntimeError):
+            asyncio.run_coroutine_threadsafe(self._shutdown(), loop).result()
+        thread.join()
+        self._thread = None
+
+    def __enter__(self) -> KafkaServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """`host:port` for a client's bootstrap.servers."""
+        return f"{self._advertised_host}:{self.port}"
+
+    def _run(self) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        try:
+            loop.run_until_complete(self._open())
+        except BaseException as exc:
+            self._error = exc
+            self._close_manager()
+            loop.close()
+            self._ready.set()
+            return
+        self._ready.set()
+        try:
+            loop.run_forever()
+        finally:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+            self._close_manager()
+
+    def _close_manager(self) -> None:
+        if self.manager is not None:
+            self.manager.close()
+
+    async def _open(self) -> None:
+        config = self.config
+        self.manager = LogManager(self.data_dir, config.log_defaults, clock=self._clock,
+                                  cleaner=self._cleaner, retention=self._retention)
+        meta = load_or_create(self.data_dir, config.node_id)
+        topics = Topics(self.manager, TopicConfigStore(self.data_dir))
+        ctx = ServerContext(config, meta, self.manager, topics, self._clock, host=self._advertised_host)
+        handlers = self._build_handlers(ctx)
+        ctx.implemented = frozenset(handlers)
+        self.context = ctx
+        limit = config.queued_max_request_bytes
+        budget = InFlightBudget(UNLIMITED_QUEUE_BYTES if limit <= 0 else limit)
+
+        loop = asyncio.get_running_loop()
+
+        def serve(protocol: FrameProtocol) -> None:
+            connection = Connection(protocol, handlers=handlers, max_request_bytes=config.socket_request_max_bytes,
+                                    budget=budget)
+            task = loop.create_task(connection.serve())
+            self._connections.add(task)
+            task.add_done_callback(self._connections.discard)
+
+        self._server = await loop.create_server(lambda: FrameProtocol(serve), self._host, self._requested_port)
+        self.port = self._server.sockets[0].getsockname()[1]
+        ctx.port = self.port
+        self._groups.start()
+        self._txns.start()
+        self.manager.start()
+
+    def _build_handlers(self, ctx: ServerContext) -> dict[int, Handler]:
+        handlers: dict[int, Handler] = {}
+        self._groups = GroupCoordinator(ctx)
+        self._txns = TransactionCoordinator(ctx, self._groups, ProducerIdManager(ctx.manager))
+        for api in (AdminApi(ctx), DataApi(ctx), self._groups, self._txns):
+            handlers.update(api.handlers())
+        return handlers
+
+    async def _shutdown(self) -> None:
+        for coordinator in (self._groups, self._txns):
+            if coordinator is not None:
+                coordinator.close()
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._connections):
+            task.cancel()
+        if self._connections:
+            await asyncio.gather(*self._connections, return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
+        asyncio.get_running_loop().stop()

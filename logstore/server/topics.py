@@ -1,0 +1,186 @@
+"""The topics of the node: partition counts, topic ids (Kafka's `partition.metadata` file in
+each partition directory) and configs, over a LogManager. Internal topics are created here
+with the configs Kafka gives them (compacted)."""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+
+from logstore.checkpoint import atomic_write
+from logstore.config import LogConfig
+from logstore.errors import LogstoreError
+from logstore.internal_topics.coordinator_schemas import OFFSETS_TOPIC, TRANSACTION_TOPIC
+from logstore.log import Log
+from logstore.log_files import validate_topic
+from logstore.manager import LogManager
+from logstore.server.config_store import TopicConfigStore
+
+PARTITION_METADATA = "partition.metadata"
+INTERNAL_TOPICS = (OFFSETS_TOPIC, TRANSACTION_TOPIC)
+# Kafka's GroupCoordinator / TransactionStateManager topic configs.
+INTERNAL_CONFIGS = {
+    OFFSETS_TOPIC: {"cleanup.policy": "compact", "compression.type": "producer", "segment.bytes": "104857600"},
+    TRANSACTION_TOPIC: {"cleanup.policy": "compact", "min.insync.replicas": "1", "segment.bytes": "104857600"},
+}
+MAX_PARTITIONS = 10_000  # per topic; bounds what one CreateTopics or CreatePartitions may open
+
+
+class TopicExistsError(LogstoreError):
+    """CreateTopics for a topic that exists."""
+
+
+class UnknownTopicError(LogstoreError):
+    """A topic or partition the node does not have."""
+
+
+class InvalidPartitionsError(LogstoreError):
+    """A partition count out of range or not above the current one."""
+
+
+def _read_topic_id(directory: Path) -> uuid.UUID | None:
+    try:
+        text = (directory / PARTITION_METADATA).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    for line in text.splitlines():
+        if line.startswith("topic_id:"):
+            raw = line.split(":", 1)[1].strip()
+            try:
+                return uuid.UUID(bytes=base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)))
+            except ValueError:
+                return None
+    return None
+
+
+def _write_topic_id(directory: Path, topic_id: uuid.UUID) -> None:
+    encoded = base64.urlsafe_b64encode(topic_id.bytes).rstrip(b"=").decode()
+    atomic_write(directory / PARTITION_METADATA, f"version: 0\ntopic_id: {encoded}\n".encode())
+
+
+class Topics:
+    """Topic -> (topic id, partition count, config overrides), kept beside the manager's logs."""
+
+    def __init__(self, manager: LogManager, configs: TopicConfigStore):
+        self._manager = manager
+        self._configs = configs
+        self._partitions: dict[str, int] = {}
+        self._ids: dict[str, uuid.UUID] = {}
+        for log in manager.logs():
+            self._partitions[log.topic] = max(self._partitions.get(log.topic, 0), log.partition + 1)
+            topic_id = _read_topic_id(log.dir)
+            if topic_id is not None:
+                self._ids.setdefault(log.topic, topic_id)
+        for topic, count in self._partitions.items():
+            overrides = self.overrides(topic)
+            self._ids.setdefault(topic, uuid.uuid4())
+            for partition in range(count):
+                log = manager.get_or_create(topic, partition, overrides or None)
+                if not (log.dir / PARTITION_METADATA).exists():
+                    _write_topic_id(log.dir, self._ids[topic])
+
+    def names(self) -> list[str]:
+        """Every topic, sorted."""
+        return sorted(self._partitions)
+
+    def __contains__(self, topic: object) -> bool:
+        return topic in self._partitions
+
+    def partition_count(self, topic: str) -> int:
+        """Partitions of `topic` (UnknownTopicError if it does not exist)."""
+        try:
+            return self._partitions[topic]
+        except KeyError:
+            raise UnknownTopicError(f"unknown topic {topic!r}") from None
+
+    def topic_id(self, topic: str) -> uuid.UUID:
+        """The topic's id (the zero uuid for an unknown topic)."""
+        return self._ids.get(topic, uuid.UUID(int=0))
+
+    def is_internal(self, topic: str) -> bool:
+        """Whether `topic` is one of Kafka's internal topics."""
+        return topic in INTERNAL_TOPICS
+
+    def log(self, topic: str, partition: int) -> Log | None:
+        """The log of a partition that exists, else None."""
+        if not 0 <= partition < self._partitions.get(topic, 0):
+            return None
+        return self._manager.get(topic, partition)
+
+    def overrides(self, topic: str) -> dict[str, str]:
+        """The topic's config overrides (internal topics: Kafka's fixed ones, then stored ones)."""
+        stored = self._configs.get(topic)
+        return {**INTERNAL_CONFIGS.get(topic, {}), **stored}
+
+    def config(self, topic: str) -> LogConfig:
+        """The effective config of `topic`."""
+        return self._manager.default_config.with_overrides(self.overrides(topic))
+
+    def create(self, topic: str, partitions: int, configs: Mapping[str, str] | None = None,
+               *, validate_only: bool = False) -> None:
+        """Create `topic` with `partitions` partitions and config overrides.
+
+        Raises InvalidTopicError, TopicExistsError, InvalidPartitionsError or InvalidConfigError.
+        """
+        validate_topic(topic)
+        if topic in self._partitions:
+            raise TopicExistsError(f"topic {topic!r} already exists")
+        if not 1 <= partitions <= MAX_PARTITIONS:
+            raise InvalidPartitionsError(f"number of partitions must be in [1, {MAX_PARTITIONS}], got {partitions}")
+        overrides = {**INTERNAL_CONFIGS.get(topic, {}), **dict(configs or {})}
+        self._manager.default_config.with_overrides(overrides)  # InvalidConfigError before any file
+        if validate_only:
+            return
+        if configs:
+            self._configs.set(topic, dict(configs))
+        self._ids[topic] = uuid.uuid4()
+        self._open_partitions(topic, 0, partitions)
+
+    def _open_partitions(self, topic: str, start: int, end: int) -> None:
+        overrides = self.overrides(topic) or None
+        for partition in range(start, end):
+            log = self._manager.get_or_create(topic, partition, overrides)
+            _write_topic_id(log.dir, self._ids[topic])
+            self._partitions[topic] = partition + 1
+
+    def add_partitions(self, topic: str, count: int, *, validate_only: bool = False) -> None:
+        """Grow `topic` to `count` partitions (InvalidPartitionsError unless it grows)."""
+        current = self.partition_count(topic)
+        if not current < count <= MAX_PARTITIONS:
+            raise InvalidPartitionsError(
+                f"topic {topic!r} has {current} partitions; the new count must be above it and at most "
+                f"{MAX_PARTITIONS}, got {count}")
+        if not validate_only:
+            self._open_partitions(topic, current, count)
+
+    def delete(self, topic: str) -> None:
+        """Delete every partition of `topic` (renamed `-delete`, removed later by the manager)."""
+        count = self.partition_count(topic)
+        for partition in range(count):
+            if self._manager.get(topic, partition) is not None:
+                self._manager.delete(topic, partition)
+        del self._partitions[topic]
+        self._ids.pop(topic, None)
+        self._configs.delete(topic)
+
+    def alter_config(self, topic: str, overrides: Mapping[str, str], *, validate_only: bool = False) -> None:
+        """Replace the stored overrides of `topic` and apply them to its open logs
+        (InvalidConfigError, before anything changes, for a bad key or value)."""
+        self.partition_count(topic)
+        merged = self._manager.default_config.with_overrides({**INTERNAL_CONFIGS.get(topic, {}), **overrides})
+        if validate_only:
+            return
+        self._configs.set(topic, dict(overrides))
+        for partition in range(self._partitions[topic]):
+            log = self._manager.get(topic, partition)
+            if log is not None:
+                log.config = merged
+
+    def ensure_internal(self, topic: str, partitions: int) -> None:
+        """Create an internal topic on first use."""
+        if topic not in self._partitions:
+            self._ids[topic] = uuid.uuid4()
+            self._open_partitions(topic, 0, partitions)
+

@@ -1,0 +1,78 @@
+"""A read-only open recovers in memory: it shows what Kafka's recovery keeps and writes no byte."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from logstore import Log
+from logstore.clock import ManualClock
+from logstore.log_files import CLEAN_SHUTDOWN_FILE
+from logstore.log_loader import LoadState
+
+
+def _digest(root: Path) -> dict[str, str]:
+    return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _recovering_open(path: Path) -> Log:
+    state = LoadState.from_parent_dir(path, "t", 0)
+    state.recover_read_only = True
+    return Log.open(path, read_only=True, load_state=state)
+
+
+def _three_segments(root: Path) -> Path:
+    path = root / "t-0"
+    with Log.open(path, {"segment.bytes": 2000}, clock=ManualClock(10**12)) as log:
+        for i in range(60):
+            log.append([(b"k%d" % i, b"v" * 40)])
+        assert len(log.segments) == 4
+    (root / "recovery-point-offset-checkpoint").write_text("0\n1\nt 0 0\n")
+    return path
+
+
+def test_a_corrupt_middle_segment_hides_its_tail_and_the_later_segments(tmp_path: Path):
+    path = _three_segments(tmp_path)
+    second = sorted(path.glob("*.log"))[1]
+    data = bytearray(second.read_bytes())
+    data[300] ^= 0xFF
+    second.write_bytes(bytes(data))
+    before = _digest(tmp_path)
+    with _recovering_open(path) as log:
+        base = log.segments[1].base_offset
+        assert len(log.segments) == 2
+        end = log.log_end_offset
+        assert base < end < base + 5
+        assert [r.offset for r in log.records()] == list(range(end))
+        assert log.recovered_bytes == sum(p.stat().st_size for p in sorted(path.glob("*.log"))[1:]) \
+            - log.segments[1].size
+    assert _digest(tmp_path) == before
+    with Log.open(path) as log:  # the writable open (Kafka's recovery) keeps the same records
+        assert log.log_end_offset == end and len(log.segments) == 2
+
+
+def test_no_recovery_below_the_recovery_point_or_after_a_clean_shutdown(tmp_path: Path):
+    path = _three_segments(tmp_path)
+    last = sorted(path.glob("*.log"))[-1]
+    last.write_bytes(last.read_bytes()[:-10])
+    (tmp_path / CLEAN_SHUTDOWN_FILE).write_text("")
+    with _recovering_open(path) as log:
+        assert log.recovered_bytes == 0
+    (tmp_path / CLEAN_SHUTDOWN_FILE).unlink()
+    with _recovering_open(path) as log:
+        torn = log.recovered_bytes
+        assert torn > 0 and log.log_end_offset == 59
+    second = sorted(path.glob("*.log"))[1]
+    second.write_bytes(second.read_bytes()[:-10])
+    (tmp_path / "recovery-point-offset-checkpoint").write_text(f"0\n1\nt 0 {int(last.name[:20])}\n")
+    with _recovering_open(path) as log:  # Kafka recovers from the last segment only
+        assert log.recovered_bytes == torn and log.log_end_offset == 59
+        assert log.segments[1].size == second.stat().st_size
+
+
+def test_a_plain_read_only_open_shows_every_byte_on_disk(tmp_path: Path):
+    path = _three_segments(tmp_path)
+    last = sorted(path.glob("*.log"))[-1]
+    last.write_bytes(last.read_bytes()[:-10])
+    with Log.open(path, read_only=True) as log:  # an audit reports the damage itself
+        assert log.recovered_bytes == 0 and log.segments[-1].size == last.stat().st_size

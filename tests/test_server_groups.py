@@ -1,0 +1,142 @@
+"""Consumer groups against `logstore.server.KafkaServer`: rebalances among three librdkafka
+members with every record consumed once under committed offsets, offsets kept in
+__consumer_offsets across restarts, and the group admin APIs."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+pytest.importorskip("confluent_kafka")
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+from logstore.internal_topics.records import decode_offsets_record  # noqa: E402
+from logstore.server import KafkaServer  # noqa: E402
+
+CONFIG = {"group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 3,
+          "transaction.state.log.num.partitions": 3}
+
+
+@pytest.fixture
+def server(tmp_path):
+    with KafkaServer(tmp_path, port=0, config=CONFIG) as srv:
+        yield srv
+
+
+def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
+        future.result(10)
+
+
+def produce(bootstrap: str, topic: str, count: int, partitions: int, start: int = 0) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 2})
+    for i in range(start, start + count):
+        producer.produce(topic, value=b"%d" % i, partition=i % partitions)
+    assert producer.flush(10) == 0
+
+
+class Member(threading.Thread):
+    """A group member that counts a record only once its offset commit succeeded."""
+
+    def __init__(self, bootstrap: str, topic: str, counted: list, lock: threading.Lock):
+        super().__init__(daemon=True)
+        self.stop = threading.Event()
+        self.counted, self.lock = counted, lock
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "members",
+                                  "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                                  "session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
+        self.consumer.subscribe([topic])
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            message = self.consumer.poll(0.1)
+            if message is None or message.error():
+                continue
+            try:
+                self.consumer.commit(message, asynchronous=False)
+            except KafkaException:
+                continue  # fenced by a rebalance: the partition's next owner consumes it again
+            with self.lock:
+                self.counted.append(int(message.value()))
+        self.consumer.close()
+
+
+def test_three_members_rebalance_and_consume_every_record_once(server):
+    bootstrap = server.bootstrap_servers
+    create_topic(bootstrap, "work", 6)
+    counted: list[int] = []
+    lock = threading.Lock()
+    members = []
+    total = 0
+    for _ in range(3):  # members join one by one while records keep coming
+        produce(bootstrap, "work", 300, 6, start=total)
+        total += 300
+        member = Member(bootstrap, "work", counted, lock)
+        member.start()
+        members.append(member)
+        time.sleep(1.5)
+    members[0].stop.set()  # the first member leaves; the others take its partitions over
+    members[0].join(10)
+    produce(bootstrap, "work", 300, 6, start=total)
+    total += 300
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and len(set(counted)) < total:
+        time.sleep(0.2)
+    for member in members[1:]:
+        member.stop.set()
+        member.join(10)
+    assert sorted(counted) == list(range(total))
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "members"})
+    committed = consumer.committed([TopicPartition("work", p) for p in range(6)], timeout=10)
+    consumer.close()
+    assert sum(tp.offset for tp in committed) == total
+
+
+def test_committed_offsets_survive_a_restart_in_kafkas_record_format(tmp_path):
+    with KafkaServer(tmp_path, port=0, config=CONFIG) as srv:
+        produce(srv.bootstrap_servers, "kept", 10, 1)
+        consumer = Consumer({"bootstrap.servers": srv.bootstrap_servers, "group.id": "keeper",
+                             "enable.auto.commit": False})
+        consumer.commit(offsets=[TopicPartition("kept", 0, 7)], asynchronous=False)
+        consumer.close()
+    with KafkaServer(tmp_path, port=0, config=CONFIG) as srv:
+        consumer = Consumer({"bootstrap.servers": srv.bootstrap_servers, "group.id": "keeper",
+                             "auto.offset.reset": "earliest"})
+        assert consumer.committed([TopicPartition("kept", 0)], timeout=10)[0].offset == 7
+        consumer.subscribe(["kept"])
+        values = []
+        deadline = time.monotonic() + 15
+        while len(values) < 3 and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is not None and not message.error():
+                values.append(message.value())
+        consumer.close()
+        assert values == [b"7", b"8", b"9"]
+        decoded = [decode_offsets_record(r.key, r.value) for log in srv.manager.logs()
+                   if log.topic == "__consumer_offsets" for r in log.records() if r.key]
+    commits = [d for d in decoded if d.name == "OffsetCommit" and d.key["group"] == "keeper"]
+    assert commits and commits[0].key == {"group": "keeper", "topic": "kept", "partition": 0}
+    assert commits[0].value["offset"] == 7
+
+
+def test_list_describe_and_delete_groups(server):
+    bootstrap = server.bootstrap_servers
+    produce(bootstrap, "adm", 5, 1)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "listed", "auto.offset.reset": "earliest"})
+    consumer.subscribe(["adm"])
+    deadline = time.monotonic() + 15
+    while not consumer.assignment() and time.monotonic() < deadline:
+        consumer.poll(0.2)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    listed = admin.list_consumer_groups().result(10)
+    assert "listed" in [g.group_id for g in listed.valid]
+    described = admin.describe_consumer_groups(["listed"])["listed"].result(10)
+    assert len(described.members) == 1 and str(described.state).endswith("STABLE")
+    consumer.commit(offsets=[TopicPartition("adm", 0, 5)], asynchronous=False)
+    consumer.close()
+    admin.delete_consumer_groups(["listed"])["listed"].result(10)
+    assert "listed" not in [g.group_id for g in admin.list_consumer_groups().result(10).valid]
