@@ -204,3 +204,10 @@ def test_a_writer_killed_at_any_moment_leaves_the_old_or_the_new_configs(tmp_pat
         assert stored_topic_configs(tmp_path, "orders") in (
             {"retention.ms": "1000", "segment.bytes": "100000"},
             {"retention.ms": "1001", "segment.bytes": "100000"})
+
+
+def test_a_config_the_open_refuses_is_not_stored(tmp_path):
+    with LogManager(tmp_path) as manager, pytest.raises(InvalidConfigError, match="segment.index.bytes"):
+        manager.get_or_create("orders", 0, {"segment.index.bytes": 4})
+    assert stored_topic_configs(tmp_path, "orders") is None
+    assert not (tmp_path / "orders-0").exists()
