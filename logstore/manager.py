@@ -46,7 +46,7 @@ from logstore.log_files import (
     partition_dir_name,
     validate_topic,
 )
-from logstore.log_loader import LoadState
+from logstore.log_loader import LoadState, check_writable_config
 from logstore.policies import BackgroundCleaner, CleanerFactory, RetentionPass
 from logstore.topic_configs import (
     ORIGIN_NEW,
@@ -329,6 +329,7 @@ class LogManager:
             if config is None:
                 config = read_topic_configs(self._dir).get(topic, {})
             merged = self._merge_config(config)
+            check_writable_config(merged)  # a config the open would refuse is not stored either
             # Stored first: the partition's data never exists without its configs.
             store_topic_configs(self._dir, topic, config_values(config))
             path = self._dir / partition_dir_name(topic, partition)

@@ -168,3 +168,46 @@ def test_a_standalone_open_of_a_copied_partition_refuses_retention(tmp_path):
         log.config = {"retention.ms": -1}  # configs given
         assert log.config_origin == ORIGIN_GIVEN
         assert not apply_retention(log, now_ms=T0 + 10 * YEAR_MS)
+
+
+WRITER = """
+import sys
+from logstore.topic_configs import store_topic_configs
+i = 0
+while True:
+    store_topic_configs(sys.argv[1], "orders", {"retention.ms": 1000 + i % 2, "segment.bytes": 100000})
+    if i == 0:
+        print("writing", flush=True)
+    i += 1
+"""
+
+
+@pytest.mark.slow
+def test_a_writer_killed_at_any_moment_leaves_the_old_or_the_new_configs(tmp_path):
+    import os
+    import random
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    store_topic_configs(tmp_path, "orders", {"retention.ms": 1000, "segment.bytes": 100000})
+    rng = random.Random(5)
+    for _ in range(8):
+        writer = subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path)],
+                                  cwd=Path(__file__).resolve().parent.parent, stdout=subprocess.PIPE, text=True)
+        assert writer.stdout.readline() == "writing\n"  # rewriting the file in a loop from here
+        time.sleep(rng.random() * 0.2)
+        os.kill(writer.pid, signal.SIGKILL)
+        writer.wait()
+        writer.stdout.close()
+        assert stored_topic_configs(tmp_path, "orders") in (
+            {"retention.ms": "1000", "segment.bytes": "100000"},
+            {"retention.ms": "1001", "segment.bytes": "100000"})
+
+
+def test_a_config_the_open_refuses_is_not_stored(tmp_path):
+    with LogManager(tmp_path) as manager, pytest.raises(InvalidConfigError, match="segment.index.bytes"):
+        manager.get_or_create("orders", 0, {"segment.index.bytes": 4})
+    assert stored_topic_configs(tmp_path, "orders") is None
+    assert not (tmp_path / "orders-0").exists()
