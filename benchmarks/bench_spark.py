@@ -9,13 +9,22 @@ Groups (one run, one machine):
 - "arrow reader, one core": ``read_segments`` over one partition's files vs reading the same
   bytes from disk and beside aiokafka's compiled decoder (MiB/s; records/s in extra_info).
 - "spark audit local[2]": compaction + retention reports on Spark ``local[2]`` (one pass,
-  ``audit_reports``) vs the single-process reader over the same files and vs the same two
+  ``audit_tables``) vs the single-process reader over the same files and vs the same two
   reports in one process (``local_reports``).
+- "spark audit job, standalone vs local[2]": the same job on a Spark standalone cluster
+  (master and one 2-core worker on 127.0.0.1, started from pyspark's distribution) vs on
+  ``local[2]``, timed on a running session.
+- "spark audit end-to-end, standalone vs local[2]": ``logstore audit`` as a fresh process
+  (JVM, session, executors, job, printed reports) on the cluster vs on ``local[2]``;
+  ``LOGSTORE_BENCH_SPARK_E2E_ROUNDS`` rounds (default 3) after one warm-up.
+These two groups run last: they stop the module's ``local[2]`` session to start the cluster's.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +49,10 @@ SPARK_MASTER = "local[2]"
 # warm-up rounds let the JVM finish compiling its side of the job before timing starts.
 SPARK_ROUNDS = 5
 SPARK_WARMUP_ROUNDS = 2
+E2E_ROUNDS = int(os.environ.get("LOGSTORE_BENCH_SPARK_E2E_ROUNDS", "3"))
+JOB_GROUP = "spark audit job, standalone vs local[2]"
+E2E_GROUP = "spark audit end-to-end, standalone vs local[2]"
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def write_partition(directory: Path, target_bytes: float, seed: int) -> None:
@@ -158,13 +171,11 @@ def test_aiokafka_decode_one_core(benchmark, data_dir):
 
 def spark_audit(spark, root: Path) -> int:
     """Both reports on Spark, collected on the driver."""
-    from spark_tools.reports import audit_reports
+    from spark_tools.reports import audit_tables
 
-    reports = audit_reports(spark, root, CONFIGS, NOW_MS)
-    compaction = reports["compaction"].collect()
-    retention = reports["retention"].collect()
-    assert len(compaction) == len(retention) == PARTITIONS
-    return sum(r.records for r in compaction)
+    reports = audit_tables(spark, root, CONFIGS, NOW_MS)
+    assert reports["compaction"].num_rows == reports["retention"].num_rows == PARTITIONS
+    return int(pc.sum(reports["compaction"].column("records")).as_py())
 
 
 def local_audit(root: Path) -> int:
@@ -221,3 +232,63 @@ def test_spark_read_local2(benchmark, spark, data_dir):
     tag(benchmark, "spark audit local[2]", "ours", nbytes, partitions=PARTITIONS,
         what="distributed reader, per-partition aggregates")
     assert spark_rounds(benchmark, spark_read, spark, data_dir) > 0
+
+
+# --- the standalone cluster beside local[2] (last: they stop the module's local session) ---
+
+
+def test_audit_job_local2_beside_the_cluster(benchmark, spark, data_dir):
+    tag(benchmark, JOB_GROUP, "baseline", _total_bytes(_files(data_dir)), partitions=PARTITIONS)
+    assert spark_rounds(benchmark, spark_audit, spark, data_dir) > 0
+
+
+@pytest.fixture(scope="module")
+def cluster(spark, tmp_path_factory):
+    from spark_tools.standalone import StandaloneCluster
+
+    spark.stop()  # one SparkContext per process: the cluster's session replaces local[2]
+    with StandaloneCluster(tmp_path_factory.mktemp("bench-standalone"), cores=2) as c:
+        yield c
+
+
+CLUSTER_CONF = {"spark.pyspark.python": sys.executable, "spark.driver.host": "127.0.0.1"}
+
+
+@pytest.fixture
+def cluster_spark(cluster):
+    """A session on the cluster for one test (it holds every core of the worker while it runs,
+    so it must end before the CLI runs its own application there)."""
+    from spark_tools.session import spark_session
+
+    session = spark_session(cluster.master, app_name="logstore-bench", conf=CLUSTER_CONF)
+    yield session
+    session.stop()
+
+
+def test_audit_job_standalone(benchmark, cluster_spark, data_dir):
+    tag(benchmark, JOB_GROUP, "ours", _total_bytes(_files(data_dir)), partitions=PARTITIONS)
+    assert spark_rounds(benchmark, spark_audit, cluster_spark, data_dir) > 0
+
+
+def audit_cli(master: str, root: Path, *conf: str) -> int:
+    """``logstore audit`` in a fresh process; its exit code."""
+    sets = [a for key, value in CONFIGS.items() for a in ("--set", f"{key}={value}")]
+    done = subprocess.run([sys.executable, "-m", "logstore", "audit", str(root), "--master",
+                           master, "--now", str(NOW_MS), *sets, *conf], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600,
+                          env={k: v for k, v in os.environ.items() if k != "PYSPARK_PYTHON"})
+    assert done.returncode == 0, done.stderr
+    return done.returncode
+
+
+def test_audit_cli_local2(benchmark, data_dir):
+    tag(benchmark, E2E_GROUP, "baseline", _total_bytes(_files(data_dir)), partitions=PARTITIONS)
+    benchmark.pedantic(audit_cli, args=(SPARK_MASTER, data_dir), rounds=E2E_ROUNDS,
+                       warmup_rounds=1)
+
+
+def test_audit_cli_standalone(benchmark, cluster, data_dir):
+    conf = [a for key, value in CLUSTER_CONF.items() for a in ("--conf", f"{key}={value}")]
+    tag(benchmark, E2E_GROUP, "ours", _total_bytes(_files(data_dir)), partitions=PARTITIONS)
+    benchmark.pedantic(audit_cli, args=(cluster.master, data_dir, *conf), rounds=E2E_ROUNDS,
+                       warmup_rounds=1)

@@ -87,6 +87,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# logstore benchmarks — {machine.get('cpu', {}).get('brand_raw', '?')}, "
           f"{machine.get('python_implementation', '')} {machine.get('python_version', '')}")
     print(format_table(report))
+    for bench in report["benchmarks"]:
+        info = bench.get("extra_info", {})
+        if "p99_ms" in info:
+            print(f"latency {bench_short(bench)}: p50 {info['p50_ms']} ms, p99 {info['p99_ms']} ms")
     return 0
 
 

@@ -95,8 +95,11 @@ def decode(buf: np.ndarray, *, segment_base: int, start: int = 0, end: int | Non
         header[v2] = np.ascontiguousarray(raw).view(HEADER_DTYPE).reshape(-1)
     legacy_records: dict[int, list[Record]] = {}
     for b in np.flatnonzero(~v2):
-        entry = LegacyRecordBatch(memoryview(buf[pos[b]:pos[b] + size[b]]), 0)
-        recs = entry.records(max_inflated_bytes=max_inflated_bytes)
+        try:
+            entry = LegacyRecordBatch(memoryview(buf[pos[b]:pos[b] + size[b]]), 0)
+            recs = entry.records(max_inflated_bytes=max_inflated_bytes)
+        except CorruptRecordError as exc:  # placed within the entry: place it in the file
+            raise CorruptRecordError(exc.detail, position=int(pos[b]) + (exc.position or 0), path=path) from exc
         legacy_records[int(b)] = recs
         stand_in = {"base_offset": recs[0].offset, "magic": magic[b], "attributes": entry.attributes,
                     "last_offset_delta": recs[-1].offset - recs[0].offset,
@@ -113,8 +116,11 @@ def decode(buf: np.ndarray, *, segment_base: int, start: int = 0, end: int | Non
     extra = []
     arena_len = len(buf)
     for b in np.flatnonzero(v2 & (codes != 0)):
-        data = decompress(int(codes[b]), memoryview(buf[body_start[b]:body_end[b]]),
-                          limit=max_inflated_bytes, position=int(pos[b]))
+        try:
+            data = decompress(int(codes[b]), memoryview(buf[body_start[b]:body_end[b]]),
+                              limit=max_inflated_bytes, position=int(pos[b]))
+        except CorruptRecordError as exc:
+            raise CorruptRecordError(exc.detail, position=exc.position, path=path) from exc
         extra.append(np.frombuffer(data, np.uint8))
         body_start[b] = arena_len
         body_end[b] = arena_len + len(data)

@@ -20,6 +20,7 @@ class CorruptRecordError(LogstoreError):
     """Bytes that do not decode as a valid record batch; names where they are."""
 
     def __init__(self, message: str, *, position: int | None = None, path: str | None = None):
+        self.detail = message  # without the place: for re-raising with a better one
         self.position = position
         self.path = path
         where = []

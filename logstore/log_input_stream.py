@@ -56,6 +56,6 @@ def scan_entries(
         try:
             header = read_batch_header(buf, off)
         except CorruptRecordError as exc:
-            raise CorruptRecordError(str(exc), position=position, path=path) from exc
+            raise CorruptRecordError(exc.detail, position=position, path=path) from exc
         yield position, header, buf, off
         position += entry_size

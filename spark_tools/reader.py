@@ -3,11 +3,17 @@
 The walk is per batch (header parse, CRC check, one numba decode of the records); every column
 is then built with numpy over whole chunks, batch metadata by ``np.repeat`` over the batch
 headers, key hashes by one kernel call per chunk. No Python object per record.
+
+A local segment is memory-mapped. A remote one (object store, HDFS) is streamed: one
+sequential read through an 8 MiB buffer, each batch read as its 12-byte log header then its
+body, so a task holds the buffer, one chunk of decoded batches and nothing else of the file
+(see ``SegmentBatches``).
 """
 
 from __future__ import annotations
 
 import mmap
+import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from os import PathLike, fspath
@@ -18,22 +24,28 @@ import pyarrow.fs as pafs
 
 from logstore.errors import CorruptRecordError
 from logstore.log_files import parse_partition_dir, segment_log_offset
-from logstore.records import RecordBatch, iter_batches
+from logstore.records import RecordBatch, iter_batches, read_batch
 from logstore.records.batch import TIMESTAMP_TYPES
 from logstore.records.compression import COMPRESSION_NAMES
 from logstore.records.header import (
     COMPRESSION_MASK,
     CONTROL_BIT,
     INT32_MAX,
+    LEGACY_MIN_MESSAGE,
     LOG_OVERHEAD,
+    SIZE_OFFSET,
     TIMESTAMP_TYPE_BIT,
     TRANSACTIONAL_BIT,
     BatchHeader,
 )
 from spark_tools import _kernels
-from spark_tools.layout import resolve_filesystem
+from spark_tools.layout import redact, resolve_filesystem
 
 DEFAULT_CHUNK_ROWS = 1 << 16
+DEFAULT_CHUNK_BYTES = 16 << 20  # a chunk also ends once its batches hold this many bytes
+STREAM_BUFFER_BYTES = 8 << 20  # read-ahead of a remote segment
+_MIN_ENTRY = min(LEGACY_MIN_MESSAGE.values())
+_INT32 = struct.Struct(">i")
 # Column of each BatchHeader field when headers are stacked into an int64 matrix.
 _H = {name: i for i, name in enumerate(BatchHeader._fields)}
 
@@ -126,16 +138,63 @@ def topic_partition_of(path: str | PathLike[str]) -> tuple[str, int]:
     return parse_partition_dir(parts[-2] if len(parts) >= 2 else "")
 
 
-def _segment_view(path: str | PathLike[str], filesystem: pafs.FileSystem | None) -> memoryview:
-    """A segment file's bytes: memory-mapped when local (unmapped once unreferenced), else read."""
-    fs, inner = resolve_filesystem(path, filesystem)
-    if isinstance(fs, pafs.LocalFileSystem):
-        with open(inner, "rb") as f:
-            if f.seek(0, 2) == 0:
-                return memoryview(b"")
-            return memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
-    with fs.open_input_file(inner) as f:
-        return memoryview(f.read_buffer())
+class SegmentBatches:
+    """The complete batches of one segment file as (file position, RecordBatch), from a memory
+    map when the file is local, else streamed in bounded pieces (header, then body).
+
+    Afterwards ``valid_end`` is where the last complete batch ends and ``torn`` says whether a
+    partial batch follows it; ``size`` is the file's size. A header that cannot be valid raises
+    CorruptRecordError at its file position.
+    """
+
+    def __init__(self, path: str | PathLike[str], filesystem: pafs.FileSystem | None = None):
+        self._fs, self._inner = resolve_filesystem(path, filesystem)
+        self.local = isinstance(self._fs, pafs.LocalFileSystem)
+        self.valid_end = 0
+        self.torn = False
+        self.size = 0
+
+    def __iter__(self) -> Iterator[tuple[int, RecordBatch]]:
+        return self._mapped() if self.local else self._streamed()
+
+    def _mapped(self) -> Iterator[tuple[int, RecordBatch]]:
+        with open(self._inner, "rb") as f:
+            self.size = f.seek(0, 2)
+            view = (memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
+                    if self.size else memoryview(b""))
+        batches = iter_batches(view)
+        for batch in batches:
+            self.valid_end = batches.valid_end
+            yield batch.position, batch
+        self.torn = batches.torn
+
+    def _streamed(self) -> Iterator[tuple[int, RecordBatch]]:
+        self.size = self._fs.get_file_info(self._inner).size or 0
+        with self._fs.open_input_stream(self._inner, compression=None,
+                                        buffer_size=STREAM_BUFFER_BYTES) as stream:
+            pos = 0
+            while pos < self.size:
+                if self.size - pos < LOG_OVERHEAD:
+                    self.torn = True
+                    return
+                head = stream.read(LOG_OVERHEAD)
+                length = _INT32.unpack_from(head, SIZE_OFFSET)[0]
+                if length < _MIN_ENTRY:
+                    raise CorruptRecordError(f"entry length {length} below the minimum",
+                                             position=pos)
+                if pos + LOG_OVERHEAD + length > self.size:
+                    self.torn = True
+                    return
+                buffer = bytearray(LOG_OVERHEAD + length)
+                buffer[:LOG_OVERHEAD] = head
+                buffer[LOG_OVERHEAD:] = stream.read(length)
+                try:
+                    batch = read_batch(buffer, 0)
+                except CorruptRecordError as exc:
+                    raise CorruptRecordError(_message(exc), position=pos) from None
+                pos += LOG_OVERHEAD + length
+                self.valid_end = pos
+                yield pos - LOG_OVERHEAD - length, batch
 
 
 def scan_segment(
@@ -149,43 +208,53 @@ def scan_segment(
     Every batch's CRC is checked. Raises CorruptRecordError (naming the file and byte position)
     for a bad batch or a partial batch at the end of the file.
     """
-    batches = iter_batches(_segment_view(path, filesystem))
-    pending: list[tuple[RecordBatch, object]] = []
-    rows = 0
+    batches = SegmentBatches(path, filesystem)
+    pending: list[tuple[int, RecordBatch, object]] = []
+    rows = nbytes = 0
     yielded = False
     try:
-        for batch in batches:
-            columns = _decode(batch)
-            pending.append((batch, columns))
+        for position, batch in batches:
+            columns = _decode(batch, position)
+            pending.append((position, batch, columns))
             rows += len(columns.offset)
-            if rows >= chunk_rows:
+            nbytes += len(batch.view)
+            if rows >= chunk_rows or nbytes >= DEFAULT_CHUNK_BYTES:
                 yield _assemble(pending)
-                pending, rows, yielded = [], 0, True
+                pending, rows, nbytes, yielded = [], 0, 0, True
     except CorruptRecordError as exc:
         raise _with_path(exc, path) from None
     if batches.torn:
         raise CorruptRecordError(
             "partial batch at the end of the segment", position=batches.valid_end,
-            path=fspath(path))
+            path=redact(fspath(path)))
     if pending or not yielded:
         yield _assemble(pending)
 
 
+def _message(exc: CorruptRecordError) -> str:
+    """The error's message without the "(position N)" its constructor appended."""
+    text = str(exc)
+    return text if exc.position is None else text.removesuffix(f" (position {exc.position})")
+
+
 def _with_path(exc: CorruptRecordError, path: str | PathLike[str]) -> CorruptRecordError:
-    err = CorruptRecordError(str(exc), path=fspath(path))
-    err.position = exc.position
-    return err
+    return CorruptRecordError(_message(exc), position=exc.position, path=redact(fspath(path)))
 
 
-def _decode(batch: RecordBatch):
-    batch.validate()
-    return batch.columns()
+def _decode(batch: RecordBatch, position: int):
+    """Validate (CRC) and decode one batch; errors name its position in the file."""
+    try:
+        batch.validate()
+        return batch.columns()
+    except CorruptRecordError as exc:
+        inside = 0 if exc.position is None else exc.position - batch.position
+        raise CorruptRecordError(_message(exc), position=position + inside) from None
 
 
 def _assemble(pending: list) -> SegmentScan:
     """Stack the per-batch decodes into flat columns (keys hashed once)."""
-    headers = np.array([b.header for b, _ in pending], dtype=np.int64).reshape(-1, len(_H))
-    cols = [c for _, c in pending]
+    headers = np.array([b.header for _, b, _ in pending], dtype=np.int64).reshape(-1, len(_H))
+    cols = [c for _, _, c in pending]
     counts = np.array([len(c.offset) for c in cols], dtype=np.int64)
     nb = len(cols)
     batch_index = np.repeat(np.arange(nb, dtype=np.int64), counts)
@@ -201,7 +270,7 @@ def _assemble(pending: list) -> SegmentScan:
     key_hash1, key_hash2 = _kernels.murmur3_x64_128(key_data, key_offsets, has_key)
     base_offset = headers[:, _H["base_offset"]]
     return SegmentScan(
-        position=np.array([b.position for b, _ in pending], dtype=np.int64),
+        position=np.array([p for p, _, _ in pending], dtype=np.int64),
         size=headers[:, _H["batch_length"]] + LOG_OVERHEAD,
         base_offset=base_offset,
         last_offset=base_offset + headers[:, _H["last_offset_delta"]],
@@ -345,11 +414,10 @@ def read_segment_metadata(
         fs, inner = resolve_filesystem(path, filesystem)
         mtime_ns = fs.get_file_info(inner).mtime_ns
         last_modified_ms = 0 if mtime_ns is None else mtime_ns // 1_000_000
-    view = _segment_view(path, filesystem)
-    batches = iter_batches(view)
+    batches = SegmentBatches(path, filesystem)
     next_offset, max_ts, first_ts, records, count = base, -1, -1, 0, 0
     try:
-        for batch in batches:
+        for _, batch in batches:
             header = batch.header
             if count == 0:
                 first_ts = header.max_timestamp
@@ -361,14 +429,14 @@ def read_segment_metadata(
         raise _with_path(exc, path) from None
     if batches.torn:
         raise CorruptRecordError("partial batch at the end of the segment",
-                                 position=batches.valid_end, path=fspath(path))
+                                 position=batches.valid_end, path=redact(fspath(path)))
     return {
         "topic": topic,
         "partition": partition,
         "path": fspath(path),
         "base_offset": base,
         "next_offset": next_offset,
-        "size": len(view),
+        "size": batches.size,
         "largest_timestamp": max_ts if max_ts >= 0 else last_modified_ms,
         "first_batch_timestamp": first_ts,
         "record_count": records,

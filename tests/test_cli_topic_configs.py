@@ -53,8 +53,8 @@ def test_dry_runs_still_run_and_say_which_configs_they_assumed(kafka_dir, capsys
     assert "configs: Kafka's defaults, assumed: none stored or given" in out
     assert main(["compact", "--dry-run", "--json", str(kafka_dir)]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["configs"] == ("Kafka's defaults, assumed: none stored or given with "
-                                 "cleanup.policy=compact")
+    assert report["configs"] == ("Kafka's defaults with cleanup.policy=compact, assumed: "
+                                 "none stored or given")
     assert snapshot(kafka_dir) == before
 
 

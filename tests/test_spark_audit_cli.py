@@ -28,7 +28,7 @@ def test_bad_spark_conf_is_a_usage_error(tmp_path, capsys):
 
 
 def test_bad_override_is_a_usage_error(tmp_path, capsys):
-    assert main(["audit", str(tmp_path), "--set", "no-equals-sign"]) == 2
+    assert main(["audit", str(tmp_path), "--config", "no-equals-sign"]) == 2
     assert "KEY=VALUE" in capsys.readouterr().err
 
 
@@ -38,7 +38,7 @@ def test_audit_kafka_directory_writes_reports_and_plot(spark, tmp_path, capsys):
     shutil.copytree(SAMPLES, data)
     out = tmp_path / "audit-out"
     code = main(["audit", str(data), "--master", "local[2]", "--out", str(out),
-                 "--format", "json", "--plot", "--set", "retention.ms=86400000",
+                 "--format", "json", "--plot", "--config", "retention.ms=86400000",
                  "--now", "1800000000000"])
     assert code == 0
     printed = capsys.readouterr().out
@@ -68,6 +68,24 @@ def test_corrupt_segment_is_reported_as_corruption(spark, tmp_path, capsys):
     (part / "00000000000000000000.log").write_bytes(bytes(batch) + build_batch(
         [Record(1, 0, b"k", b"v")], base_offset=1))
     code = main(["audit", str(tmp_path / "data"), "--report", "compaction",
-                 "--set", "cleanup.policy=compact", "--now", "1000000"])
+                 "--config", "cleanup.policy=compact", "--now", "1000000"])
     assert code == 1
     assert "CRC" in capsys.readouterr().err
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_executors_without_a_python_are_one_line_with_a_hint(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "logstore", "audit", str(SAMPLES), "--master", "local[1]",
+         "--conf", f"spark.pyspark.python={tmp_path / 'no-python'}"],
+        cwd=Path(__file__).resolve().parent.parent, env=env, capture_output=True, text=True,
+        timeout=300)
+    assert done.returncode != 0
+    (line,) = [x for x in done.stderr.splitlines() if x.startswith("logstore:")]
+    assert "Cannot run program" in line and "spark.pyspark.python" in line

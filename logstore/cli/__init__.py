@@ -61,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=Formatter,
     )
     parser.add_argument("--debug", action="store_true", help="show a traceback on errors")
+    parser.add_argument("--version", action="version", version=f"logstore {_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         if info.name.startswith("_"):
@@ -70,6 +71,27 @@ def build_parser() -> argparse.ArgumentParser:
         if register is not None:
             register(subparsers)
     return parser
+
+
+def _version() -> str:
+    """The installed package's version (the source tree's, when run from it uninstalled)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("logstore")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """Parse `argv`; an unknown option is reported with the usage of the subcommand it was
+    given to (argparse would show the top-level usage)."""
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        choices = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+        subparser = choices.get(getattr(args, "command", None), parser)
+        subparser.error(f"unrecognized arguments: {' '.join(extras)}")
+    return args
 
 
 def _describe(exc: BaseException) -> str:
@@ -85,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the `logstore` command with `argv` (default: sys.argv[1:]); return the exit code."""
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args = _parse(parser, argv)
     except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
         return int(exc.code or 0)
     debug = getattr(args, "debug", False)

@@ -193,16 +193,16 @@ def topic_config(given: GivenConfigs, partition: Path, assumed: Mapping[str, str
     topic, _ = parse_partition_dir(partition.name)
     stored = stored_topic_configs(partition.parent, topic)
     passed = given.for_topic(topic)
+    extra = {k: v for k, v in (assumed or {}).items() if k not in passed}
+    defaults = "Kafka's defaults" + (" with " + ", ".join(f"{k}={v}" for k, v in extra.items()) if extra else "")
     if stored is not None:
         values, source, known = {**stored, **passed}, "stored" + (" + given" if passed else ""), True
     elif passed:
-        values, source, known = {**(assumed or {}), **passed}, "given", True
+        values, source, known = {**extra, **passed}, "given" + (f" over {defaults}" if extra else ""), True
     elif given.assume_defaults:
-        values, source, known = dict(assumed or {}), "Kafka's defaults (--assume-defaults)", True
+        values, source, known = extra, f"{defaults} (--assume-defaults)", True
     else:
-        values, source, known = dict(assumed or {}), "Kafka's defaults, assumed: none stored or given", False
-    if assumed and stored is None:
-        source += " with " + ", ".join(f"{k}={v}" for k, v in assumed.items() if k not in passed)
+        values, source, known = extra, f"{defaults}, assumed: none stored or given", False
     try:
         return TopicConfig(LogConfig(values), source, known)
     except InvalidConfigError as exc:
@@ -257,9 +257,7 @@ def partition_dirs(paths: list[str]) -> list[Path]:
 
 def corruption_detail(exc: CorruptRecordError) -> str:
     """The message of `exc` without the `(file, position N)` suffix its constructor adds."""
-    where = [str(exc.path)] if exc.path is not None else []
-    where += [f"position {exc.position}"] if exc.position is not None else []
-    return str(exc).removesuffix(f" ({', '.join(where)})") if where else str(exc)
+    return exc.detail
 
 
 @contextlib.contextmanager

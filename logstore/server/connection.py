@@ -1,7 +1,10 @@
 """One client connection: size-prefixed frames in, one request handled at a time (Kafka mutes
-a channel while its request is processed), responses out. Bounds every allocation a client
-can cause: a frame larger than `socket.request.max.bytes` closes the connection before any
-byte of it is read, and frames wait for room in the server-wide in-flight budget."""
+a channel while its request is processed), responses out. Frames are received straight into
+their own buffers (a BufferedProtocol), not through asyncio's stream buffer.
+
+Bounds every allocation a client can cause: a frame larger than `socket.request.max.bytes`
+closes the connection before any byte of it is read, and frames wait for room in the
+server-wide in-flight budget before their buffer is allocated."""
 
 from __future__ import annotations
 
@@ -49,43 +52,107 @@ class InFlightBudget:
                 self._cond.notify_all()
 
 
+class FrameProtocol(asyncio.BufferedProtocol):
+    """Socket bytes go straight into the buffer the connection asks for (a size field, then
+    a frame of that size): no stream-buffer copies, and reading pauses between requests."""
+
+    def __init__(self, on_connect: Callable[[FrameProtocol], None]) -> None:
+        self._on_connect = on_connect
+        self.transport: asyncio.Transport | None = None
+        self._target = memoryview(bytearray(0))
+        self._filled = 0
+        self._waiter: asyncio.Future | None = None
+        self._lost: BaseException | None = None
+        self._writable = asyncio.Event()
+        self._writable.set()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport
+        transport.pause_reading()
+        self._on_connect(self)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._target[self._filled:]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._filled += nbytes
+        if self._filled == len(self._target):
+            self.transport.pause_reading()
+            if self._waiter is not None and not self._waiter.done():
+                self._waiter.set_result(None)
+
+    def eof_received(self) -> bool:
+        self._fail(ConnectionError("the client closed the connection"))
+        return False
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self._fail(exc or ConnectionError("connection closed"))
+        self._writable.set()
+
+    def pause_writing(self) -> None:
+        self._writable.clear()
+
+    def resume_writing(self) -> None:
+        self._writable.set()
+
+    def _fail(self, exc: BaseException) -> None:
+        self._lost = exc
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_exception(ConnectionError(str(exc)))
+
+    async def read_into(self, buffer: bytearray) -> None:
+        """Fill `buffer` from the socket; ConnectionError if the connection ends first."""
+        if self._lost is not None:
+            raise ConnectionError(str(self._lost))
+        self._target, self._filled = memoryview(buffer), 0
+        self._waiter = asyncio.get_running_loop().create_future()
+        self.transport.resume_reading()
+        await self._waiter
+
+    async def write(self, data: bytes) -> None:
+        """Send `data`, waiting while the transport's write buffer is full."""
+        if self._lost is not None:
+            raise ConnectionError(str(self._lost))
+        self.transport.write(data)
+        await self._writable.wait()
+
+
 class Connection:
     """Serves one socket until the client leaves, sends a bad frame or the server stops."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *,
-                 handlers: dict[int, Handler], max_request_bytes: int, budget: InFlightBudget):
-        self._reader = reader
-        self._writer = writer
+    def __init__(self, protocol: FrameProtocol, *, handlers: dict[int, Handler], max_request_bytes: int,
+                 budget: InFlightBudget):
+        self._protocol = protocol
         self._handlers = handlers
         self._max = max_request_bytes
         self._budget = budget
 
     async def serve(self) -> None:
         """Read, handle and answer requests in order; close on any protocol violation."""
+        size_field = bytearray(4)
         try:
             while True:
-                size = int.from_bytes(await self._reader.readexactly(4), "big", signed=True)
+                await self._protocol.read_into(size_field)
+                size = int.from_bytes(size_field, "big", signed=True)
                 if not MIN_REQUEST_BYTES <= size <= self._max:
                     log.info("closing connection: request size %d outside [%d, %d]", size,
                              MIN_REQUEST_BYTES, self._max)
                     return
                 async with self._budget.reserve(size):
-                    frame = await self._reader.readexactly(size)
+                    frame = bytearray(size)
+                    await self._protocol.read_into(frame)
                     answer = await self._handle(frame)
                     del frame
                 if answer is False:
                     return
                 if answer:
-                    self._writer.write(answer)
-                    await self._writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
+                    await self._protocol.write(answer)
+        except ConnectionError:
             pass
         finally:
-            self._writer.close()
-            with contextlib.suppress(Exception):
-                await self._writer.wait_closed()
+            self._protocol.transport.close()
 
-    async def _handle(self, frame: bytes) -> bytes | bool | None:
+    async def _handle(self, frame: bytearray) -> bytes | bool | None:
         """The response bytes, None when no response is due (acks=0), False to close."""
         try:
             request = decode_request(frame, self._handlers)

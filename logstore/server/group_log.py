@@ -67,6 +67,7 @@ class StoredGroup:
     leader: str | None = None
     members: list[StoredMember] = field(default_factory=list)
     offsets: dict[tuple[str, int], OffsetAndMetadata] = field(default_factory=dict)
+    pending_txn: dict[int, dict[tuple[str, int], OffsetAndMetadata]] = field(default_factory=dict)
     deleted: bool = False
 
 
@@ -104,18 +105,19 @@ def append_records(log: Log, records: list[tuple[bytes, bytes | None]], now_ms: 
     log.append(bytearray(batch), origin="coordinator")
 
 
-def _apply(groups: dict[str, StoredGroup], key: bytes, value: bytes | None) -> None:
+def _apply(groups: dict[str, StoredGroup], key: bytes, value: bytes | None, producer_id: int = -1) -> None:
     record = decode_offsets_record(key, value)
     fields: dict[str, Any] = record.key
     group = groups.setdefault(fields["group"], StoredGroup(fields["group"]))
     if record.name in ("OffsetCommit", "LegacyOffsetCommit"):
         tp = (fields["topic"], fields["partition"])
+        offsets = group.offsets if producer_id < 0 else group.pending_txn.setdefault(producer_id, {})
         if record.value is None:
-            group.offsets.pop(tp, None)
+            offsets.pop(tp, None)
         else:
             v = record.value
-            group.offsets[tp] = OffsetAndMetadata(v["offset"], v.get("leaderEpoch", -1), v["metadata"],
-                                                  v["commitTimestamp"])
+            offsets[tp] = OffsetAndMetadata(v["offset"], v.get("leaderEpoch", -1), v["metadata"],
+                                            v["commitTimestamp"])
         group.deleted = False
     elif record.name == "GroupMetadata":
         if record.value is None:
@@ -133,7 +135,8 @@ def _apply(groups: dict[str, StoredGroup], key: bytes, value: bytes | None) -> N
 
 
 def replay(log: Log) -> dict[str, StoredGroup]:
-    """Every group's state in one __consumer_offsets partition, from its log start to its end."""
+    """Every group's state in one __consumer_offsets partition, from its log start to its end;
+    offsets of transactions without a marker yet stay pending under their producer id."""
     groups: dict[str, StoredGroup] = {}
     pending: dict[int, list[tuple[bytes, bytes | None]]] = {}
     offset = log.log_start_offset
@@ -157,6 +160,10 @@ def replay(log: Log) -> dict[str, StoredGroup]:
                 for r in records:
                     if r.key is not None:
                         _apply(groups, r.key, r.value)
+    for producer_id, records in pending.items():
+        for key, value in records:
+            if key is not None:
+                _apply(groups, key, value, producer_id)
     return groups
 
 

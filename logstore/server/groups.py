@@ -92,7 +92,8 @@ class GroupCoordinator:
             if stored.deleted and not stored.offsets:
                 continue
             group = Group(stored.group_id, generation=stored.generation, protocol_type=stored.protocol_type,
-                          protocol=stored.protocol, leader=stored.leader, offsets=stored.offsets)
+                          protocol=stored.protocol, leader=stored.leader, offsets=stored.offsets,
+                          pending_txn=stored.pending_txn)
             for m in stored.members:
                 group.members[m.member_id] = Member(m.member_id, m.group_instance_id, m.client_id, m.client_host,
                                                     m.session_timeout, m.rebalance_timeout,
@@ -136,7 +137,9 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------------ expiry
 
-    def _ensure_expiry_task(self) -> None:
+    def start(self) -> None:
+        """Start expiring silent members (call inside the server's event loop): members
+        restored from the log expire too if their consumers never return."""
         if self._expiry is None or self._expiry.done():
             self._expiry = asyncio.get_running_loop().create_task(self._expire_loop())
 
@@ -245,7 +248,6 @@ class GroupCoordinator:
     async def join_group(self, req: Request) -> Any:
         body = req.body
         config = self._ctx.config
-        self._ensure_expiry_task()
         if not body.group_id or len(body.group_id) > MAX_GROUP_ID:
             return self._join_response(req, None, body.member_id, ec.INVALID_GROUP_ID)
         if not config.group_min_session_timeout_ms <= body.session_timeout_ms <= config.group_max_session_timeout_ms:
@@ -354,6 +356,10 @@ class GroupCoordinator:
                             members=[cls(member_id=m, group_instance_id=None, error_code=e) for m, e in results])
 
     # ------------------------------------------------------------------ offsets
+
+    def check_member(self, group_id: str, member_id: str, generation: int) -> int:
+        """NONE if `member_id` at `generation` may commit for `group_id` (or a simple commit), else the error."""
+        return self._check_member(self._group(group_id), member_id, generation)
 
     def _check_member(self, group: Group | None, member_id: str, generation: int) -> int:
         if generation < 0 and not member_id:

@@ -3,10 +3,17 @@ classes (generated from Kafka's own JSON message schemas: flexible versions, com
 and tagged fields included), and the table of APIs and versions this server implements.
 
 Only the versions in API_VERSIONS are decoded; ApiVersions advertises exactly that table.
+
+Why kafka-python's protocol and not kio: both are generated from Kafka's JSON schemas and
+measured alike here (Produce decode 1x1 MiB 99 vs 88 us, 50x16 KiB 92 vs 36 us; Fetch encode
+1x1 MiB 390 vs 89 us, 50x16 KiB 603 vs 893 us), well under the append of the same bytes;
+kafka-python is already the project's peer and test client, and its mutable containers with
+schema defaults let a handler fill one response across versions without per-version types.
 """
 
 from __future__ import annotations
 
+import io
 import struct
 from collections.abc import Iterable
 from typing import Any, NamedTuple
@@ -17,6 +24,7 @@ from kafka.protocol.api_message import ApiMessage
 from logstore.server import error_codes as ec
 
 _KEY_VERSION = struct.Struct(">hh")
+MAX_HEADER_BYTES = 65_536  # api key, version, correlation id, a client id of up to 32,767 bytes, tags
 
 
 class ApiSpec(NamedTuple):
@@ -111,11 +119,19 @@ def decode_request(frame: bytes | bytearray | memoryview, implemented: Iterable[
     spec = API_VERSIONS.get(api_key) if api_key in implemented else None
     if spec is None or not spec.min_version <= api_version <= spec.max_version:
         raise UnsupportedVersion(api_key, api_version, correlation_id)
+    cls = spec.request
+    data = memoryview(frame)
     try:
-        body = spec.request.decode(frame, version=api_version, header=True)
+        stream = io.BytesIO(data[:MAX_HEADER_BYTES])
+        header = cls.parse_header(stream, version=api_version)
+        flexible = cls.flexible_version_q(api_version)
+        decode = cls._struct.compiled_decode_from(api_version, compact=flexible, tagged=flexible, data_class=cls)
+        body, end = decode(data, stream.tell())
     except Exception as exc:  # the schema decoder raises ValueError, struct.error, IndexError, ...
         raise ProtocolError(f"malformed api {api_key} v{api_version} request: {exc!r}") from None
-    header = body.header
+    if end > len(data):  # a length field pointed past the frame; slicing hid it
+        raise ProtocolError(f"api {api_key} v{api_version} request claims {end} bytes, the frame has {len(data)}")
+    body._header = header
     return Request(spec, api_version, header.correlation_id, header.client_id, body)
 
 

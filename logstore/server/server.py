@@ -17,14 +17,14 @@ from logstore.policies import CleanerFactory, RetentionPass
 from logstore.server.admin_api import AdminApi
 from logstore.server.broker_config import BrokerConfig
 from logstore.server.config_store import TopicConfigStore
-from logstore.server.connection import Connection, Handler, InFlightBudget
+from logstore.server.connection import Connection, FrameProtocol, Handler, InFlightBudget
 from logstore.server.context import ServerContext
 from logstore.server.data_api import DataApi
 from logstore.server.groups import GroupCoordinator
-from logstore.server.idempotence_api import IdempotenceApi
 from logstore.server.meta_properties import load_or_create
 from logstore.server.producer_ids import ProducerIdManager
 from logstore.server.topics import Topics
+from logstore.server.transactions import TransactionCoordinator
 
 UNLIMITED_QUEUE_BYTES = 2**62
 
@@ -65,6 +65,7 @@ class KafkaServer:
         self.context: ServerContext | None = None
         self.port: int | None = None
         self._groups: GroupCoordinator | None = None
+        self._txns: TransactionCoordinator | None = None
 
     # ------------------------------------------------------------------ life cycle
 
@@ -143,32 +144,34 @@ class KafkaServer:
         limit = config.queued_max_request_bytes
         budget = InFlightBudget(UNLIMITED_QUEUE_BYTES if limit <= 0 else limit)
 
-        async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            task = asyncio.current_task()
-            self._connections.add(task)
-            try:
-                await Connection(reader, writer, handlers=handlers, max_request_bytes=config.socket_request_max_bytes,
-                                 budget=budget).serve()
-            except asyncio.CancelledError:
-                pass  # the server is stopping
-            finally:
-                self._connections.discard(task)
+        loop = asyncio.get_running_loop()
 
-        self._server = await asyncio.start_server(on_connect, self._host, self._requested_port)
+        def serve(protocol: FrameProtocol) -> None:
+            connection = Connection(protocol, handlers=handlers, max_request_bytes=config.socket_request_max_bytes,
+                                    budget=budget)
+            task = loop.create_task(connection.serve())
+            self._connections.add(task)
+            task.add_done_callback(self._connections.discard)
+
+        self._server = await loop.create_server(lambda: FrameProtocol(serve), self._host, self._requested_port)
         self.port = self._server.sockets[0].getsockname()[1]
         ctx.port = self.port
+        self._groups.start()
+        self._txns.start()
         self.manager.start()
 
     def _build_handlers(self, ctx: ServerContext) -> dict[int, Handler]:
         handlers: dict[int, Handler] = {}
         self._groups = GroupCoordinator(ctx)
-        for api in (AdminApi(ctx), DataApi(ctx), self._groups, IdempotenceApi(ProducerIdManager(ctx.manager))):
+        self._txns = TransactionCoordinator(ctx, self._groups, ProducerIdManager(ctx.manager))
+        for api in (AdminApi(ctx), DataApi(ctx), self._groups, self._txns):
             handlers.update(api.handlers())
         return handlers
 
     async def _shutdown(self) -> None:
-        if self._groups is not None:
-            self._groups.close()
+        for coordinator in (self._groups, self._txns):
+            if coordinator is not None:
+                coordinator.close()
         if self._server is not None:
             self._server.close()
         for task in list(self._connections):

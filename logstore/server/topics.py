@@ -11,7 +11,7 @@ from pathlib import Path
 
 from logstore.checkpoint import atomic_write
 from logstore.config import LogConfig
-from logstore.errors import InvalidConfigError, LogstoreError
+from logstore.errors import LogstoreError
 from logstore.internal_topics.coordinator_schemas import OFFSETS_TOPIC, TRANSACTION_TOPIC
 from logstore.log import Log
 from logstore.log_files import validate_topic
@@ -166,12 +166,10 @@ class Topics:
         self._configs.delete(topic)
 
     def alter_config(self, topic: str, overrides: Mapping[str, str], *, validate_only: bool = False) -> None:
-        """Replace the stored overrides of `topic` and apply them to its open logs."""
+        """Replace the stored overrides of `topic` and apply them to its open logs
+        (InvalidConfigError, before anything changes, for a bad key or value)."""
         self.partition_count(topic)
-        try:
-            merged = self._manager.default_config.with_overrides({**INTERNAL_CONFIGS.get(topic, {}), **overrides})
-        except InvalidConfigError:
-            raise
+        merged = self._manager.default_config.with_overrides({**INTERNAL_CONFIGS.get(topic, {}), **overrides})
         if validate_only:
             return
         self._configs.set(topic, dict(overrides))

@@ -1,0 +1,178 @@
+"""`logstore serve` under a real client: confluent-kafka (librdkafka) producing and consuming
+against a `logstore serve` subprocess, beside the same client against librdkafka's in-process
+mock cluster (`test.mock.num.brokers`: C, in memory) and plain file I/O of the same bytes.
+
+- produce throughput: 100 B and 1 KiB values, linger.ms 5, acks=1 and acks=all;
+- consume throughput: the same records fetched from offset 0;
+- p99 produce latency at 1,000 messages/s (extra_info `p99_ms`, printed by report.py).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+MESSAGES = {100: 100_000, 1024: 30_000}
+# About 4 MB per consume run: the mock cluster keeps only its last few MB of a partition.
+CONSUME_MESSAGES = {100: 40_000, 1024: 4_000}
+LATENCY_RATE = 1000
+LATENCY_SECONDS = 3
+
+
+@pytest.fixture(scope="module")
+def logstore_server(tmp_path_factory):
+    """`logstore serve` in its own process (the client's Python thread does not share its GIL)."""
+    data = tmp_path_factory.mktemp("bench-server")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    process = subprocess.Popen([sys.executable, "-m", "logstore", "serve", str(data), "--listen", "127.0.0.1:0"],
+                               cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+    match = re.search(r" on (\S+:\d+) ", process.stderr.readline())
+    assert match, "logstore serve did not start"
+    yield match.group(1)
+    process.send_signal(signal.SIGTERM)
+    process.wait(60)
+
+
+@pytest.fixture(scope="module")
+def mock_cluster():
+    """librdkafka's mock cluster; the client holding it stays open, others connect over TCP."""
+    holder = Producer({"test.mock.num.brokers": 1})
+    broker = next(iter(holder.list_topics(timeout=10).brokers.values()))
+    yield f"{broker.host}:{broker.port}"
+    holder.flush(1)
+
+
+def tag(benchmark, group: str, role: str, items: int, unit: str = "bytes") -> None:
+    benchmark.group = group
+    benchmark.extra_info.update(items=items, unit=unit, role=role)
+
+
+def produce_all(bootstrap: str, topic: str, value: bytes, count: int, acks: str) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": acks,
+                         "queue.buffering.max.messages": 1_000_000, "enable.idempotence": False})
+    for _ in range(count):
+        try:
+            producer.produce(topic, value, partition=0)
+        except BufferError:
+            producer.poll(0.01)
+            producer.produce(topic, value, partition=0)
+    assert producer.flush(120) == 0
+
+
+def consume_all(bootstrap: str, topic: str, count: int) -> None:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
+                         "fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 10_485_760})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    seen = 0
+    deadline = time.monotonic() + 120
+    while seen < count and time.monotonic() < deadline:
+        seen += sum(1 for m in consumer.consume(min(10_000, count - seen), 0.5) if not m.error())
+    consumer.close()
+    assert seen >= count
+
+
+def _targets(request, target: str) -> str:
+    return request.getfixturevalue("logstore_server" if target == "logstore" else "mock_cluster")
+
+
+@pytest.mark.parametrize("acks", ["1", "all"])
+@pytest.mark.parametrize("size", [100, 1024], ids=["100B", "1KiB"])
+@pytest.mark.parametrize("target", ["logstore", "mock"])
+def test_produce(benchmark, request, target, size, acks):
+    bootstrap = _targets(request, target)
+    count = MESSAGES[size]
+    value = b"v" * size
+    rounds = iter(range(100))
+    tag(benchmark, f"server produce {size} B acks={acks}", "ours" if target == "logstore" else "peer",
+        count * size)
+    benchmark.pedantic(lambda: produce_all(bootstrap, f"p{size}-{acks}-{next(rounds)}", value, count, acks),
+                       rounds=3, iterations=1, warmup_rounds=1)
+
+
+@pytest.mark.parametrize("size", [100, 1024], ids=["100B", "1KiB"])
+def test_produce_plain_write(benchmark, tmp_path, size):
+    """The same bytes written with write() in 16 KiB chunks (no fsync), the floor for any broker."""
+    count = MESSAGES[size]
+    chunk = b"v" * (16 * 1024)
+    total = count * size
+    tag(benchmark, f"server produce {size} B acks=1", "baseline", total)
+
+    def write() -> None:
+        fd = os.open(tmp_path / "plain", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        try:
+            for _ in range(total // len(chunk) + 1):
+                os.write(fd, chunk)
+        finally:
+            os.close(fd)
+
+    benchmark.pedantic(write, rounds=3, iterations=1, warmup_rounds=1)
+
+
+@pytest.mark.parametrize("size", [100, 1024], ids=["100B", "1KiB"])
+@pytest.mark.parametrize("target", ["logstore", "mock"])
+def test_consume(benchmark, request, target, size):
+    bootstrap = _targets(request, target)
+    count = CONSUME_MESSAGES[size]
+    topic = f"c{size}"
+    produce_all(bootstrap, topic, b"v" * size, count, "1")
+    tag(benchmark, f"server consume {size} B", "ours" if target == "logstore" else "peer", count * size)
+    benchmark.pedantic(lambda: consume_all(bootstrap, topic, count), rounds=3, iterations=1, warmup_rounds=1)
+
+
+@pytest.mark.parametrize("size", [100, 1024], ids=["100B", "1KiB"])
+def test_consume_plain_read(benchmark, tmp_path, size):
+    """The same bytes read back with read() in 1 MiB chunks from the page cache."""
+    total = CONSUME_MESSAGES[size] * size
+    path = tmp_path / "plain"
+    path.write_bytes(b"v" * total)
+    tag(benchmark, f"server consume {size} B", "baseline", total)
+
+    def read() -> None:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            while os.read(fd, 1 << 20):
+                pass
+        finally:
+            os.close(fd)
+
+    benchmark.pedantic(read, rounds=3, iterations=1, warmup_rounds=1)
+
+
+@pytest.mark.parametrize("target", ["logstore", "mock"])
+def test_produce_latency_at_1000_per_second(benchmark, request, target):
+    """Delivery-report latency of 100 B messages sent at 1,000/s, acks=all, linger.ms 5."""
+    bootstrap = _targets(request, target)
+    latencies: list[float] = []
+
+    def run() -> None:
+        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"})
+        producer.produce("latency", b"warm")
+        producer.flush(10)
+        start = time.perf_counter()
+        for i in range(LATENCY_RATE * LATENCY_SECONDS):
+            due = start + i / LATENCY_RATE
+            while time.perf_counter() < due:
+                producer.poll(0)
+            sent = time.perf_counter()
+            producer.produce("latency", b"x" * 100, partition=0,
+                             on_delivery=lambda err, msg, sent=sent: latencies.append(time.perf_counter() - sent))
+            producer.poll(0)
+        producer.flush(10)
+
+    tag(benchmark, "server produce latency at 1,000 msg/s", "ours" if target == "logstore" else "peer",
+        LATENCY_RATE * LATENCY_SECONDS, unit="records")
+    benchmark.pedantic(run, rounds=1, iterations=1)
+    latencies.sort()
+    benchmark.extra_info["p99_ms"] = round(latencies[int(len(latencies) * 0.99)] * 1000, 3)
+    benchmark.extra_info["p50_ms"] = round(latencies[len(latencies) // 2] * 1000, 3)

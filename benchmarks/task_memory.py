@@ -1,0 +1,116 @@
+"""Peak memory of one audit task over one large segment, local and remote (streamed).
+
+``python -m benchmarks.task_memory [GiB]`` writes one partition whose first segment holds GiB
+(default 1) of 1,000-record batches (16-byte keys, 100-byte values) and a small active segment,
+then runs each piece of a task's work in a fresh process and prints its peak resident set
+(``ru_maxrss``, which counts the memory-mapped file pages a local read touches) and the part
+of it that the work added over the imports. "remote" reads the same files through a pyarrow
+filesystem that is not the local one, which takes the object-store path (streamed batches for
+the reader, a scratch copy in 1 MiB pieces for the reports).
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+TOPIC = "mem"
+RECORDS_PER_BATCH = 1000
+VALUE_BYTES = 100
+CONFIGS = {"cleanup.policy": "compact,delete", "min.cleanable.dirty.ratio": "0.01"}
+NOW_MS = 1_800_000_000_000
+
+WORK = {
+    "reader, local (mmap)": "reader_local",
+    "reader, remote (streamed)": "reader_remote",
+    "segment metadata, remote (streamed)": "metadata_remote",
+    "report task, local": "reports_local",
+    "report task, remote (staged on scratch)": "reports_remote",
+}
+
+
+def write_partition(directory: Path, gib: float) -> int:
+    """One segment of ``gib`` GiB, then a one-batch active segment; returns the bytes written."""
+    from logstore.log_files import LOG_SUFFIX, segment_file_name
+    from logstore.records import build_batch_columnar
+
+    rng = np.random.default_rng(0)
+    directory.mkdir(parents=True)
+    values = pa.array([b"v" * VALUE_BYTES] * RECORDS_PER_BATCH, pa.binary())
+    distinct = max(int(gib * 2**30 / 130 / 5), 1)
+    offset = written = 0
+    with open(directory / segment_file_name(0, LOG_SUFFIX), "wb") as out:
+        while written < gib * 2**30:
+            ids = rng.integers(0, distinct, RECORDS_PER_BATCH)
+            keys = pa.array([b"key-%012d" % k for k in ids.tolist()], pa.binary())
+            batch = build_batch_columnar(keys, values, timestamps=np.full(RECORDS_PER_BATCH, NOW_MS),
+                                         base_offset=offset)
+            out.write(batch)
+            offset += RECORDS_PER_BATCH
+            written += len(batch)
+    keys = pa.array([b"key-%012d" % 0] * RECORDS_PER_BATCH, pa.binary())
+    tail = build_batch_columnar(keys, values, timestamps=np.full(RECORDS_PER_BATCH, NOW_MS),
+                                base_offset=offset)
+    (directory / segment_file_name(offset, LOG_SUFFIX)).write_bytes(tail)
+    return written + len(tail)
+
+
+def _run(kind: str, root: Path) -> dict:
+    """One piece of a task's work in this process: its peak RSS before and after, in MiB."""
+    import pyarrow.fs as pafs
+
+    from spark_tools.layout import list_partitions
+    from spark_tools.reader import read_segment_metadata, read_segments
+    from spark_tools.reports import AuditSettings, partition_rows
+    from spark_tools.topic_configs import TopicConfigs
+
+    remote = pafs.SubTreeFileSystem(str(root), pafs.LocalFileSystem())
+    segment = f"{TOPIC}-0/00000000000000000000.log"
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    start = time.perf_counter()
+    if kind.startswith("reader"):
+        kw = {"filesystem": remote} if kind.endswith("remote") else {}
+        path = segment if kw else root / segment
+        rows = sum(b.num_rows for b in read_segments(path, **kw))
+    elif kind == "metadata_remote":
+        rows = read_segment_metadata(segment, filesystem=remote, last_modified_ms=0)["record_count"]
+    else:
+        fs = remote if kind.endswith("remote") else pafs.LocalFileSystem()
+        path = f"{TOPIC}-0" if kind.endswith("remote") else str(root / f"{TOPIC}-0")
+        (part,) = list_partitions(path, fs)
+        settings = AuditSettings(TopicConfigs.load(CONFIGS), NOW_MS, fs)
+        rows = partition_rows(part, settings, ("compaction", "retention"))["compaction"]["records"]
+    seconds = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"rows": rows, "imports_mib": before, "peak_mib": peak, "seconds": seconds}
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) == 3 and argv[0] == "--run":
+        print(json.dumps(_run(argv[1], Path(argv[2]))))
+        return 0
+    gib = float(argv[0]) if argv else 1.0
+    with tempfile.TemporaryDirectory(prefix="logstore-task-memory-") as tmp:
+        root = Path(tmp)
+        nbytes = write_partition(root / f"{TOPIC}-0", gib)
+        print(f"one partition: a {gib:g} GiB segment and an active one ({nbytes / 2**20:.0f} MiB)")
+        print(f"{'work':<42} {'peak RSS':>10} {'added by the work':>18} {'time':>8}")
+        for label, kind in WORK.items():
+            done = subprocess.run([sys.executable, "-m", "benchmarks.task_memory", "--run", kind,
+                                   str(root)], capture_output=True, text=True, check=True)
+            r = json.loads(done.stdout.strip().splitlines()[-1])
+            print(f"{label:<42} {r['peak_mib']:>7.0f} MiB {r['peak_mib'] - r['imports_mib']:>14.0f} MiB "
+                  f"{r['seconds']:>7.1f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,153 @@
+"""Malformed, oversized and hostile requests: each gets Kafka's error code or a closed
+connection, never an unbounded allocation or a dead server."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+
+import pytest
+from kafka.protocol.metadata import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    MetadataRequest,
+    MetadataResponse,
+)
+from kafka.protocol.producer import ProduceRequest, ProduceResponse
+
+from logstore.records import Record, build_batch
+from logstore.server import KafkaServer
+from logstore.server.connection import InFlightBudget
+from logstore.server.protocol import API_VERSIONS
+
+UNSUPPORTED_VERSION, INVALID_TOPIC = 35, 17
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    with KafkaServer(tmp_path_factory.mktemp("bad") / "data", port=0,
+                     config={"socket.request.max.bytes": 1024 * 1024}) as srv:
+        yield srv
+
+
+def connect(server) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+    return sock
+
+
+def roundtrip(sock: socket.socket, request, response_cls, correlation_id: int = 7):
+    request.with_header(correlation_id=correlation_id, client_id="bad-input")
+    sock.sendall(request.encode(header=True, framed=True))
+    size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
+    return response_cls.decode(sock.recv(size, socket.MSG_WAITALL), header=True)
+
+
+def closed_by_server(sock: socket.socket) -> bool:
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
+def still_serving(server) -> bool:
+    with connect(server) as sock:
+        response = roundtrip(sock, ApiVersionsRequest[0](), ApiVersionsResponse[0])
+    return response.error_code == 0
+
+
+@pytest.mark.parametrize("size", [2**31 - 1, 1024 * 1024 + 1, -1, 3])
+def test_a_size_field_out_of_bounds_closes_the_connection(server, size):
+    with connect(server) as sock:
+        sock.sendall(struct.pack(">i", size) + b"\x00" * 16)
+        assert closed_by_server(sock)
+    assert still_serving(server)
+
+
+@pytest.mark.parametrize("body", [
+    struct.pack(">hhi", 3, 1, 5) + b"\xff",  # Metadata v1 cut inside the client id
+    struct.pack(">hhih", 3, 1, 5, -1) + struct.pack(">i", 2**31 - 1),  # 2 billion topics, no bytes
+    struct.pack(">hhih", 3, 1, 5, -1) + struct.pack(">ih", 1, 32767),  # a string longer than the frame
+    struct.pack(">hhih", 0, 9, 5, -1) + b"\x00" * 3 + b"\xff" * 40,  # flexible Produce, garbage varints
+])
+def test_a_malformed_body_closes_the_connection_and_allocates_nothing_large(server, body):
+    with connect(server) as sock:
+        sock.sendall(struct.pack(">i", len(body)) + body)
+        assert closed_by_server(sock)
+    assert still_serving(server)
+
+
+def test_an_unknown_api_closes_and_an_unknown_api_versions_version_gets_unsupported_version(server):
+    with connect(server) as sock:
+        body = struct.pack(">hhih", 9999, 0, 5, -1)
+        sock.sendall(struct.pack(">i", len(body)) + body)
+        assert closed_by_server(sock)
+    with connect(server) as sock:
+        body = struct.pack(">hhih", 18, 99, 42, -1)
+        sock.sendall(struct.pack(">i", len(body)) + body)
+        size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
+        response = ApiVersionsResponse[0].decode(sock.recv(size, socket.MSG_WAITALL), header=True)
+    assert response.error_code == UNSUPPORTED_VERSION
+    assert {k.api_key for k in response.api_keys} == set(API_VERSIONS)
+
+
+def test_api_versions_advertises_exactly_the_implemented_table(server):
+    with connect(server) as sock:
+        response = roundtrip(sock, ApiVersionsRequest[3](client_software_name="t", client_software_version="1"),
+                             ApiVersionsResponse[3])
+    assert {(k.api_key, k.min_version, k.max_version) for k in response.api_keys} == \
+        {(key, spec.min_version, spec.max_version) for key, spec in API_VERSIONS.items()}
+    assert set(API_VERSIONS) == set(server.context.implemented)
+
+
+@pytest.mark.parametrize("name", ["../escape", "..", ".", "a/b", "x" * 250, "sp ace", "nul\x00"])
+def test_no_topic_name_reaches_outside_the_data_directory(server, name):
+    before = set(server.data_dir.parent.iterdir())
+    with connect(server) as sock:
+        metadata = roundtrip(sock, MetadataRequest[4](topics=[MetadataRequest[4].MetadataRequestTopic(name=name)],
+                                                      allow_auto_topic_creation=True), MetadataResponse[4])
+        assert metadata.topics[0].error_code == INVALID_TOPIC
+        batch = build_batch([Record(0, 1000, None, b"x")])
+        topic = ProduceRequest[7].TopicProduceData
+        produce = ProduceRequest[7](transactional_id=None, acks=1, timeout_ms=1000, topic_data=[
+            topic(name=name, partition_data=[topic.PartitionProduceData(index=0, records=batch)])])
+        response = roundtrip(sock, produce, ProduceResponse[7])
+        assert response.responses[0].partition_responses[0].error_code != 0
+    assert set(server.data_dir.parent.iterdir()) == before
+    assert name not in server.context.topics
+
+
+def test_pipelined_requests_are_answered_in_order(server):
+    with connect(server) as sock:
+        frames = []
+        for correlation_id in range(20):
+            request = ApiVersionsRequest[1]()
+            request.with_header(correlation_id=correlation_id, client_id="pipe")
+            frames.append(request.encode(header=True, framed=True))
+        sock.sendall(b"".join(frames))
+        seen = []
+        for _ in range(20):
+            size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
+            seen.append(ApiVersionsResponse[1].decode(sock.recv(size, socket.MSG_WAITALL), header=True)
+                        .header.correlation_id)
+    assert seen == list(range(20))
+
+
+def test_the_in_flight_budget_holds_requests_that_do_not_fit():
+    async def scenario() -> list[str]:
+        budget = InFlightBudget(100)
+        events = []
+
+        async def hold(name: str, size: int, seconds: float) -> None:
+            async with budget.reserve(size):
+                events.append(f"{name} in ({budget.used})")
+                await asyncio.sleep(seconds)
+            events.append(f"{name} out")
+
+        await asyncio.gather(hold("a", 80, 0.05), hold("b", 80, 0.0), hold("c", 500, 0.0))
+        return events
+
+    events = asyncio.run(scenario())
+    assert events[:2] == ["a in (80)", "a out"]  # b waited for a's bytes
+    assert "c in (500)" in events  # a request larger than the budget runs alone
+    assert max(int(e.split("(")[1][:-1]) for e in events if "in" in e) <= 500

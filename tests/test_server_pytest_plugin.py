@@ -1,0 +1,55 @@
+"""The `kafka_broker` pytest fixture, run as a user's test suite would load it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tomllib
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+USER_TESTS = '''
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+def test_roundtrip(kafka_broker):
+    producer = Producer({"bootstrap.servers": kafka_broker.bootstrap_servers})
+    producer.produce("greetings", value=b"hello")
+    producer.flush(10)
+    consumer = Consumer({"bootstrap.servers": kafka_broker.bootstrap_servers, "group.id": "g"})
+    consumer.assign([TopicPartition("greetings", 0, 0)])
+    message = None
+    for _ in range(50):
+        message = consumer.poll(0.2)
+        if message is not None:
+            break
+    consumer.close()
+    assert message.value() == b"hello"
+
+def test_fresh_broker_per_test(kafka_broker):
+    assert "greetings" not in kafka_broker.context.topics
+
+def test_session_broker(kafka_broker_session):
+    assert kafka_broker_session.port > 0
+'''
+
+
+def test_the_plugin_is_registered_through_the_pytest11_entry_point():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert project["project"]["entry-points"]["pytest11"]["logstore"] == "logstore.server.pytest_plugin"
+
+
+@pytest.mark.slow
+def test_kafka_broker_fixture_serves_a_users_tests(tmp_path):
+    (tmp_path / "test_user.py").write_text(USER_TESTS)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    installed = any(e.value == "logstore.server.pytest_plugin" for e in entry_points(group="pytest11"))
+    load = [] if installed else ["-p", "logstore.server.pytest_plugin"]  # a checkout not yet reinstalled
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", *load,
+                             "-p", "no:cacheprovider", str(tmp_path / "test_user.py")],
+                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert "3 passed" in result.stdout, result.stdout + result.stderr

@@ -1,0 +1,90 @@
+"""Data and committed offsets survive a clean restart and a SIGKILL of `logstore serve`
+(a subprocess), up to what acks promise; the directory then passes `logstore verify`."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("confluent_kafka")
+from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
+
+from logstore.cli import main as logstore_main  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+PROPERTIES = "group.initial.rebalance.delay.ms=0\noffsets.topic.num.partitions=2\n" \
+             "transaction.state.log.num.partitions=2\n"
+
+
+def start_server(data_dir: Path, config: Path) -> tuple[subprocess.Popen, str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    process = subprocess.Popen([sys.executable, "-m", "logstore", "serve", str(data_dir), "--listen",
+                                "127.0.0.1:0", "--config", str(config)], cwd=ROOT, env=env,
+                               stderr=subprocess.PIPE, text=True)
+    line = process.stderr.readline()
+    match = re.search(r" on (\S+:\d+) ", line)
+    assert match, f"no address in {line!r}"
+    return process, match.group(1)
+
+
+def produce(bootstrap: str, start: int, count: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
+    for i in range(start, start + count):
+        producer.produce("durable", value=b"%d" % i, partition=i % 2)
+    assert producer.flush(20) == 0
+
+
+def read_and_commit(bootstrap: str, commit_at: int | None = None) -> tuple[list[int], list[int]]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "survivor", "enable.auto.commit": False})
+    if commit_at is not None:
+        consumer.commit(offsets=[TopicPartition("durable", p, commit_at) for p in range(2)], asynchronous=False)
+    committed = [tp.offset for tp in consumer.committed([TopicPartition("durable", p) for p in range(2)],
+                                                        timeout=10)]
+    consumer.assign([TopicPartition("durable", p, 0) for p in range(2)])
+    values, last = [], time.monotonic() + 10  # up to 10 s for the first message, then 1.5 s of quiet
+    while time.monotonic() - last < 1.5:
+        message = consumer.poll(0.1)
+        if message is not None and not message.error():
+            values.append(int(message.value()))
+            last = time.monotonic()
+    consumer.close()
+    return sorted(values), committed
+
+
+@pytest.mark.slow
+def test_data_and_offsets_survive_restart_and_sigkill(tmp_path):
+    data_dir, config = tmp_path / "data", tmp_path / "server.properties"
+    config.write_text("num.partitions=2\n" + PROPERTIES)
+    process, bootstrap = start_server(data_dir, config)
+    try:
+        produce(bootstrap, 0, 100)
+        assert read_and_commit(bootstrap, commit_at=20) == (list(range(100)), [20, 20])
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(30) == 0
+    assert (data_dir / ".kafka_cleanshutdown").exists()
+
+    process, bootstrap = start_server(data_dir, config)
+    try:
+        assert read_and_commit(bootstrap) == (list(range(100)), [20, 20])
+        produce(bootstrap, 100, 100)
+        read_and_commit(bootstrap, commit_at=90)
+    finally:
+        process.kill()  # SIGKILL: no clean shutdown, the logs are recovered at the next start
+        process.wait(30)
+    assert not (data_dir / ".kafka_cleanshutdown").exists()
+
+    process, bootstrap = start_server(data_dir, config)
+    try:
+        assert read_and_commit(bootstrap) == (list(range(200)), [90, 90])
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(30) == 0
+    assert logstore_main(["verify", "--deep", str(data_dir)]) == 0

@@ -1,0 +1,175 @@
+"""Transactions and idempotence against `logstore.server.KafkaServer`: commits and aborts as
+read_committed consumers see them, consume-transform-produce with send_offsets_to_transaction,
+duplicate produce retries, and a data directory that `logstore verify` passes afterwards."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+
+import pytest
+
+pytest.importorskip("confluent_kafka")
+from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
+from kafka.protocol.producer import ProduceRequest, ProduceResponse  # noqa: E402
+
+from logstore.cli import main as logstore_main  # noqa: E402
+from logstore.records import Record, build_batch  # noqa: E402
+from logstore.server import KafkaServer  # noqa: E402
+
+FIRST_MESSAGE_WAIT_S = 10  # how long read_all waits for a first message on a loaded machine
+CONFIG = {"group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 2,
+          "transaction.state.log.num.partitions": 2}
+
+
+@pytest.fixture
+def server(tmp_path):
+    with KafkaServer(tmp_path / "data", port=0, config=CONFIG) as srv:
+        yield srv
+    assert logstore_main(["verify", "--deep", str(tmp_path / "data")]) == 0
+
+
+def read_all(bootstrap: str, topic: str, *, committed: bool, partitions: int = 1, idle_s: float = 1.5) -> list[bytes]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader", "enable.auto.commit": False,
+                         "isolation.level": "read_committed" if committed else "read_uncommitted"})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    values, last = [], time.monotonic() + FIRST_MESSAGE_WAIT_S - idle_s
+    while time.monotonic() - last < idle_s:
+        message = consumer.poll(0.1)
+        if message is not None and not message.error():
+            values.append(message.value())
+            last = time.monotonic()
+    consumer.close()
+    return values
+
+
+def test_read_committed_sees_commits_and_never_aborts(server):
+    bootstrap = server.bootstrap_servers
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "t-commit-abort"})
+    producer.init_transactions(10)
+    for round_, commit in enumerate([True, False, True, False, True]):
+        producer.begin_transaction()
+        for i in range(4):
+            producer.produce("txn", value=b"%d-%d" % (round_, i))
+        producer.flush(10)
+        if commit:
+            producer.commit_transaction(10)
+        else:
+            producer.abort_transaction(10)
+    expected = [b"%d-%d" % (r, i) for r in (0, 2, 4) for i in range(4)]
+    assert read_all(bootstrap, "txn", committed=True) == expected
+    assert len(read_all(bootstrap, "txn", committed=False)) == 20
+    log = server.manager.get("txn", 0)
+    assert log.last_stable_offset == log.log_end_offset
+
+
+def test_read_committed_stops_at_an_open_transaction(server):
+    bootstrap = server.bootstrap_servers
+    plain = Producer({"bootstrap.servers": bootstrap})
+    plain.produce("open", value=b"before")
+    plain.flush(10)
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "t-open"})
+    producer.init_transactions(10)
+    producer.begin_transaction()
+    producer.produce("open", value=b"pending")
+    producer.flush(10)
+    plain.produce("open", value=b"after")
+    plain.flush(10)
+    assert read_all(bootstrap, "open", committed=True, idle_s=1) == [b"before"]
+    producer.commit_transaction(10)
+    assert read_all(bootstrap, "open", committed=True, idle_s=1) == [b"before", b"pending", b"after"]
+
+
+def test_consume_transform_produce_is_exactly_once(server):
+    bootstrap = server.bootstrap_servers
+    source = Producer({"bootstrap.servers": bootstrap})
+    for i in range(60):
+        source.produce("ctp-in", value=b"%d" % i)
+    source.flush(10)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "ctp", "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+    consumer.subscribe(["ctp-in"])
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "ctp-app"})
+    producer.init_transactions(10)
+    done, batches, deadline = 0, 0, time.monotonic() + 30
+    while done < 60 and time.monotonic() < deadline:
+        messages = [m for m in consumer.consume(10, 0.5) if not m.error()]
+        if not messages:
+            continue
+        producer.begin_transaction()
+        for m in messages:
+            producer.produce("ctp-out", value=b"out-" + m.value())
+        producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
+                                             consumer.consumer_group_metadata(), 10)
+        batches += 1
+        if batches == 2:  # fail one batch: abort and rewind to the committed offsets
+            producer.abort_transaction(10)
+            for tp in consumer.committed(consumer.assignment(), timeout=10):
+                consumer.seek(TopicPartition(tp.topic, tp.partition, max(tp.offset, 0)))
+            continue
+        producer.commit_transaction(10)
+        done += len(messages)
+    consumer.close()
+    assert read_all(bootstrap, "ctp-out", committed=True) == [b"out-%d" % i for i in range(60)]
+    check = Consumer({"bootstrap.servers": bootstrap, "group.id": "ctp"})
+    assert check.committed([TopicPartition("ctp-in", 0)], timeout=10)[0].offset == 60
+    check.close()
+
+
+def _send(sock: socket.socket, request: ProduceRequest, correlation_id: int) -> ProduceResponse:
+    request.with_header(correlation_id=correlation_id, client_id="dup-test")
+    sock.sendall(request.encode(header=True, framed=True))
+    size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
+    return ProduceResponse[request.API_VERSION].decode(sock.recv(size, socket.MSG_WAITALL), header=True)
+
+
+def test_duplicate_retries_of_an_idempotent_producer_write_nothing(server):
+    producer = Producer({"bootstrap.servers": server.bootstrap_servers, "enable.idempotence": True})
+    producer.produce("dups", value=b"create")  # creates the topic, takes producer id 0's place
+    producer.flush(10)
+    from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse
+
+    with socket.create_connection(("127.0.0.1", server.port)) as sock:
+        init = InitProducerIdRequest[2](transactional_id=None, transaction_timeout_ms=1000)
+        init.with_header(correlation_id=1, client_id="dup-test")
+        sock.sendall(init.encode(header=True, framed=True))
+        size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
+        ids = InitProducerIdResponse[2].decode(sock.recv(size, socket.MSG_WAITALL), header=True)
+        offsets = []
+        for seq in (0, 3):
+            batch = build_batch([Record(i, 1000, None, b"s%d" % (seq + i)) for i in range(3)],
+                                producer_id=ids.producer_id, producer_epoch=ids.producer_epoch, base_sequence=seq)
+            topic = ProduceRequest[9].TopicProduceData
+            request = ProduceRequest[9](transactional_id=None, acks=-1, timeout_ms=1000, topic_data=[
+                topic(name="dups", partition_data=[topic.PartitionProduceData(index=0, records=batch)])])
+            for attempt in range(3):  # the first send and two retries of the same batch
+                response = _send(sock, request, 10 + seq + attempt)
+                part = response.responses[0].partition_responses[0]
+                assert part.error_code == 0
+                offsets.append(part.base_offset)
+    assert offsets == [1, 1, 1, 4, 4, 4]
+    assert read_all(server.bootstrap_servers, "dups", committed=False, idle_s=1) == \
+        [b"create"] + [b"s%d" % i for i in range(6)]
+
+
+@pytest.mark.slow
+def test_a_transaction_left_open_across_a_restart_is_aborted_at_its_timeout(tmp_path):
+    with KafkaServer(tmp_path, port=0, config=CONFIG) as srv:
+        producer = Producer({"bootstrap.servers": srv.bootstrap_servers, "transactional.id": "stuck",
+                             "transaction.timeout.ms": 1500})
+        producer.init_transactions(10)
+        producer.begin_transaction()
+        producer.produce("stuck", value=b"never committed")
+        producer.flush(10)
+        plain = Producer({"bootstrap.servers": srv.bootstrap_servers})
+        plain.produce("stuck", value=b"visible")
+        plain.flush(10)
+    with KafkaServer(tmp_path, port=0, config=CONFIG) as srv:
+        log = srv.manager.get("stuck", 0)
+        assert log.last_stable_offset == 0  # the open transaction holds consumers back
+        deadline = time.monotonic() + 15
+        while log.last_stable_offset < log.log_end_offset and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert log.last_stable_offset == log.log_end_offset
+        assert read_all(srv.bootstrap_servers, "stuck", committed=True, idle_s=1) == [b"visible"]

@@ -1,0 +1,130 @@
+"""Wire-level behaviour no client library pins down by itself: long-polling fetches woken by
+a produce, acks=0 produces that get no answer, read_committed ListOffsets at the LSO."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+import time
+
+import pytest
+from kafka.protocol.consumer import (
+    FetchRequest,
+    FetchResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+)
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
+from kafka.protocol.producer import ProduceRequest, ProduceResponse
+
+from logstore.records import Record, build_batch
+from logstore.server import KafkaServer
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    with KafkaServer(tmp_path_factory.mktemp("wire"), port=0) as srv:
+        srv.context.topics.create("wire", 1)
+        yield srv
+
+
+def send(sock: socket.socket, request, correlation_id: int) -> None:
+    request.with_header(correlation_id=correlation_id, client_id="wire")
+    sock.sendall(request.encode(header=True, framed=True))
+
+
+def receive(sock: socket.socket, response_cls):
+    size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
+    return response_cls.decode(sock.recv(size, socket.MSG_WAITALL), header=True)
+
+
+def produce_request(acks: int, value: bytes, transactional: bool = False):
+    batch = build_batch([Record(0, int(time.time() * 1000), None, value)])
+    topic = ProduceRequest[7].TopicProduceData
+    return ProduceRequest[7](transactional_id=None, acks=acks, timeout_ms=1000, topic_data=[
+        topic(name="wire", partition_data=[topic.PartitionProduceData(index=0, records=batch)])])
+
+
+def fetch_request(offset: int, max_wait_ms: int, min_bytes: int = 1, isolation: int = 0):
+    topic = FetchRequest[11].FetchTopic
+    return FetchRequest[11](replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=1 << 20,
+                            isolation_level=isolation, session_id=0, session_epoch=-1, topics=[
+                                topic(topic="wire", partitions=[topic.FetchPartition(
+                                    partition=0, current_leader_epoch=-1, fetch_offset=offset,
+                                    log_start_offset=-1, partition_max_bytes=1 << 20)])],
+                            forgotten_topics_data=[], rack_id="")
+
+
+def test_a_waiting_fetch_returns_as_soon_as_a_produce_lands(server):
+    end = server.manager.get("wire", 0).log_end_offset
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        timer = threading.Timer(0.3, lambda: _produce_elsewhere(server, b"wake up"))
+        started = time.monotonic()
+        timer.start()
+        send(sock, fetch_request(end, max_wait_ms=5000), 1)
+        response = receive(sock, FetchResponse[11])
+        elapsed = time.monotonic() - started
+    partition = response.responses[0].partitions[0]
+    assert partition.error_code == 0 and len(partition.records) > 0
+    assert 0.25 < elapsed < 4
+
+
+def test_a_fetch_with_nothing_to_return_waits_out_max_wait(server):
+    end = server.manager.get("wire", 0).log_end_offset
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        started = time.monotonic()
+        send(sock, fetch_request(end, max_wait_ms=400), 1)
+        response = receive(sock, FetchResponse[11])
+    assert time.monotonic() - started >= 0.35
+    assert len(response.responses[0].partitions[0].records or b"") == 0
+
+
+def _produce_elsewhere(server, value: bytes) -> None:
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        send(sock, produce_request(1, value), 9)
+        assert receive(sock, ProduceResponse[7]).responses[0].partition_responses[0].error_code == 0
+
+
+def test_acks_zero_gets_no_answer_but_is_written(server):
+    log = server.manager.get("wire", 0)
+    before = log.log_end_offset
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        send(sock, produce_request(0, b"fire and forget"), 1)
+        send(sock, ApiVersionsRequest[1](), 2)  # the next answer on the wire is this one's
+        assert receive(sock, ApiVersionsResponse[1]).header.correlation_id == 2
+    assert log.log_end_offset == before + 1
+
+
+def test_list_offsets_latest_is_the_lso_for_read_committed(server):
+    log = server.manager.get("wire", 0)
+    batch = build_batch([Record(0, int(time.time() * 1000), None, b"open")], producer_id=900,
+                        producer_epoch=0, base_sequence=0, is_transactional=True)
+    log.append(bytearray(batch))
+    topic = ListOffsetsRequest[5].ListOffsetsTopic
+    answers = []
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        for isolation in (0, 1):
+            send(sock, ListOffsetsRequest[5](replica_id=-1, isolation_level=isolation, topics=[
+                topic(name="wire", partitions=[topic.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1,
+                                                                           timestamp=-1)])]), isolation)
+            answers.append(receive(sock, ListOffsetsResponse[5]).topics[0].partitions[0].offset)
+    assert answers == [log.high_watermark, log.last_stable_offset]
+    assert answers[1] < answers[0]
+
+
+def test_metadata_creates_topics_only_when_auto_creation_is_enabled(tmp_path):
+    from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+
+    request = MetadataRequest[8](topics=[MetadataRequest[8].MetadataRequestTopic(name="wanted")],
+                                 allow_auto_topic_creation=True, include_cluster_authorized_operations=False,
+                                 include_topic_authorized_operations=False)
+    for enabled, partitions in ((False, 0), (True, 3)):
+        config = {"auto.create.topics.enable": enabled, "num.partitions": 3}
+        with KafkaServer(tmp_path / str(enabled), port=0, config=config) as srv, \
+                socket.create_connection(("127.0.0.1", srv.port), timeout=10) as sock:
+            send(sock, request, 1)
+            topic = receive(sock, MetadataResponse[8]).topics[0]
+            assert (topic.error_code == 0) == enabled
+            assert len(topic.partitions) == partitions
+            assert ("wanted" in srv.context.topics) == enabled
