@@ -417,3 +417,19 @@ def test_recover_rebuilds_an_index_with_the_topics_configs(data_dir: Path, tmp_p
         assert result.returncode == 1 and "00000000000000000000.index: rebuilt" in result.stdout
         sizes[name] = (copy / "replicated-0" / index.name).stat().st_size
     assert sizes["given"] == sizes["stored"] > sizes["default"]
+
+
+def test_recover_reports_a_partition_it_cannot_recover_and_goes_on(tmp_path: Path):
+    from logstore.records import Record, build_batch
+
+    for name, offset in (("a-0", 2**32), ("b-0", 0)):  # a-0's batch does not fit its segment's index
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "00000000000000000000.log").write_bytes(
+            build_batch([Record(offset, 1, b"k", b"v")], base_offset=offset))
+    before = digest(tmp_path)
+    result = run("recover", str(tmp_path), cwd=tmp_path)
+    assert result.returncode == 3
+    assert result.stderr == ("logstore: error: offset 4294967296 at position 0 does not fit relative to base "
+                             f"offset 0 of {tmp_path}/a-0/00000000000000000000.log\n")
+    assert result.stdout == f"{tmp_path}/b-0/00000000000000000000.timeindex: would create (now 12 bytes)\n"
+    assert digest(tmp_path) == before

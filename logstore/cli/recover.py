@@ -259,27 +259,42 @@ def report(path: Path, repairs: list[dict[str, Any]], args: argparse.Namespace) 
 
 
 def run(args: argparse.Namespace) -> int:
-    """Recover each partition on a copy, report the repairs and apply them with --in-place."""
+    """Recover each partition on a copy, report the repairs and apply them with --in-place. A
+    partition that cannot be recovered is one error line on stderr, and the others go on."""
     given = given_configs(args)
     partitions = partition_dirs(args.paths)
     note_skipped_dirs(args.paths)
-    repaired = 0
+    repaired = failed = 0
     with Progress(total=len(partitions), desc="recover", unit="partition", quiet_when_stdout_tty=True) as bar:
         for path in partitions:
-            with tempfile.TemporaryDirectory(prefix="logstore-recover-") as tmp:
-                copy = copy_partition(path, Path(tmp))
-                try:
-                    config = topic_config(given, path).config
-                    log_end = recover_partition(copy, config, args.now, args.full)
-                except LogstoreError as exc:  # name the user's file, not the temporary copy
-                    exc.args = (str(exc).replace(str(copy), str(path)),)
+            try:
+                repairs = recover_one(path, given, args)
+            except (LogstoreError, OSError) as exc:
+                if len(partitions) == 1:
                     raise
-                repairs = [c for c in changes(snapshot_dir(path), snapshot_dir(copy))
-                           if is_repair(c, path, copy, log_end)]
-                if args.in_place and repairs:
-                    apply(repairs, path, copy)
-            report(path, repairs, args)
-            repaired += bool(repairs)
+                sys.stdout.flush()
+                sys.stderr.write(f"logstore: error: {exc}\n")
+                failed += 1
+            else:
+                report(path, repairs, args)
+                repaired += bool(repairs)
             bar.update(1)
     sys.stdout.flush()
-    return ExitCode.PROBLEMS if repaired else ExitCode.OK
+    return ExitCode.ERROR if failed else ExitCode.PROBLEMS if repaired else ExitCode.OK
+
+
+def recover_one(path: Path, given: Any, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The repairs recovery makes to one partition (applied with --in-place)."""
+    with tempfile.TemporaryDirectory(prefix="logstore-recover-") as tmp:
+        copy = copy_partition(path, Path(tmp))
+        try:
+            config = topic_config(given, path).config
+            log_end = recover_partition(copy, config, args.now, args.full)
+        except LogstoreError as exc:  # name the user's file, not the temporary copy
+            exc.args = (str(exc).replace(str(copy), str(path)),)
+            raise
+        repairs = [c for c in changes(snapshot_dir(path), snapshot_dir(copy))
+                   if is_repair(c, path, copy, log_end)]
+        if args.in_place and repairs:
+            apply(repairs, path, copy)
+    return repairs
