@@ -314,7 +314,7 @@ class Log:
         with self._lock:
             self._require_writable("append")
             now = self._clock.time_ms()
-            buf = self._input.to_buffer(records, now, self._config)
+            buf = records if type(records) is bytearray else self._input.to_buffer(records, now, self._config)
             validated = validate_leader_append(buf, self._config, self._log_end_offset, now, leader_epoch,
                                                origin, source=self.name)
             analysis = self._state.analyze(validated, origin)

@@ -119,6 +119,8 @@ class PartitionState:
             for header, position in zip(validated.headers, validated.positions, strict=True)
             if header.producer_id > NO_PRODUCER_ID
         ]
+        if not infos:
+            return AppendAnalysis({}, [], None)  # what the manager answers for no producer's batch
         return self.producer_state.analyze(infos, origin)
 
     def assign_epochs(self, batches: Iterable[BatchHeader]) -> None:
@@ -134,7 +136,11 @@ class PartitionState:
 
     def appended(self, analysis: AppendAnalysis, active: LogSegment, log_end_offset: int) -> None:
         """Commit an analysed append just written to `active`."""
-        self.producer_state.apply(analysis, active.txn_index, log_end_offset)
+        psm = self.producer_state
+        if analysis.updated_producers or analysis.completed_txns:
+            psm.apply(analysis, active.txn_index, log_end_offset)
+        else:
+            psm.update_map_end_offset(log_end_offset)  # all apply() does with nothing to commit
 
     def rolled(self, new_segment: LogSegment) -> None:
         """A new active segment was created: snapshot producer state at its base offset."""
