@@ -106,7 +106,8 @@ class AbstractIndex:
     @property
     def entry_count(self) -> int:
         """Number of valid entries."""
-        self._ensure_loaded()
+        if not self._loaded or self._closed:
+            self._ensure_loaded()
         return self._entries
 
     def __len__(self) -> int:
@@ -115,7 +116,8 @@ class AbstractIndex:
     @property
     def max_entries(self) -> int:
         """Number of entry slots the file currently has room for."""
-        self._ensure_loaded()
+        if not self._loaded or self._closed:
+            self._ensure_loaded()
         return self._max_entries
 
     @property
@@ -132,7 +134,9 @@ class AbstractIndex:
     @property
     def is_full(self) -> bool:
         """True when no slot is left for another entry."""
-        return self.entry_count >= self.max_entries
+        if not self._loaded or self._closed:
+            self._ensure_loaded()
+        return self._entries >= self._max_entries
 
     # ----------------------------------------------------------------- relative offsets
 

@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from index.base import AbstractIndex
+from index.base import MAX_RELATIVE_OFFSET, AbstractIndex
 from index.errors import CorruptIndexError, IndexFullError, InvalidOffsetError
 
 # FORMAT.md "Segment files": int32 relativeOffset, int32 position, big-endian.
@@ -66,20 +66,26 @@ class OffsetIndex(AbstractIndex):
     def append(self, offset: int, position: int) -> None:
         """Add an entry; raises IndexFullError, InvalidOffsetError (offset not above the last)
         or IndexOffsetOverflowError (offset not representable relative to the base)."""
-        n = self.entry_count
-        if n >= self.max_entries:
+        if not self._loaded or self._closed:
+            self._ensure_loaded()
+        n = self._entries
+        if n >= self._max_entries:
             raise IndexFullError(
                 f"attempt to append to a full offset index {self.path} ({n} entries)"
             )
-        self._require_writable("append to")
-        if n and offset <= self.last_offset:
-            raise InvalidOffsetError(
-                f"attempt to append offset {offset} to slot {n} no larger than the last offset "
-                f"appended ({self.last_offset}) to {self.path}"
-            )
-        OFFSET_INDEX_ENTRY.pack_into(
-            self._mmap, n * self.ENTRY_SIZE, self.relative_offset(offset), position
-        )
+        if not self._writable:
+            self._require_writable("append to")
+        relative = offset - self._base_offset
+        if n:
+            last = self._base_offset + OFFSET_INDEX_ENTRY.unpack_from(self._mmap, (n - 1) * self.ENTRY_SIZE)[0]
+            if offset <= last:
+                raise InvalidOffsetError(
+                    f"attempt to append offset {offset} to slot {n} no larger than the last offset "
+                    f"appended ({last}) to {self.path}"
+                )
+        if not 0 <= relative <= MAX_RELATIVE_OFFSET:
+            relative = self.relative_offset(offset)  # raises IndexOffsetOverflowError
+        OFFSET_INDEX_ENTRY.pack_into(self._mmap, n * self.ENTRY_SIZE, relative, position)
         self._entries = n + 1
 
     def sanity_check(self) -> None:

@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from index.base import AbstractIndex
+from index.base import MAX_RELATIVE_OFFSET, AbstractIndex
 from index.errors import CorruptIndexError, IndexFullError, InvalidOffsetError
 
 # FORMAT.md "Segment files": int64 timestamp, int32 relativeOffset, big-endian.
@@ -37,7 +37,9 @@ class TimeIndex(AbstractIndex):
     @property
     def is_full(self) -> bool:
         """True when only the slot reserved for the roll/close entry is left."""
-        return self.entry_count >= self.max_entries - 1
+        if not self._loaded or self._closed:
+            self._ensure_loaded()
+        return self._entries >= self._max_entries - 1
 
     @property
     def last_entry(self) -> TimestampOffset:
@@ -74,30 +76,38 @@ class TimeIndex(AbstractIndex):
         Raises IndexFullError (unless `skip_full_check`, used on roll and close, which grows a
         trimmed file if needed) and InvalidOffsetError when the offset or timestamp goes backwards.
         """
-        n = self.entry_count
-        if not skip_full_check and self.is_full:
+        if not self._loaded or self._closed:
+            self._ensure_loaded()
+        n = self._entries
+        if not skip_full_check and n >= self._max_entries - 1:
             raise IndexFullError(
                 f"attempt to append to a full time index {self.path} ({n} entries)"
             )
-        last = self.last_entry
-        if n and offset < last.offset:
-            raise InvalidOffsetError(
-                f"attempt to append offset {offset} to slot {n} below the last offset "
-                f"appended ({last.offset}) to {self.path}"
-            )
-        if n and timestamp < last.timestamp:
-            raise InvalidOffsetError(
-                f"attempt to append timestamp {timestamp} to slot {n} below the last timestamp "
-                f"appended ({last.timestamp}) to {self.path}"
-            )
-        if timestamp > last.timestamp:
-            self._require_writable("append to")
-            if n >= self.max_entries:
+        if n:
+            last_ts, relative = TIME_INDEX_ENTRY.unpack_from(self._mmap, (n - 1) * self.ENTRY_SIZE)
+            last_offset = self._base_offset + relative
+            if offset < last_offset:
+                raise InvalidOffsetError(
+                    f"attempt to append offset {offset} to slot {n} below the last offset "
+                    f"appended ({last_offset}) to {self.path}"
+                )
+            if timestamp < last_ts:
+                raise InvalidOffsetError(
+                    f"attempt to append timestamp {timestamp} to slot {n} below the last timestamp "
+                    f"appended ({last_ts}) to {self.path}"
+                )
+        else:
+            last_ts = NO_TIMESTAMP
+        if timestamp > last_ts:
+            if not self._writable:
+                self._require_writable("append to")
+            if n >= self._max_entries:
                 # Only with skip_full_check, on a trimmed index: grow by the one entry needed.
                 self.resize(self.length + self.ENTRY_SIZE)
-            TIME_INDEX_ENTRY.pack_into(
-                self._mmap, n * self.ENTRY_SIZE, timestamp, self.relative_offset(offset)
-            )
+            relative = offset - self._base_offset
+            if not 0 <= relative <= MAX_RELATIVE_OFFSET:
+                relative = self.relative_offset(offset)  # raises IndexOffsetOverflowError
+            TIME_INDEX_ENTRY.pack_into(self._mmap, n * self.ENTRY_SIZE, timestamp, relative)
             self._entries = n + 1
 
     def sanity_check(self) -> None:

@@ -55,6 +55,9 @@ class LeaderEpochFileCache:
         Entries at or above `epoch` or starting at or after `start_offset` are removed first
         (they conflict). Raises ValueError for a negative epoch or offset.
         """
+        entries = self._entries
+        if entries and entries[-1].epoch == epoch and start_offset >= entries[-1].start_offset:
+            return False  # the latest epoch already covers start_offset (every append's case)
         if self._assign(EpochEntry(epoch, start_offset)):
             self.flush()
             return True

@@ -314,10 +314,10 @@ class Log:
         with self._lock:
             self._require_writable("append")
             now = self._clock.time_ms()
-            buf = self._input.to_buffer(records, now, self._config)
+            buf = records if type(records) is bytearray else self._input.to_buffer(records, now, self._config)
             validated = validate_leader_append(buf, self._config, self._log_end_offset, now, leader_epoch,
                                                origin, source=self.name)
-            analysis = self._state.analyze(validated.batches, origin)
+            analysis = self._state.analyze(validated, origin)
             duplicate = analysis.duplicate
             if duplicate is not None:
                 # A producer retry: answer with the first append's offsets, write nothing.
@@ -340,13 +340,13 @@ class Log:
         with self._lock:
             self._require_writable("append")
             validated = validate_follower_append(batch_bytes, source=str(self._dir))
-            if not validated.batches:
+            if not validated.headers:
                 return AppendInfo(self._log_end_offset, self._log_end_offset - 1, NO_TIMESTAMP, -1, 0, 0, -1)
             if validated.first_offset < self._log_end_offset:
                 raise InvalidRecordError(
                     f"unexpected offset in follower append to {self._dir}: first offset "
                     f"{validated.first_offset} is below the log end offset {self._log_end_offset}")
-            self._write(validated, self._state.analyze(validated.batches, "replication"))
+            self._write(validated, self._state.analyze(validated, "replication"))
             return AppendInfo(validated.first_offset, validated.last_offset, validated.max_timestamp, -1,
                               validated.record_count, validated.data.nbytes, validated.offset_of_max_timestamp)
 
@@ -359,7 +359,7 @@ class Log:
                 f"message batch size is {size} bytes in append to {self.name}, "
                 f"which exceeds the maximum configured segment size of {self._config.segment_bytes}")
         segment = self._maybe_roll(size, validated)
-        self._state.assign_epochs(validated.batches)
+        self._state.assign_epochs(validated.headers)
         segment.append(validated.last_offset, validated.max_timestamp,
                        validated.offset_of_max_timestamp, validated.data)
         self._log_end_offset = validated.last_offset + 1

@@ -19,22 +19,30 @@ from logstore.records import (
     RecordBatch,
     build_batch_columnar,
     crc32c,
-    iter_batches,
     read_batch,
     set_base_offset_and_epoch,
     set_log_append_time,
 )
 from logstore.records._kernels import ERR_OFFSET_DELTA, ERR_TRAILING_BYTES, OK, STATUS_MESSAGES
+from logstore.records.batch import check_batch
 from logstore.records.compression import Codec
 from logstore.records.header import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_MASK,
+    CONTROL_BIT,
     CRC_OFFSET,
     INT32_MAX,
+    LOG_OVERHEAD,
     MAX_TIMESTAMP_OFFSET,
     NO_TIMESTAMP,
+    RECORD_OVERHEAD_V0,
+    SIZE_FIELD,
+    SIZE_OFFSET,
     TIMESTAMP_TYPE_BIT,
+    V2_HEADER,
     V2_HEADER_SIZE,
+    BatchHeader,
+    read_batch_header,
 )
 
 _INT64 = struct.Struct(">q")
@@ -42,9 +50,11 @@ _UINT32 = struct.Struct(">I")
 
 
 class ValidatedBatches(NamedTuple):
-    """An append's batches after validation: the buffer they sit in and their offsets."""
+    """An append's batches after validation: the buffer they sit in, each batch's position and
+    header as stored (offsets, epoch and timestamps as assigned), and their offsets."""
 
-    batches: list[RecordBatch]
+    headers: list[BatchHeader]
+    positions: list[int]
     data: memoryview
     first_offset: int
     last_offset: int
@@ -52,16 +62,38 @@ class ValidatedBatches(NamedTuple):
     offset_of_max_timestamp: int  # last offset of the (first) batch holding max_timestamp
     record_count: int
 
+    @property
+    def batches(self) -> list[RecordBatch]:
+        """The batches as RecordBatch views over `data` (built on demand)."""
+        return [read_batch(self.data, position) for position in self.positions]
+
 
 def complete_batches(view: memoryview) -> list[RecordBatch]:
     """The batches of `view`; CorruptRecordError if bytes after the last whole batch remain."""
-    it = iter_batches(view)
-    batches = list(it)
-    if it.valid_end != view.nbytes:
+    return [read_batch(view, position) for position in _batch_positions(view)[1]]
+
+
+def _batch_positions(view: memoryview) -> tuple[list[BatchHeader], list[int]]:
+    """Each complete batch's header and position, each header parsed once (the checks of
+    records.BatchIterator and read_batch); CorruptRecordError if bytes after the last whole
+    batch remain."""
+    headers: list[BatchHeader] = []
+    positions: list[int] = []
+    end = view.nbytes
+    position = 0
+    while end - position >= LOG_OVERHEAD:
+        size = SIZE_FIELD.unpack_from(view, position + SIZE_OFFSET)[0]
+        if size < RECORD_OVERHEAD_V0:
+            raise CorruptRecordError(f"entry length {size} below the minimum", position=position)
+        if size + LOG_OVERHEAD > end - position:
+            break
+        headers.append(read_batch_header(view, position))
+        positions.append(position)
+        position += size + LOG_OVERHEAD
+    if position != end:
         raise CorruptRecordError(
-            f"{view.nbytes - it.valid_end} trailing bytes do not form a complete batch",
-            position=it.valid_end)
-    return batches
+            f"{end - position} trailing bytes do not form a complete batch", position=position)
+    return headers, positions
 
 
 def validate_leader_append(buf: bytearray | memoryview, config: LogConfig, next_offset: int, now_ms: int,
@@ -71,45 +103,47 @@ def validate_leader_append(buf: bytearray | memoryview, config: LogConfig, next_
     compression.type differs). `source` names the partition in errors. Raises
     InvalidRecordError (RecordTooLargeError, timestamps, counts) or CorruptRecordError."""
     view = memoryview(buf).cast("B")
-    batches = complete_batches(view)
-    if not batches:
+    headers, positions = _batch_positions(view)
+    if not headers:
         raise InvalidRecordError("an append needs at least one record batch")
-    if batches[0].magic < 2:
-        buf = convert_legacy(batches, config, origin, source)
+    if headers[0].magic < 2:
+        buf = convert_legacy(complete_batches(view), config, origin, source)
         view = memoryview(buf).cast("B")
-        batches = complete_batches(view)
+        headers, positions = _batch_positions(view)
     target = config.compression_codec
     if target is not None and any(
-            b.magic == 2 and (b.attributes & COMPRESSION_MASK) != target.code for b in batches):
-        buf = _recompress(batches, target, config, source)
+            h.magic == 2 and (h.attributes & COMPRESSION_MASK) != target.code for h in headers):
+        buf = _recompress(complete_batches(view), target, config, source)
         view = memoryview(buf).cast("B")
-        batches = complete_batches(view)
+        headers, positions = _batch_positions(view)
     log_append = config.message_timestamp_type == TIMESTAMP_TYPE_LOG_APPEND
+    data = np.frombuffer(view, dtype=np.uint8)
     first_offset = next_offset
     max_timestamp, offset_of_max, count = NO_TIMESTAMP, -1, 0
-    for batch in batches:
-        _validate_batch(batch, origin, config, source)
-        low, high, null_key = _scan_records(batch)
+    for header, position in zip(headers, positions, strict=True):
+        end = position + header.batch_length + LOG_OVERHEAD
+        _validate_batch(header, view[position:end], position, origin, config, source)
+        low, high, null_key = _scan_records(header, data, position, end)
         if config.compact and null_key:
             raise InvalidRecordError(
                 f"{source} is a compacted topic's partition: it cannot accept a record without a key")
         batch_max = high
-        if not log_append and batch.record_count:
-            _check_timestamps(low, high, now_ms, batch.position, config)
-        set_base_offset_and_epoch(buf, batch.position, next_offset, leader_epoch)
-        end = batch.position + batch.size_in_bytes
+        if not log_append and header.record_count:
+            _check_timestamps(low, high, now_ms, position, config)
+        set_base_offset_and_epoch(buf, position, next_offset, leader_epoch)
         if log_append:
-            set_log_append_time(buf, batch.position, now_ms)
+            set_log_append_time(buf, position, now_ms)
             batch_max = now_ms
-        elif batch_max != batch.max_timestamp:
-            _set_max_timestamp(buf, batch.position, end, batch_max)
-        last = next_offset + batch.last_offset_delta
+        elif batch_max != header.max_timestamp:
+            _set_max_timestamp(buf, position, end, batch_max)
+        last = next_offset + header.last_offset_delta
         if batch_max > max_timestamp:
             max_timestamp, offset_of_max = batch_max, last
         next_offset = last + 1
-        count += batch.record_count
-    final = [read_batch(view, b.position) for b in batches]
-    return ValidatedBatches(final, view, first_offset, next_offset - 1, max_timestamp, offset_of_max, count)
+        count += header.record_count
+    stored = [BatchHeader._make(V2_HEADER.unpack_from(view, position)) for position in positions]
+    return ValidatedBatches(stored, positions, view, first_offset, next_offset - 1, max_timestamp,
+                            offset_of_max, count)
 
 
 def convert_legacy(batches: list[RecordBatch], config: LogConfig, origin: str, source: str) -> bytearray:
@@ -146,7 +180,8 @@ def validate_follower_append(batch_bytes: bytes | bytearray | memoryview, *, sou
     """Validate batches fetched from a leader, keeping their offsets and epochs: CRCs and
     increasing offsets. An empty input gives no batches (first_offset 0, last_offset -1)."""
     view = memoryview(batch_bytes).cast("B")
-    batches = complete_batches(view)
+    headers, positions = _batch_positions(view)
+    batches = [read_batch(view, position) for position in positions]
     last = -1
     max_ts, offset_of_max, count = NO_TIMESTAMP, -1, 0
     for batch in batches:
@@ -161,62 +196,68 @@ def validate_follower_append(batch_bytes: bytes | bytearray | memoryview, *, sou
     first = 0
     if batches:
         first = batches[0].base_offset if batches[0].magic == 2 else batches[0].last_offset
-    return ValidatedBatches(batches, view, first, last, max_ts, offset_of_max, count)
+    return ValidatedBatches(headers, positions, view, first, last, max_ts, offset_of_max, count)
 
 
 def roll_offset(validated: ValidatedBatches) -> int:
     """The offset a segment rolled for this append is named at least by (Kafka's maybeRoll):
     the first offset, or for a legacy first batch, whose first inner offset is not in its
     header, `last offset - Int.MaxValue`, so the roll falls back to the log end offset."""
-    if validated.batches and validated.batches[0].magic < 2:
+    if validated.headers and validated.headers[0].magic < 2:
         return validated.last_offset - INT32_MAX
     return validated.first_offset
 
 
-def _validate_batch(batch: RecordBatch, origin: str, config: LogConfig, source: str) -> None:
-    if batch.magic != 2:
+def _validate_batch(header: BatchHeader, view: memoryview, position: int, origin: str, config: LogConfig,
+                    source: str) -> None:
+    """Checks of one batch (`view` holds exactly its bytes) before offsets are assigned."""
+    if header.magic != 2:
         raise InvalidRecordError(
-            f"batch magic {batch.magic} is not the same as the first batch's magic byte 2 in {source}")
-    size = batch.size_in_bytes
+            f"batch magic {header.magic} is not the same as the first batch's magic byte 2 in {source}")
+    size = header.batch_length + LOG_OVERHEAD
     if size > config.max_message_bytes:
         raise RecordTooLargeError(
             f"the record batch size in the append to {source} is {size} bytes "
             f"which exceeds the maximum configured value of {config.max_message_bytes}")
-    batch.validate()
+    check_batch(view, header, position)
     if origin != "client":
         return
-    if batch.record_count <= 0:
-        raise InvalidRecordError(f"invalid reported count for record batch: {batch.record_count}")
-    if batch.last_offset_delta + 1 != batch.record_count:
+    if header.record_count <= 0:
+        raise InvalidRecordError(f"invalid reported count for record batch: {header.record_count}")
+    if header.last_offset_delta + 1 != header.record_count:
         raise InvalidRecordError(
-            f"inconsistent batch offset range [{batch.base_offset}, {batch.last_offset}] "
-            f"and count of records {batch.record_count}")
-    if batch.is_control:
+            f"inconsistent batch offset range [{header.base_offset}, {header.last_offset}] "
+            f"and count of records {header.record_count}")
+    if header.attributes & CONTROL_BIT:
         raise InvalidRecordError("clients are not allowed to write control records")
-    if batch.producer_id >= 0 and batch.base_sequence < 0:
+    if header.producer_id >= 0 and header.base_sequence < 0:
         raise InvalidRecordError(
-            f"invalid sequence number {batch.base_sequence} in record batch with "
-            f"producerId {batch.producer_id}")
-    if batch.attributes & TIMESTAMP_TYPE_BIT:
+            f"invalid sequence number {header.base_sequence} in record batch with "
+            f"producerId {header.producer_id}")
+    if header.attributes & TIMESTAMP_TYPE_BIT:
         raise InvalidRecordError(
             "invalid timestamp type in a client batch: producers must not set LogAppendTime")
 
 
-def _scan_records(batch: RecordBatch) -> tuple[int, int, bool]:
-    """Walk a batch's records without copying them (Kafka's skipKeyValueIterator):
-    (min timestamp ignoring -1, max timestamp, any null key)."""
-    data = np.frombuffer(batch.records_bytes(), dtype=np.uint8)
+def _scan_records(header: BatchHeader, data: np.ndarray, position: int, end: int) -> tuple[int, int, bool]:
+    """Walk a batch's records without copying them (Kafka's skipKeyValueIterator): (min
+    timestamp ignoring -1, max timestamp, any null key). `data` is the whole append's bytes;
+    a compressed batch's records are decompressed first."""
+    start = position + V2_HEADER_SIZE
+    compressed = header.attributes & COMPRESSION_MASK
+    if compressed:
+        data = np.frombuffer(read_batch(data, position).records_bytes(), dtype=np.uint8)
+        start, end = 0, data.size
     status, error, low, high, null_key = _kernels.scan_records(
-        data, 0, data.size, batch.record_count, batch.base_timestamp)
+        data, start, end, header.record_count, header.base_timestamp)
     if status in (ERR_OFFSET_DELTA, ERR_TRAILING_BYTES):
         raise InvalidRecordError(
-            f"batch at position {batch.position} holds records that disagree with its "
-            f"header count {batch.record_count}: {STATUS_MESSAGES[status]}")
+            f"batch at position {position} holds records that disagree with its "
+            f"header count {header.record_count}: {STATUS_MESSAGES[status]}")
     if status != OK:
-        compressed = batch.attributes & COMPRESSION_MASK
         raise CorruptRecordError(
-            f"{STATUS_MESSAGES[status]} (record byte {error})",
-            position=batch.position if compressed else batch.position + V2_HEADER_SIZE + error)
+            f"{STATUS_MESSAGES[status]} (record byte {error - start})",
+            position=position if compressed else position + V2_HEADER_SIZE + error - start)
     return int(low), int(high), bool(null_key)
 
 
@@ -239,7 +280,7 @@ def _recompress(batches: list[RecordBatch], codec: Codec, config: LogConfig, sou
     (Kafka's buildRecordsAndAssignOffsets)."""
     out = bytearray()
     for batch in batches:
-        _validate_batch(batch, "client", config, source)
+        _validate_batch(batch.header, batch.view, batch.position, "client", config, source)
         table = batch.to_arrow()
         out += build_batch_columnar(
             table.column("key"), table.column("value"), timestamps=table.column("timestamp"),

@@ -12,9 +12,11 @@ from pathlib import Path
 
 from logstore.clock import Clock
 from logstore.epoch import LeaderEpochFileCache
+from logstore.log_validator import ValidatedBatches
 from logstore.producer_append import AppendAnalysis, BatchInfo, batch_info
 from logstore.producer_state import ProducerStateManager
-from logstore.records import RecordBatch, read_batch
+from logstore.records import BatchHeader, RecordBatch, read_batch
+from logstore.records.header import CONTROL_BIT, NO_PRODUCER_ID
 from logstore.segment import LogSegment
 from logstore.txn_index import AbortedTxn, collect_aborted_txns
 
@@ -107,12 +109,21 @@ class PartitionState:
 
     # ---- append, roll, close (called by Log) ---------------------------------------------
 
-    def analyze(self, batches: list[RecordBatch], origin: str) -> AppendAnalysis:
+    def analyze(self, validated: ValidatedBatches, origin: str) -> AppendAnalysis:
         """Validate an append's producer state (raises the producer errors); the result names
-        the earlier batch a client append retries, if it is one."""
-        return self.producer_state.analyze([batch_info(b) for b in batches], origin)
+        the earlier batch a client append retries, if it is one. Batches without a producer
+        id are no part of it; only a control batch is read past its header (its marker)."""
+        infos = [
+            batch_info(read_batch(validated.data, position)) if header.attributes & CONTROL_BIT
+            else BatchInfo.from_header(header)
+            for header, position in zip(validated.headers, validated.positions, strict=True)
+            if header.producer_id > NO_PRODUCER_ID
+        ]
+        if not infos:
+            return AppendAnalysis({}, [], None)  # what the manager answers for no producer's batch
+        return self.producer_state.analyze(infos, origin)
 
-    def assign_epochs(self, batches: Iterable[RecordBatch]) -> None:
+    def assign_epochs(self, batches: Iterable[BatchHeader]) -> None:
         """Record the leader epochs stamped on appended batches (Kafka's maybeAssignEpochStartOffset)."""
         for batch in batches:
             if batch.magic < 2:
@@ -125,7 +136,11 @@ class PartitionState:
 
     def appended(self, analysis: AppendAnalysis, active: LogSegment, log_end_offset: int) -> None:
         """Commit an analysed append just written to `active`."""
-        self.producer_state.apply(analysis, active.txn_index, log_end_offset)
+        psm = self.producer_state
+        if analysis.updated_producers or analysis.completed_txns:
+            psm.apply(analysis, active.txn_index, log_end_offset)
+        else:
+            psm.update_map_end_offset(log_end_offset)  # all apply() does with nothing to commit
 
     def rolled(self, new_segment: LogSegment) -> None:
         """A new active segment was created: snapshot producer state at its base offset."""

@@ -406,27 +406,33 @@ class LogSegment:
         last entry exceed `index_interval_bytes`. Raises IndexOffsetOverflowError if
         `largest_offset` does not fit a relative offset.
         """
-        self._require_writable("append to")
-        parts = list(records) if isinstance(records, (list, tuple)) else [records]
-        nbytes = sum(_nbytes(part) for part in parts)
+        if self._closed or self._read_only:
+            self._require_writable("append to")
+        if isinstance(records, (list, tuple)):
+            parts = list(records)
+            nbytes = sum(_nbytes(part) for part in parts)
+        else:
+            parts = [records]
+            nbytes = _nbytes(records)
         if not nbytes:
             return
         position = self._size
         if position == 0:
             self._rolling_based_timestamp = largest_timestamp
-        if not self.can_convert_to_relative_offset(largest_offset):
+        if not 0 <= largest_offset - self._base_offset <= MAX_RELATIVE_OFFSET:
             raise IndexOffsetOverflowError(
                 f"offset {largest_offset} does not fit relative to base offset "
                 f"{self._base_offset} of segment {self._log_path}"
             )
-        self._write(parts, position)
-        if largest_timestamp > self._read_max_timestamp_and_offset().timestamp:
-            self._max_timestamp_and_offset = TimestampOffset(
+        self._write(parts, nbytes, position)
+        largest = self._max_timestamp_and_offset or self._read_max_timestamp_and_offset()
+        if largest_timestamp > largest.timestamp:
+            largest = self._max_timestamp_and_offset = TimestampOffset(
                 largest_timestamp, offset_of_max_timestamp
             )
         if self._bytes_since_last_index_entry > self.index_interval_bytes:
             self._offset_index.append(largest_offset, position)
-            self._time_index.maybe_append(*self._max_timestamp_and_offset)
+            self._time_index.maybe_append(largest.timestamp, largest.offset)
             self._bytes_since_last_index_entry = 0
         self._bytes_since_last_index_entry += nbytes
         self._next_offset = largest_offset + 1
@@ -452,14 +458,18 @@ class LogSegment:
             position += header.size_in_bytes
         self.append(largest_offset, max_timestamp, offset_of_max, data)
 
-    def _write(self, parts: list[Buffer], position: int) -> None:
-        """pwritev `parts` at `position`, resuming after short writes; `size` follows each write."""
-        fd = self._file()
+    def _write(self, parts: list[Buffer], nbytes: int, position: int) -> None:
+        """pwritev `parts` (`nbytes` in all) at `position`, resuming after short writes; `size`
+        follows each write."""
+        fd = self._fd if self._fd is not None else self._file()
         first = 0
         while first < len(parts):
             written = os.pwritev(fd, parts[first : first + IOV_MAX], position)
             position += written
             self._size = position
+            nbytes -= written
+            if not nbytes:
+                return
             while first < len(parts) and written >= _nbytes(parts[first]):
                 written -= _nbytes(parts[first])
                 first += 1
@@ -793,6 +803,8 @@ class LogSegment:
 
 
 def _nbytes(buffer: Buffer) -> int:
+    if isinstance(buffer, memoryview):
+        return buffer.nbytes
     return len(buffer) if isinstance(buffer, (bytes, bytearray)) else memoryview(buffer).nbytes
 
 

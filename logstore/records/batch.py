@@ -33,6 +33,7 @@ from logstore.records.header import (
     TIMESTAMP_TYPE_BIT,
     TRANSACTIONAL_BIT,
     V2_HEADER_SIZE,
+    BatchHeader,
     read_batch_header,
 )
 from logstore.records.header import INT32_MAX as _INT32_MAX
@@ -233,24 +234,7 @@ class RecordBatch:
 
         With ``deep``, also decompress and walk every record.
         """
-        pos = self.position
-        header = self.header
-        if header.magic != 2 or header.batch_length < MIN_V2_BATCH_LENGTH:
-            raise CorruptRecordError("not a magic 2 batch", position=pos)
-        stored = header.crc
-        computed = self.compute_crc()
-        if stored != computed:
-            raise CorruptRecordError(
-                f"batch CRC-32C mismatch: stored {stored:#010x}, computed {computed:#010x}", position=pos)
-        code = header.attributes & COMPRESSION_MASK
-        if code >= len(COMPRESSION_NAMES):
-            raise CorruptRecordError(f"unknown compression codec {code}", position=pos)
-        if header.record_count < 0 or header.last_offset_delta < 0:
-            raise CorruptRecordError("negative record count or last offset delta", position=pos)
-        body = header.batch_length + LOG_OVERHEAD - V2_HEADER_SIZE
-        if code == NONE and header.record_count > body // _kernels.MIN_RECORD_SIZE:
-            raise CorruptRecordError(
-                f"record count {header.record_count} cannot fit in {body} bytes", position=pos)
+        check_batch(self.view, self.header, self.position)
         if deep:
             self.columns(max_inflated_bytes=max_inflated_bytes)
 
@@ -337,6 +321,28 @@ def _headers_per_record(cols: RecordColumns, position: int) -> list:
     pairs = list(zip(keys, values, strict=True))
     bounds = cols.headers_offsets.tolist()
     return [tuple(pairs[a:b]) for a, b in zip(bounds, bounds[1:], strict=False)]
+
+
+def check_batch(view: memoryview, header: BatchHeader, position: int) -> None:
+    """Raise CorruptRecordError unless the magic 2 batch in `view` (exactly its bytes; `header`
+    parsed from them; `position` names it in errors) has a matching CRC and a sound header.
+    RecordBatch.validate without the object, for the leader's append path."""
+    if header.magic != 2 or header.batch_length < MIN_V2_BATCH_LENGTH:
+        raise CorruptRecordError("not a magic 2 batch", position=position)
+    stored = header.crc
+    computed = crc32c(view[ATTRIBUTES_OFFSET:])
+    if stored != computed:
+        raise CorruptRecordError(
+            f"batch CRC-32C mismatch: stored {stored:#010x}, computed {computed:#010x}", position=position)
+    code = header.attributes & COMPRESSION_MASK
+    if code >= len(COMPRESSION_NAMES):
+        raise CorruptRecordError(f"unknown compression codec {code}", position=position)
+    if header.record_count < 0 or header.last_offset_delta < 0:
+        raise CorruptRecordError("negative record count or last offset delta", position=position)
+    body = header.batch_length + LOG_OVERHEAD - V2_HEADER_SIZE
+    if code == NONE and header.record_count > body // _kernels.MIN_RECORD_SIZE:
+        raise CorruptRecordError(
+            f"record count {header.record_count} cannot fit in {body} bytes", position=position)
 
 
 def set_base_offset_and_epoch(buffer, position: int, base_offset: int, leader_epoch: int) -> None:
