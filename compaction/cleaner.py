@@ -13,7 +13,7 @@ import mmap
 import struct
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -147,6 +147,12 @@ def decode_segment(segment: LogSegment) -> dec.DecodedBatches:
     return d
 
 
+def segment_chunks(segment: LogSegment) -> Iterator[dec.DecodedBatches]:
+    """A (non-active) segment decoded a chunk at a time (`decode.decode_chunks`); bytes after
+    its last complete batch raise CorruptRecordError, as in `decode_segment`."""
+    return dec.decode_chunks(segment.log_path, segment_base=segment.base_offset, size=segment.size)
+
+
 def _headers(seg: LogSegment, decoded: Mapping[int, dec.DecodedBatches]) -> np.ndarray:
     """The v2 batch headers of a segment (from its decoded columns when at hand)."""
     d = decoded.get(seg.base_offset)
@@ -265,12 +271,14 @@ class Cleaner:
     # ------------------------------------------------------------------ cleaning
 
     def clean(self, log: SegmentedLogLike, *, now_ms: int | None = None, dry_run: bool = False,
-              decoded: Mapping[int, dec.DecodedBatches] | None = None) -> CleanResult:
+              distinct_keys: int | None = None) -> CleanResult:
         """Run one cleaning round on `log` (due or not) and return its statistics.
 
-        `dry_run` decides everything and counts what would be written, changing no file.
-        `decoded` maps segment base offsets to `decode_segment` results the caller already
-        holds (an audit that read the segments for other statistics), so they are not read again.
+        `dry_run` decides everything and counts what would be written, changing no file, in
+        memory bounded whatever the segment size: segments are decoded a chunk at a time
+        (decode.decode_chunks), once for the offset map and once for the decisions.
+        `distinct_keys`, an upper bound on the distinct keys in the log (an audit counted
+        them), lets the offset map work in a table of that size rather than one per record.
         Raises LogCleaningAbortedError when aborted (the checkpoint then stays where it was),
         UnknownTopicConfigError (unless `dry_run`) when the log's topic configs are unknown.
         """
@@ -301,21 +309,28 @@ class Cleaner:
                  and (i + 1 == len(segments) or segments[i + 1].base_offset > start)]
         # A segment holds at most as many records as the offsets it spans (no header walk).
         ends = [s.base_offset for s in dirty[1:]] + [dirty[-1].next_offset]
-        omap.clear(base_offset=start, expected_keys=sum(
-            end - s.base_offset for s, end in zip(dirty, ends, strict=True)))
+        expected = sum(end - s.base_offset for s, end in zip(dirty, ends, strict=True))
+        if distinct_keys is not None:
+            expected = min(expected, max(int(distinct_keys), 0))
+        omap.clear(base_offset=start, expected_keys=expected)
         tracker = TxnTracker(aborted_txns(dirty))
         full = False
-        cache = dict(decoded or {})  # reused by the cleaning pass; what we decode is bounded
+        cache: dict[int, dec.DecodedBatches] = {}  # a real clean's decoded segments, bounded
         cached_bytes = 0
         for i, seg in enumerate(dirty):
             self._check_abort()
-            d = cache.get(seg.base_offset)
-            if d is None:
+            if dry_run:
+                pieces: Iterable[dec.DecodedBatches] = segment_chunks(seg)
+            else:
                 d = decode_segment(seg)
                 if cached_bytes + seg.size <= DECODE_CACHE_BYTES:
                     cache[seg.base_offset] = d
                     cached_bytes += seg.size
-            full = map_batches(omap, d.records, d.batches, start, tracker)
+                pieces = (d,)
+            for d in pieces:
+                full = map_batches(omap, d.records, d.batches, start, tracker)
+                if full:
+                    break
             if full:
                 break
             next_base = dirty[i + 1].base_offset if i + 1 < len(dirty) else upper
@@ -358,10 +373,13 @@ class Cleaner:
             for seg in group:
                 self._check_abort()
                 d = decoded.pop(seg.base_offset, None)
-                if d is None:
-                    d = decode_segment(seg)
-                self._clean_segment(d, cleaned, cfg, now, upper, producers, tracker,
-                                    seg.last_modified_ms > legacy_horizon, result, removed)
+                if cleaned is None:  # a dry run: chunk by chunk (decisions are per batch)
+                    pieces: Iterable[dec.DecodedBatches] = segment_chunks(seg) if d is None else (d,)
+                else:
+                    pieces = (decode_segment(seg) if d is None else d,)
+                for d in pieces:
+                    self._clean_segment(d, cleaned, cfg, now, upper, producers, tracker,
+                                        seg.last_modified_ms > legacy_horizon, result, removed)
             result.segments_cleaned += len(group)
             result.segments_written += 1
             if cleaned is None:

@@ -8,7 +8,9 @@ compacted logs, go through logstore.records' legacy reader.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
+from os import PathLike
 
 import numpy as np
 
@@ -69,6 +71,7 @@ class DecodedBatches:
     rec_end: np.ndarray
     legacy_records: dict[int, list[Record]]  # batch index -> records (magic 0/1 only)
     valid_end: int  # byte position where complete batches end
+    file_position: int = 0  # position in the segment file of the source's first byte
 
 
 def walk(buf: np.ndarray, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
@@ -81,9 +84,14 @@ def walk(buf: np.ndarray, start: int, end: int) -> tuple[np.ndarray, np.ndarray]
 
 
 def decode(buf: np.ndarray, *, segment_base: int, start: int = 0, end: int | None = None,
-           path: str | None = None, max_inflated_bytes: int = DEFAULT_MAX_INFLATED_BYTES) -> DecodedBatches:
-    """Decode the complete batches in buf[start:end] (uint8 array) of the segment at segment_base."""
+           path: str | None = None, max_inflated_bytes: int = DEFAULT_MAX_INFLATED_BYTES,
+           file_position: int = 0) -> DecodedBatches:
+    """Decode the complete batches in buf[start:end] (uint8 array) of the segment at segment_base.
+
+    `file_position` is where buf[0] lies in the segment file (errors name file positions).
+    """
     end = len(buf) if end is None else end
+    at = int(file_position)
     pos, size = walk(buf, start, end)
     valid_end = int(pos[-1] + size[-1]) if len(pos) else start
     nb = len(pos)
@@ -99,7 +107,8 @@ def decode(buf: np.ndarray, *, segment_base: int, start: int = 0, end: int | Non
             entry = LegacyRecordBatch(memoryview(buf[pos[b]:pos[b] + size[b]]), 0)
             recs = entry.records(max_inflated_bytes=max_inflated_bytes)
         except CorruptRecordError as exc:  # placed within the entry: place it in the file
-            raise CorruptRecordError(exc.detail, position=int(pos[b]) + (exc.position or 0), path=path) from exc
+            raise CorruptRecordError(exc.detail, position=at + int(pos[b]) + (exc.position or 0),
+                                     path=path) from exc
         legacy_records[int(b)] = recs
         stand_in = {"base_offset": recs[0].offset, "magic": magic[b], "attributes": entry.attributes,
                     "last_offset_delta": recs[-1].offset - recs[0].offset,
@@ -118,7 +127,7 @@ def decode(buf: np.ndarray, *, segment_base: int, start: int = 0, end: int | Non
     for b in np.flatnonzero(v2 & (codes != 0)):
         try:
             data = decompress(int(codes[b]), memoryview(buf[body_start[b]:body_end[b]]),
-                              limit=max_inflated_bytes, position=int(pos[b]))
+                              limit=max_inflated_bytes, position=at + int(pos[b]))
         except CorruptRecordError as exc:
             raise CorruptRecordError(exc.detail, position=exc.position, path=path) from exc
         extra.append(np.frombuffer(data, np.uint8))
@@ -142,7 +151,8 @@ def decode(buf: np.ndarray, *, segment_base: int, start: int = 0, end: int | Non
             header["base_timestamp"][v2_idx].astype(np.int64), log_append[v2_idx].astype(np.int64),
             *cols, *hashes)
         if bad >= 0:
-            raise CorruptRecordError("malformed records in batch", position=int(pos[v2_idx[bad]]), path=path)
+            raise CorruptRecordError("malformed records in batch", position=at + int(pos[v2_idx[bad]]),
+                                     path=path)
     if v2_n == n:  # no legacy records: the scan's columns are the record columns
         rec_start, rec_end, offsets, timestamps, key_start, key_len, value_len, batch_index = cols
         if v2_idx.size != nb:
@@ -201,7 +211,57 @@ def decode(buf: np.ndarray, *, segment_base: int, start: int = 0, end: int | Non
                                    has_key=has_key, is_tombstone=value_len < 0)
     return DecodedBatches(arena=arena, position=pos, size=size, header=header, batches=batches,
                           records=records, timestamp=timestamps, rec_start=rec_start, rec_end=rec_end,
-                          legacy_records=legacy_records, valid_end=valid_end)
+                          legacy_records=legacy_records, valid_end=valid_end, file_position=at)
+
+
+CHUNK_BYTES = 16 << 20  # source bytes decoded at a time by decode_chunks
+
+
+def decode_chunks(path: str | PathLike[str], *, segment_base: int, size: int,
+                  chunk_bytes: int | None = None, torn_tail_ok: bool = False,
+                  max_inflated_bytes: int = DEFAULT_MAX_INFLATED_BYTES) -> Iterator[DecodedBatches]:
+    """The complete batches of a segment file's first `size` bytes, decoded about `chunk_bytes`
+    (default CHUNK_BYTES) of source at a time (a larger batch alone), so memory stays bounded
+    whatever the segment size.
+
+    Each chunk's positions are relative to its own bytes (`file_position` places them). Bytes
+    after the last complete batch raise CorruptRecordError, as `decode` of the whole file would
+    find them, unless `torn_tail_ok` (an active segment's torn write).
+    """
+    path = str(path)
+    chunk_bytes = max(CHUNK_BYTES if chunk_bytes is None else int(chunk_bytes), LOG_OVERHEAD)
+    pos = 0
+    want = chunk_bytes
+    with open(path, "rb") as f:
+        while pos < size:
+            asked = min(want, size - pos)
+            buf = np.empty(asked, np.uint8)
+            f.seek(pos)
+            got = f.readinto(memoryview(buf))
+            buf = buf[:got]  # a file shorter than `size`: what is there decodes
+            d = decode(buf, segment_base=segment_base, path=path, file_position=pos,
+                       max_inflated_bytes=max_inflated_bytes)
+            if d.valid_end:
+                yield d
+                pos += d.valid_end
+                want = chunk_bytes
+                continue
+            entry = _entry_size(buf)
+            if got < asked or entry is None or pos + entry > size or entry <= len(buf):
+                break
+            want = entry  # one batch larger than a chunk: read it whole
+    if pos < size and not torn_tail_ok:
+        raise CorruptRecordError(f"{size - pos} bytes after the last complete batch", position=pos,
+                                 path=path)
+
+
+def _entry_size(buf: np.ndarray) -> int | None:
+    """The byte size of the log entry starting buf (offset, length, ...), None when its length
+    is not one a walk accepts or buf is too short to say."""
+    if len(buf) < LOG_OVERHEAD:
+        return None
+    size = LOG_OVERHEAD + int.from_bytes(buf[8:12].tobytes(), "big", signed=True)
+    return size if size >= 26 else None
 
 
 def empty_batch(h: np.void) -> bytes:

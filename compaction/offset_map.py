@@ -132,3 +132,45 @@ class OffsetMap:
     def fits(self, offset: int) -> bool:
         """True when `offset` lies in the map's 32-bit relative-offset window."""
         return 0 <= offset - self.base_offset <= MAX_SLOT_RELATIVE_OFFSET
+
+
+class DistinctKeys:
+    """Counts distinct key hashes in memory proportional to the distinct keys, not the records
+    read: an OffsetMap that doubles (rehashing what it holds) when it reaches its load factor."""
+
+    LOAD_FACTOR = 0.5
+
+    def __init__(self, initial_keys: int = 1 << 14) -> None:
+        self._map = self._new_map(max(int(initial_keys), MIN_WORKING_SLOTS))
+
+    def _new_map(self, keys: int) -> OffsetMap:
+        return OffsetMap(memory=BYTES_PER_SLOT * int(keys / self.LOAD_FACTOR) + BYTES_PER_SLOT,
+                         load_factor=self.LOAD_FACTOR)
+
+    @property
+    def size(self) -> int:
+        """The distinct keys counted so far."""
+        return self._map.size
+
+    @property
+    def memory_bytes(self) -> int:
+        """Bytes held by the current table."""
+        return self._map.memory_bytes
+
+    def add(self, h1: np.ndarray, h2: np.ndarray, valid: np.ndarray | None = None) -> None:
+        """Count the keys (h1, h2) where `valid` (default: every row)."""
+        n = len(h1)
+        if valid is None:
+            valid = np.ones(n, np.bool_)
+        zeros = np.zeros(n, np.int64)
+        done = 0
+        while done < n:
+            done += self._map.put_hashes(h1[done:], h2[done:], zeros[done:], valid[done:])
+            if done < n:
+                self._grow()
+
+    def _grow(self) -> None:
+        old = self._map
+        held = old._rel != _kernels.EMPTY_SLOT
+        self._map = self._new_map(2 * old.max_keys)
+        self._map.put_hashes(old._h1[held], old._h2[held], np.zeros(int(held.sum()), np.int64))

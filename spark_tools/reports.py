@@ -187,56 +187,32 @@ def retention_row(log: SegmentedLogLike, config: LogConfig, now_ms: int) -> dict
     }
 
 
-def _read_segments(segments: Sequence[Any]) -> tuple[dict[str, int], dict[int, Any]]:
-    """Decode every segment once, as the cleaner reads it (every v2 batch's CRC checked:
-    CorruptRecordError naming the file and position), for the key statistics: records, keyed
-    records, distinct keys (128-bit mmh3, as the cleaner hashes them, counted in an offset
-    map) and tombstones.
+def _key_stats(segments: Sequence[Any]) -> dict[str, int]:
+    """Read every segment once, a chunk at a time, as the cleaner reads it (every v2 batch's
+    CRC checked: CorruptRecordError naming the file and position), for the key statistics:
+    records, keyed records, distinct keys (128-bit mmh3, as the cleaner hashes them, counted
+    in memory proportional to the distinct keys) and tombstones.
 
-    Returns them and the {base offset: decoded} segments kept for the cleaner's dry run,
-    bounded like the cleaner's own cache; never the active segment, which is never cleaned
-    and may end in a torn tail. Of the others only the key hash columns stay in memory.
+    Nothing decoded outlives its chunk. The active segment may end in a torn tail (never
+    cleaned, so not an error); bytes after the last complete batch of any other are.
     """
-    from compaction.cleaner import DECODE_CACHE_BYTES, decode_segment, read_segment
-    from compaction.decode import decode
+    from compaction.decode import decode_chunks
+    from compaction.offset_map import DistinctKeys
 
-    records = tombstones = cached_bytes = 0
-    hashes, cache = [], {}
+    records = keyed = tombstones = 0
+    counter = DistinctKeys()
     for i, segment in enumerate(segments):
         path = str(segment.log_path)
-        active = i + 1 == len(segments)
-        d = (decode(read_segment(segment), segment_base=segment.base_offset, path=path)
-             if active else decode_segment(segment))
-        _check_crcs(d, path)
-        c = d.records
-        records += len(c)
-        tombstones += int(c.is_tombstone.sum())
-        hashes.append((c.key_hash1, c.key_hash2, c.has_key))
-        if not active and cached_bytes + segment.size <= DECODE_CACHE_BYTES:
-            cache[segment.base_offset] = d
-            cached_bytes += segment.size
-    keyed = sum(int(has_key.sum()) for _, _, has_key in hashes)
-    counter = _key_counter(keyed)
-    for h1, h2, has_key in hashes:
-        counter.put_hashes(h1, h2, np.zeros(len(h1), np.int64), has_key)
-    stats = {"records": records, "keyed_records": keyed, "distinct_keys": counter.size,
-             "duplicate_records": keyed - counter.size, "tombstones": tombstones}
-    return stats, cache
-
-
-_counters: list[Any] = []  # this process's key counter, grown to the largest partition seen
-
-
-def _key_counter(keys: int) -> Any:
-    """An empty offset map with room for `keys` distinct keys, reused across partitions (a
-    fresh one would fault in its pages for every partition)."""
-    from compaction.offset_map import BYTES_PER_SLOT, OffsetMap
-
-    if not _counters or _counters[0].slots < 2 * keys:
-        _counters[:] = [OffsetMap(memory=BYTES_PER_SLOT * 2 * max(keys, 1024), load_factor=1.0)]
-    counter = _counters[0]
-    counter.clear(expected_keys=keys)
-    return counter
+        for d in decode_chunks(path, segment_base=segment.base_offset, size=segment.size,
+                               torn_tail_ok=i + 1 == len(segments)):
+            _check_crcs(d, path)
+            c = d.records
+            records += len(c)
+            keyed += int(c.has_key.sum())
+            tombstones += int(c.is_tombstone.sum())
+            counter.add(c.key_hash1, c.key_hash2, c.has_key)
+    return {"records": records, "keyed_records": keyed, "distinct_keys": counter.size,
+            "duplicate_records": keyed - counter.size, "tombstones": tombstones}
 
 
 def _check_crcs(decoded: Any, path: str) -> None:
@@ -250,7 +226,8 @@ def _check_crcs(decoded: Any, path: str) -> None:
         start = int(decoded.position[i])
         end = start + int(decoded.size[i])
         if crc32c(buf[start + ATTRIBUTES_OFFSET:end]) != int(header["crc"][i]):
-            raise CorruptRecordError("batch CRC-32C mismatch", position=start, path=path)
+            raise CorruptRecordError("batch CRC-32C mismatch", position=decoded.file_position + start,
+                                     path=path)
 
 
 @functools.lru_cache(maxsize=4)
@@ -265,7 +242,7 @@ def _cleaner(config: LogConfig) -> Any:
 def compaction_row(log: SegmentedLogLike, config: LogConfig, now_ms: int) -> dict[str, Any]:
     """The compaction report row of an open Log (a dry-run Cleaner round; nothing changes)."""
     segments = log.segments
-    key_stats, cache = _read_segments(segments)
+    key_stats = _key_stats(segments)
     row: dict[str, Any] = {
         "topic": log.topic,
         "partition": log.partition,
@@ -282,7 +259,8 @@ def compaction_row(log: SegmentedLogLike, config: LogConfig, now_ms: int) -> dic
                    dirty_ratio=None, would_clean_now=False,
                    reason="not compacted (cleanup.policy has no compact)")
         return row
-    result = _cleaner(config).clean(log, now_ms=now_ms, dry_run=True, decoded=cache)
+    result = _cleaner(config).clean(log, now_ms=now_ms, dry_run=True,
+                                    distinct_keys=key_stats["distinct_keys"])
     rng = result.cleanable
     row.update(
         tombstones_removable=result.tombstones_removed,

@@ -1,0 +1,117 @@
+"""Bounded-memory reading for dry runs and audits: decode.decode_chunks and DistinctKeys."""
+
+from __future__ import annotations
+
+import random
+from unittest import mock
+
+import numpy as np
+import pytest
+
+import compaction.decode
+from compaction.cleaner import Cleaner, decode_segment
+from compaction.decode import decode, decode_chunks
+from compaction.offset_map import DistinctKeys, hash_key
+from logstore import Log
+from logstore.clock import ManualClock
+from logstore.errors import CorruptRecordError
+from logstore.records import Record, build_batch
+
+COMPACT = {"cleanup.policy": "compact", "file.delete.delay.ms": 0}
+
+
+def _segment_file(path, batches=40, seed=0):
+    rng = random.Random(seed)
+    raw = b""
+    offset = 0
+    for b in range(batches):
+        n = rng.randrange(1, 30)
+        records = [Record(offset + i, 10**12 + i, b"k%d" % rng.randrange(50),
+                          None if rng.random() < 0.1 else b"v" * rng.randrange(200)) for i in range(n)]
+        raw += build_batch(records, base_offset=offset, compression="gzip" if b % 5 == 0 else "none")
+        offset += n
+    path.write_bytes(raw)
+    return raw
+
+
+@pytest.mark.parametrize("chunk", [1, 100, 1000, 4096, 1 << 20])
+def test_chunks_decode_the_same_records_as_the_whole_file(tmp_path, chunk):
+    raw = _segment_file(tmp_path / "s.log")
+    whole = decode(np.frombuffer(raw, np.uint8), segment_base=0)
+    parts = list(decode_chunks(tmp_path / "s.log", segment_base=0, size=len(raw), chunk_bytes=chunk))
+    assert len(parts) >= (2 if chunk < len(raw) else 1)
+    for name in ("offset", "key_hash1", "key_hash2", "has_key", "is_tombstone"):
+        joined = np.concatenate([getattr(p.records, name) for p in parts])
+        assert joined.tolist() == getattr(whole.records, name).tolist()
+    positions = np.concatenate([p.position + p.file_position for p in parts])
+    assert positions.tolist() == whole.position.tolist()
+    assert all(p.size.sum() <= max(chunk, p.size.max()) for p in parts)  # one chunk, or one batch
+
+
+def test_bytes_after_the_last_batch_are_named_at_their_file_position(tmp_path):
+    raw = _segment_file(tmp_path / "s.log")
+    (tmp_path / "s.log").write_bytes(raw + b"\x00" * 7)
+    with pytest.raises(CorruptRecordError, match="7 bytes after the last complete batch") as err:
+        list(decode_chunks(tmp_path / "s.log", segment_base=0, size=len(raw) + 7, chunk_bytes=500))
+    assert err.value.position == len(raw)
+    torn = list(decode_chunks(tmp_path / "s.log", segment_base=0, size=len(raw) + 7, chunk_bytes=500,
+                              torn_tail_ok=True))
+    assert sum(len(p.records) for p in torn) == len(decode(np.frombuffer(raw, np.uint8), segment_base=0).records)
+
+
+def test_a_corrupt_batch_is_placed_in_the_file_not_the_chunk(tmp_path):
+    raw = bytearray(_segment_file(tmp_path / "s.log"))
+    whole = decode(np.frombuffer(bytes(raw), np.uint8), segment_base=0)
+    victim = int(whole.position[30])
+    raw[victim + 61] = 0x7F  # the first record's length varint, now past the batch's end
+    (tmp_path / "s.log").write_bytes(bytes(raw))
+    with pytest.raises(CorruptRecordError) as err:
+        list(decode_chunks(tmp_path / "s.log", segment_base=0, size=len(raw), chunk_bytes=300))
+    assert err.value.position == victim
+
+
+def test_distinct_keys_grow_and_count_exactly():
+    rng = np.random.default_rng(1)
+    keys = [b"key-%d" % k for k in rng.integers(0, 20_000, 60_000).tolist()]
+    hashes = np.array([hash_key(k) for k in keys], np.uint64)
+    valid = rng.random(len(keys)) < 0.9
+    counter = DistinctKeys(initial_keys=16)
+    for lo in range(0, len(keys), 7_000):
+        counter.add(hashes[lo:lo + 7_000, 0].copy(), hashes[lo:lo + 7_000, 1].copy(), valid[lo:lo + 7_000])
+    assert counter.size == len({k for k, v in zip(keys, valid, strict=True) if v})
+    assert counter.memory_bytes < 40 * 20 * counter.size
+
+
+@pytest.mark.parametrize("map_bytes", [64 * 20, 1 << 20])
+def test_a_dry_run_in_small_chunks_predicts_the_real_run(tmp_path, map_bytes):
+    """Chunks smaller than one batch and an offset map that fills mid-segment: the dry run's
+    numbers (and where the map stopped) equal the real round's."""
+    clock = ManualClock(10**12)
+    log = Log.open(tmp_path / "t-0", {**COMPACT, "segment.bytes": 8192,
+                                      "log.cleaner.dedupe.buffer.size": map_bytes}, clock=clock)
+    rng = random.Random(5)
+    for i in range(600):
+        log.append([(b"k%d" % rng.randrange(120), None if i % 17 == 0 else b"v%d" % i)
+                    for _ in range(rng.randrange(1, 4))])
+    log.roll()
+    with mock.patch.object(compaction.decode, "CHUNK_BYTES", 40):
+        dry = Cleaner(log.config).clean(log, dry_run=True)
+    chunked = Cleaner(log.config).clean(log, dry_run=True, distinct_keys=120)
+    real = Cleaner(log.config).clean(log)
+    assert real.map_full if map_bytes < 4096 else real.segments_cleaned > 1
+    for field in ("records_removed", "records_written", "tombstones_removed", "bytes_written",
+                  "bytes_read", "end_offset", "map_keys", "map_full", "removed_by_reason"):
+        assert getattr(dry, field) == getattr(real, field) == getattr(chunked, field), field
+    log.close()
+
+
+def test_decode_segment_and_the_chunks_agree_on_a_segment(tmp_path):
+    log = Log.open(tmp_path / "t-0", {**COMPACT}, clock=ManualClock(10**12))
+    for i in range(300):
+        log.append([(b"k%d" % (i % 7), b"v%d" % i)])
+    log.roll()
+    seg = log.segments[0]
+    whole = decode_segment(seg)
+    parts = list(decode_chunks(seg.log_path, segment_base=seg.base_offset, size=seg.size, chunk_bytes=512))
+    assert np.concatenate([p.records.offset for p in parts]).tolist() == whole.records.offset.tolist()
+    log.close()
