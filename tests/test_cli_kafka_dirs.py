@@ -433,3 +433,19 @@ def test_recover_reports_a_partition_it_cannot_recover_and_goes_on(tmp_path: Pat
                              f"offset 0 of {tmp_path}/a-0/00000000000000000000.log\n")
     assert result.stdout == f"{tmp_path}/b-0/00000000000000000000.timeindex: would create (now 12 bytes)\n"
     assert digest(tmp_path) == before
+
+
+def test_recover_names_every_damage_and_applies_only_what_kafka_recovers(damaged: Path):
+    partition = damaged / "plain-0"
+    before = digest(damaged)
+    result = run("recover", "--json", str(damaged), cwd=damaged)
+    assert result.returncode == 1
+    found = [(o["file"], o["action"], o["position"], o["applied"]) for o in map(json.loads, result.stdout.splitlines())]
+    assert found == [("00000000000000000633.log", "truncate", 13467, False),
+                     ("00000000000000000105.log", "damaged", 962, False),
+                     ("00000000000000000211.log", "damaged", 0, False)]
+    assert digest(damaged) == before
+    applied = run("recover", "--in-place", str(damaged), cwd=damaged)
+    assert applied.stdout.splitlines()[0] == f"{partition}/00000000000000000633.log: truncated 500 bytes at position 13467"
+    assert (partition / "00000000000000000633.log").stat().st_size == 13467
+    assert (partition / "00000000000000000105.log").stat().st_size == 16106  # Kafka keeps it as it is

@@ -62,6 +62,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "the indexes a lookup could miss through. Runs on a temporary copy and reports the\n"
             "repairs; --in-place applies them to the directory. An index that differs from ours\n"
             "but answers every lookup is healthy and kept, and Kafka's producer snapshots are kept.\n"
+            "Damage below the recovery point, where Kafka's recovery does not look, is named too.\n"
             "Configs (index.interval.bytes, segment.index.bytes, ...): each topic's stored configs\n"
             "with --config-file and --config over them, else Kafka's defaults (recovery deletes no\n"
             "data a config could keep). Exit 0 when nothing needed recovering, 1 when something did."
@@ -198,6 +199,32 @@ def recover_partition(path: Path, config: Any, now_ms: int | None, full: bool) -
         return log.log_end_offset
 
 
+def damage_below_recovery_point(path: Path) -> list[dict[str, Any]]:
+    """The segments of `path` wholly below the segment holding the checkpointed recovery point
+    whose batches do not all validate (Kafka's recovery never looks there), as notes naming
+    the first invalid byte; read-only."""
+    import bisect
+
+    from logstore.checkpoint import RECOVERY_POINT_CHECKPOINT, read_offsets_checkpoint
+    from logstore.log_files import parse_partition_dir, segment_file_name, segment_log_offsets
+    from logstore.read_only_recovery import valid_extent
+    from logstore.segment import LogSegment
+
+    point = read_offsets_checkpoint(path.parent / RECOVERY_POINT_CHECKPOINT).get(parse_partition_dir(path.name), 0)
+    bases = segment_log_offsets(os.listdir(path))
+    found = []
+    for base in bases[: max(bisect.bisect_right(bases, point) - 1, 0)]:
+        segment = LogSegment.open(path, base, read_only=True)
+        try:
+            valid_bytes, _ = valid_extent(segment)
+            if valid_bytes < segment.size:
+                found.append({"file": segment_file_name(base, LOG_SUFFIX), "action": "damaged",
+                              "position": valid_bytes, "recoveryPoint": point})
+        finally:
+            segment.close_handlers()
+    return found
+
+
 def copy_partition(source: Path, target_parent: Path) -> Path:
     """Copy the partition directory's regular files (writable, whatever the source's modes)
     and the data directory's recovery-point and log-start checkpoints."""
@@ -246,7 +273,12 @@ def report(path: Path, repairs: list[dict[str, Any]], args: argparse.Namespace) 
     words = VERB if args.in_place else WOULD
     for change in repairs:
         if args.json:
-            write_json(sys.stdout, {"partition": str(path), "applied": args.in_place, **change})
+            applied = args.in_place and change["action"] != "damaged"
+            write_json(sys.stdout, {"partition": str(path), "applied": applied, **change})
+        elif change["action"] == "damaged":
+            sys.stdout.write(f"{path / change['file']}: damaged at position {change['position']}, below the "
+                             f"recovery point {change['recoveryPoint']} (Kafka's recovery does not look there; "
+                             "--full recovers it)\n")
         elif change["action"] == "truncate":
             sys.stdout.write(f"{path / change['file']}: {words['truncate']} {change['bytes']} "
                              f"bytes at position {change['position']}\n")
@@ -297,4 +329,4 @@ def recover_one(path: Path, given: Any, args: argparse.Namespace) -> list[dict[s
                    if is_repair(c, path, copy, log_end)]
         if args.in_place and repairs:
             apply(repairs, path, copy)
-    return repairs
+    return repairs if args.full else repairs + damage_below_recovery_point(path)
