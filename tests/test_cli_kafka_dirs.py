@@ -449,3 +449,14 @@ def test_recover_names_every_damage_and_applies_only_what_kafka_recovers(damaged
     assert applied.stdout.splitlines()[0] == f"{partition}/00000000000000000633.log: truncated 500 bytes at position 13467"
     assert (partition / "00000000000000000633.log").stat().st_size == 13467
     assert (partition / "00000000000000000105.log").stat().st_size == 16106  # Kafka keeps it as it is
+
+
+def test_verify_notes_a_cleans_leftovers_once_per_directory(tmp_path: Path):
+    partition = kafka_sample(tmp_path / "logdir")
+    for name in ("00000000000000000000.log", "00000000000000000000.index", "00000000000000000105.log"):
+        (partition / f"{name}.deleted").write_bytes(b"")
+    result = run("verify", str(partition), cwd=tmp_path)
+    assert result.returncode == 0
+    assert result.stderr == (f"logstore: note: skipped 3 files in {partition}: a segment file awaiting "
+                             "deletion (Kafka removes it on open)\n")
+    assert result.stdout == "verified 30 files (240 batches) in 1 partition(s), skipped 3: OK\n"

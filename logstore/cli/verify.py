@@ -125,12 +125,12 @@ def run(args: argparse.Namespace) -> int:
         else:
             where = f": position {problem['position']}" if problem["position"] is not None else ""
             out.write(f"{problem['file']}{where}: {problem['message']}\n")
-    for note in report.notes:
-        if args.json:
+    if args.json:
+        for note in report.notes:
             write_json(out, {"type": "skipped", **note})
-        else:
-            out.flush()
-            sys.stderr.write(f"logstore: note: skipped {note['file']}: {note['note']}\n")
+    else:
+        out.flush()
+        write_notes(report.notes)
     summary = {"type": "summary", "partitions": report.partitions, "files": report.files,
                "batches": report.batches, "problems": len(report.problems), "skipped": len(report.notes)}
     if args.json:
@@ -142,6 +142,17 @@ def run(args: argparse.Namespace) -> int:
                   f"{report.partitions} partition(s){skipped}: {verdict}\n")
     out.flush()
     return ExitCode.PROBLEMS if report.problems else ExitCode.OK
+
+
+def write_notes(notes: list[dict[str, str]]) -> None:
+    """One stderr line per skipped file, or per directory and reason when several files of one
+    directory are skipped for the same reason (a clean's leftovers come by the dozen)."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for note in notes:
+        groups.setdefault((os.path.dirname(note["file"]), note["note"]), []).append(note["file"])
+    for (directory, reason), files in groups.items():
+        what = files[0] if len(files) == 1 else f"{len(files)} files in {directory}"
+        sys.stderr.write(f"logstore: note: skipped {what}: {reason}\n")
 
 
 def classify(path: Path) -> tuple[str, Path]:
