@@ -27,7 +27,7 @@ class AppendInput:
         with the topic's compression.type and level and `now_ms` for missing timestamps."""
         if isinstance(records, bytearray):
             return records
-        if isinstance(records, bytes | memoryview):
+        if isinstance(records, (bytes, memoryview)):
             return self._copy(records)
         codec = config.compression_codec
         compression = {"compression": "none"} if codec is None else {
@@ -39,13 +39,14 @@ class AppendInput:
     def _copy(self, records: bytes | memoryview) -> bytearray | memoryview:
         # The leader rewrites offsets in place, so immutable input is copied, into a reused
         # buffer: its pages are already mapped, which saves a page fault per 4 KiB appended.
-        size = memoryview(records).nbytes
+        source = records if type(records) is bytes else memoryview(records).cast("B")
+        size = len(source)
         if size > SCRATCH_BUFFER_LIMIT:
             return bytearray(records)
         if len(self._scratch) < size:
             self._scratch = bytearray(size)
         view = memoryview(self._scratch)[:size]
-        view[:] = memoryview(records).cast("B")
+        view[:] = source
         return view
 
 

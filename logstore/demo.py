@@ -222,6 +222,10 @@ def main() -> int:
             agree &= audit_then_clean(spark, manager, clock.time_ms())
         finally:
             spark.stop()
+        # As a running broker would: the deleted segments go once file.delete.delay.ms passed,
+        # so the directory left behind is what Kafka would leave (no `.deleted` files).
+        clock.advance(manager.default_config.file_delete_delay_ms)
+        manager.delete_expired_files()
     agree &= replicate()
     print(f"\ndemo finished in {time.perf_counter() - started:.1f} s")
     return 0 if agree else 1

@@ -117,6 +117,7 @@ def validate_leader_append(buf: bytearray | memoryview, config: LogConfig, next_
         view = memoryview(buf).cast("B")
         headers, positions = _batch_positions(view)
     log_append = config.message_timestamp_type == TIMESTAMP_TYPE_LOG_APPEND
+    compact = config.compact
     data = np.frombuffer(view, dtype=np.uint8)
     first_offset = next_offset
     max_timestamp, offset_of_max, count = NO_TIMESTAMP, -1, 0
@@ -124,7 +125,7 @@ def validate_leader_append(buf: bytearray | memoryview, config: LogConfig, next_
         end = position + header.batch_length + LOG_OVERHEAD
         _validate_batch(header, view[position:end], position, origin, config, source)
         low, high, null_key = _scan_records(header, data, position, end)
-        if config.compact and null_key:
+        if compact and null_key:
             raise InvalidRecordError(
                 f"{source} is a compacted topic's partition: it cannot accept a record without a key")
         batch_max = high

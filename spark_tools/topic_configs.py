@@ -13,12 +13,10 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from logstore.config import CONFIG_KEYS, LogConfig, parse_properties
+from logstore.config import LogConfig, parse_properties
 from logstore.errors import InvalidConfigError
+from logstore.topic_configs import split_topic_key
 
-_NAMES = frozenset(k.name for k in CONFIG_KEYS)
-# Longest names first so `x.log.cleaner.threads` splits as topic `x`, not `x.log`.
-_NAMES_BY_LENGTH = sorted(_NAMES, key=len, reverse=True)
 
 class TopicConfigs:
     """A LogConfig per topic: global Kafka keys plus per-topic overrides (validated eagerly)."""
@@ -66,11 +64,12 @@ class TopicConfigs:
         for key, value in values.items():
             if isinstance(value, Mapping):
                 per_topic.setdefault(key, {}).update(value)
-            elif key in _NAMES:
-                global_values[key] = value
             else:
-                topic, name = _split_topic_key(key)
-                per_topic.setdefault(topic, {})[name] = value
+                topic, name = split_topic_key(key)  # an unknown key stays global; LogConfig refuses it
+                if topic is None:
+                    global_values[key] = value
+                else:
+                    per_topic.setdefault(topic, {})[name] = value
         return cls(global_values, per_topic)
 
     def for_topic(self, topic: str) -> LogConfig:
@@ -87,10 +86,3 @@ class TopicConfigs:
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (TopicConfigs, (self._global, self._per_topic))
-
-
-def _split_topic_key(key: str) -> tuple[str, str]:
-    for name in _NAMES_BY_LENGTH:
-        if key.endswith("." + name) and len(key) > len(name) + 1:
-            return key[: -len(name) - 1], name
-    raise InvalidConfigError(f"{key}: unknown config key (neither a Kafka name nor <topic>.<name>)")

@@ -38,3 +38,21 @@ def test_a_progress_bar_that_would_overwrite_output_lines_stays_off(monkeypatch,
     monkeypatch.setattr(sys.stdout, "isatty", lambda: stdout_tty)
     with Progress(total=1, desc="recover", quiet_when_stdout_tty=True) as progress:
         assert (progress._bar is not None) == bar
+
+
+def test_config_options_have_one_meaning_in_every_command():
+    import argparse
+
+    from logstore.cli import build_parser
+
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    seen = []
+    for name, command in commands.items():
+        options = {option: action for action in command._actions for option in action.option_strings}
+        if "--config" in options:
+            assert options["--config"].metavar == "KEY=VALUE" and isinstance(options["--config"], argparse._AppendAction), name
+            seen.append(name)
+        if "--config-file" in options:
+            assert options["--config-file"].metavar == "FILE", name
+    assert {"produce", "retention", "compact", "audit", "recover"} <= set(seen)

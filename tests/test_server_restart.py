@@ -26,7 +26,7 @@ PROPERTIES = "group.initial.rebalance.delay.ms=0\noffsets.topic.num.partitions=2
 def start_server(data_dir: Path, config: Path) -> tuple[subprocess.Popen, str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     process = subprocess.Popen([sys.executable, "-m", "logstore", "serve", str(data_dir), "--listen",
-                                "127.0.0.1:0", "--config", str(config)], cwd=ROOT, env=env,
+                                "127.0.0.1:0", "--config-file", str(config)], cwd=ROOT, env=env,
                                stderr=subprocess.PIPE, text=True)
     line = process.stderr.readline()
     match = re.search(r" on (\S+:\d+) ", line)

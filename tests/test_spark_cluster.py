@@ -46,7 +46,7 @@ def data(tmp_path_factory) -> Path:
 
 def _audit_cli(master: str, data: Path, out: str, *extra: str) -> subprocess.CompletedProcess:
     return _run(["-m", "logstore", "audit", str(data), "--master", master,
-                 "--config", str(data / "audit.properties"), "--now", str(NOW),
+                 "--config-file", str(data / "audit.properties"), "--now", str(NOW),
                  "--out", out, "--format", "json", "--plot", *extra])
 
 
@@ -113,7 +113,7 @@ def test_corrupt_partition_on_the_cluster_is_one_line_and_not_retried(cluster, t
     (part / "00000000000000000000.log").write_bytes(
         bytes(batch) + build_batch([Record(1, 0, b"k", b"v")], base_offset=1))
     done = _run(["-m", "logstore", "audit", str(tmp_path / "data"), "--master", cluster.master,
-                 "--report", "compaction", "--set", "cleanup.policy=compact",
+                 "--report", "compaction", "--config", "cleanup.policy=compact",
                  "--conf", f"spark.pyspark.python={sys.executable}",
                  "--conf", "spark.driver.host=127.0.0.1"])
     assert done.returncode == 1

@@ -158,8 +158,8 @@ def test_local_reports_from_s3_with_credentials_from_the_environment(s3, monkeyp
 def test_cli_audit_reads_s3a_and_writes_reports_to_s3(spark, s3, tmp_path, capsys):
     uri = f"s3a://testing:{SECRET}@audit/data{s3['query']}"
     out = f"s3://testing:{SECRET}@audit/reports{s3['query']}"
-    args = ["--set", "retention.ms=86400000", "--set", "cleanup.policy=compact,delete",
-            "--set", "min.cleanable.dirty.ratio=0.01", "--now", str(NOW), "--master", "local[2]"]
+    args = ["--config", "retention.ms=86400000", "--config", "cleanup.policy=compact,delete",
+            "--config", "min.cleanable.dirty.ratio=0.01", "--now", str(NOW), "--master", "local[2]"]
     assert main(["audit", uri, "--out", out, "--format", "parquet", "--plot", *args]) == 0
     printed = capsys.readouterr()
     assert SECRET not in printed.out + printed.err
@@ -184,7 +184,7 @@ def test_corrupt_segment_on_s3_is_one_line_naming_partition_and_file(spark, s3, 
     with fs.open_output_stream("audit/bad/t-3/" + segment_file_name(0, LOG_SUFFIX)) as f:
         f.write(bytes(batch) + build_batch([Record(1, 0, b"k", b"v")], base_offset=1))
     uri = f"s3://testing:{SECRET}@audit/bad{s3['query']}"
-    assert main(["audit", uri, "--report", "compaction", "--set", "cleanup.policy=compact",
+    assert main(["audit", uri, "--report", "compaction", "--config", "cleanup.policy=compact",
                  "--master", "local[2]"]) == 1
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if line.startswith("logstore:")]

@@ -21,13 +21,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "aiokafka, the Java client) produce, fetch, commit offsets and run transactions on it.\n"
             "The directory keeps Kafka's format: dump, verify and Kafka's own tools read it.\n"
             "Retention and compaction run as the topic configs say."),
-        example="logstore serve ./data --listen 127.0.0.1:9092 --config server.properties",
+        example="logstore serve ./data --listen 127.0.0.1:9092 --config-file server.properties",
     )
     parser.add_argument("data_dir", metavar="DATA_DIR", help="the data directory (created if missing)")
     parser.add_argument("--listen", metavar="HOST:PORT",
-                        help="address to listen on (default: `listeners` of --config, else 127.0.0.1:9092; "
+                        help="address to listen on (default: `listeners` of --config-file, else 127.0.0.1:9092; "
                              "port 0 picks a free port)")
-    parser.add_argument("--config", metavar="FILE", help="a Kafka server.properties file (broker and log.* keys)")
+    parser.add_argument("--config-file", metavar="FILE",
+                        help="a Kafka server.properties file (broker and log.* keys)")
     parser.set_defaults(run=run)
 
 
@@ -39,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     from retention import apply_retention
 
     try:
-        config = BrokerConfig.load(args.config)
+        config = BrokerConfig.load(args.config_file)
         address = parse_listen(args.listen) if args.listen else config.listen_address() or DEFAULT_LISTEN
     except InvalidConfigError as exc:
         raise UsageError(str(exc)) from None
