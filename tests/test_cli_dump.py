@@ -140,7 +140,7 @@ def test_a_length_below_the_minimum_is_one_line_error_naming_file_and_position(p
     result = run("dump", "--files", log.name, cwd=partition)
     assert result.returncode == 1
     assert result.stderr.splitlines() == [
-        f"logstore: error: Found record size 5 smaller than minimum record overhead (14) ({log.name}, position 76)"]
+        f"logstore: {log.name}: position 76: Found record size 5 smaller than minimum record overhead (14)"]
     assert len(result.stdout.splitlines()) == 3  # the header lines and the first batch were printed
 
 
@@ -151,7 +151,8 @@ def test_garbage_records_in_a_batch_are_one_line_error(tmp_path: Path):
     result = run("dump", "--deep-iteration", "--files", "00000000000000000000.log", cwd=tmp_path)
     assert result.returncode == 1
     assert len(result.stderr.splitlines()) == 1
-    assert result.stderr.startswith("logstore: error: cannot decode the records of the batch at position 0")
+    assert result.stderr.startswith("logstore: 00000000000000000000.log: position 61: cannot decode the "
+                                    "records of the batch at position 0: ")
     assert "Traceback" not in result.stderr
 
 
@@ -331,3 +332,30 @@ def test_legacy_compressed_wrappers_list_their_inner_messages(tmp_path: Path, ca
     assert lines[3].startswith("| offset: 1 CreateTime: 1001 keySize: 2 valueSize: 2 isValid: true crc: ")
     assert lines[3].endswith("} key: k1 payload: v1")
     assert lines[4].endswith("} payload: v2") and len(lines) == 5
+
+
+def _five_batches_with_a_bad_magic(tmp_path: Path) -> Path:
+    path = tmp_path / "t-0" / "00000000000000000000.log"
+    path.parent.mkdir()
+    batches = [build_batch([Record(i, 1_000 + i, b"k%d" % i, b"v" * 20)], base_offset=i) for i in range(5)]
+    data = bytearray(b"".join(batches))
+    data[2 * len(batches[0]) + 16] = 255  # the magic byte of the third batch
+    path.write_bytes(data)
+    return path
+
+
+@pytest.mark.parametrize("deep", [False, True])
+def test_a_bad_magic_mid_segment_is_one_problem_line_and_the_dump_goes_on(tmp_path, capsys, monkeypatch, deep):
+    path = _five_batches_with_a_bad_magic(tmp_path)
+    size = path.stat().st_size // 5
+    args = ["dump", str(path), *(["--deep-iteration"] if deep else [])]
+    result = run_in_process(*args, cwd=tmp_path, capsys=capsys, monkeypatch=monkeypatch)
+    assert result.returncode == 1
+    assert [line.split(" position: ")[1].split()[0] for line in result.stdout.splitlines()
+            if line.startswith("baseOffset")] == [str(p * size) for p in (0, 1, 3, 4)]
+    assert f"{path}: position {2 * size}: unknown magic 255" in result.stderr
+    as_json = run_in_process(*args, "--json", cwd=tmp_path, capsys=capsys, monkeypatch=monkeypatch)
+    objects = [json.loads(line) for line in as_json.stdout.splitlines()]
+    assert {"type": "problem", "problem": "corrupt_entry", "file": str(path), "position": 2 * size,
+            "message": "unknown magic 255"} in objects
+    assert [o["baseOffset"] for o in objects if o["type"] == "batch"] == [0, 1, 3, 4]

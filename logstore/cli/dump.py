@@ -21,6 +21,7 @@ from logstore.checkpoint import OFFSET_CHECKPOINTS
 from logstore.cli._common import ExitCode, Progress, UsageError, add_command, int32, naming_file
 from logstore.config import INT_MAX
 from logstore.epoch import CHECKPOINT_FILE_NAME as LEADER_EPOCH_CHECKPOINT
+from logstore.errors import CorruptRecordError
 from logstore.log_files import (
     BOOTSTRAP_SNAPSHOT,
     CHECKPOINT_SUFFIX,
@@ -332,32 +333,66 @@ def dump_batches(path: str, opts: Options, out: Output, problems: Problems) -> N
         last_offset = -1
         with Progress(total=end, desc=os.path.basename(path), unit="B", unit_scale=True,
                       quiet_when_stdout_tty=True) as bar, naming_file(path):
-            for position, size in dump.iter_batch_spans(data, 0, end):
-                batch = read_batch(data, position)
-                valid = dump.kafka_is_valid(batch)
-                problems.found |= not valid
-                if out.json:
-                    records = legacy = None
-                    if opts.deep:
-                        records, legacy = decode_records(batch, path, position)
-                        offsets = [r.offset for r in records]
-                    obj = dump.batch_json(batch, position, records, print_data=opts.print_data,
-                                          legacy=legacy, decoder=opts.decoder)
-                    out.obj({"type": obj.pop("type"), "file": path, **obj})
-                else:
-                    out.line(dump.batch_line(batch, position))
-                    if opts.deep:
-                        offsets = write_records(batch, path, position, opts, out)
-                if opts.deep:
-                    last_offset = check_consecutive(offsets, last_offset, path, problems)
+            spans = dump.iter_batch_spans(data, 0, end)
+            while True:
+                try:
+                    position, size = next(spans)
+                except StopIteration:
+                    break
+                except CorruptRecordError as exc:  # no size to step over: the walk ends here
+                    corrupt_entry(exc, path, out, problems)
+                    return
                 valid_bytes = position + size
                 bar.update(size)
+                try:
+                    last_offset = dump_batch(read_batch(data, position), position, path, opts, out,
+                                             problems, last_offset)
+                except CorruptRecordError as exc:  # its size field holds: go on to the next one
+                    corrupt_entry(exc, path, out, problems, position)
     trailing = end - valid_bytes
     if trailing > 0 and opts.max_bytes == DEFAULT_MAX_BYTES:
         problems.found = True
         out.line(dump.trailing_bytes_line(trailing, os.path.basename(path)))
         out.obj({"type": "problem", "problem": "invalid_trailing_bytes", "file": path,
                  "position": valid_bytes, "bytes": trailing})
+
+
+def dump_batch(batch: Any, position: int, path: str, opts: Options, out: Output, problems: Problems,
+               last_offset: int) -> int:
+    """One batch (and its records under --deep-iteration); returns the last offset seen."""
+    from logstore import dump
+
+    problems.found |= not dump.kafka_is_valid(batch)
+    if out.json:
+        records = legacy = None
+        if opts.deep:
+            records, legacy = decode_records(batch, path, position)
+            offsets = [r.offset for r in records]
+        obj = dump.batch_json(batch, position, records, print_data=opts.print_data,
+                              legacy=legacy, decoder=opts.decoder)
+        out.obj({"type": obj.pop("type"), "file": path, **obj})
+    elif opts.deep:
+        out.line(dump.batch_line(batch, position))
+        offsets = write_records(batch, path, position, opts, out)
+    else:
+        out.line(dump.batch_line(batch, position))
+    if opts.deep:
+        return check_consecutive(offsets, last_offset, path, problems)
+    return last_offset
+
+
+def corrupt_entry(exc: CorruptRecordError, path: str, out: Output, problems: Problems,
+                  entry_position: int | None = None) -> None:
+    """One problem line (stderr; a problem object under --json) for an entry that does not read."""
+    problems.found = True
+    position = exc.position if exc.position is not None else entry_position
+    out.flush()
+    if out.json:
+        out.obj({"type": "problem", "problem": "corrupt_entry", "file": path, "position": position,
+                 "message": exc.detail})
+    else:
+        sys.stderr.write(f"logstore: {path}: position {position}: {exc.detail}\n")
+        sys.stderr.flush()
 
 
 def write_records(batch: Any, path: str, position: int, opts: Options, out: Output) -> Any:
@@ -386,8 +421,8 @@ def decoding(path: str, position: int) -> Iterator[None]:
         yield
     except CorruptRecordError as exc:
         raise CorruptRecordError(
-            f"cannot decode the records of the batch at position {position}: {exc}",
-            path=path, position=position) from exc
+            f"cannot decode the records of the batch at position {position}: {exc.detail}",
+            path=path, position=position if exc.position is None else exc.position) from exc
 
 
 def check_consecutive(offsets: Any, last_offset: int, path: str, problems: Problems) -> int:
