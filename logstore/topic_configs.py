@@ -24,6 +24,7 @@ from typing import Any
 from logstore.checkpoint import atomic_write
 from logstore.config import CONFIG_KEYS, LogConfig
 from logstore.errors import InvalidConfigError
+from logstore.internal_topics.coordinator_schemas import OFFSETS_TOPIC, TRANSACTION_TOPIC
 from logstore.log_files import parse_partition_dir
 
 TOPIC_CONFIGS_FILE = "logstore-topic-configs.json"
@@ -33,6 +34,15 @@ TOPIC_CONFIGS_VERSION = 1
 ORIGIN_GIVEN = "given"  # passed by the caller
 ORIGIN_STORED = "stored"  # read from the data directory's topic configs file
 ORIGIN_NEW = "new"  # Kafka's defaults for a log created empty without configs
+
+# The configs Kafka's coordinators create their internal topics with (GroupCoordinator,
+# TransactionStateManager): what a broker's copy of them runs with when nothing else is known.
+INTERNAL_TOPIC_CONFIGS = {
+    OFFSETS_TOPIC: {"cleanup.policy": "compact", "compression.type": "producer",
+                    "segment.bytes": "104857600"},
+    TRANSACTION_TOPIC: {"cleanup.policy": "compact", "min.insync.replicas": "1",
+                        "segment.bytes": "104857600"},
+}
 
 _NAMES = frozenset(k.name for k in CONFIG_KEYS)
 # Longest names first, so `x.log.cleaner.threads` splits as topic `x`, not `x.log`.

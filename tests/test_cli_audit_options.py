@@ -79,3 +79,19 @@ def test_ctrl_c_during_an_audit_is_one_line_and_exit_130(tmp_path):
     assert process.returncode == 130
     lines = [line for line in err.splitlines() if not line.startswith("WARNING: Using incubator modules")]
     assert lines == ["logstore: error: interrupted"]
+
+
+def test_kafkas_internal_topics_are_audited_as_compacted_when_nothing_is_stored():
+    from logstore.cli._common import GivenConfigs
+    from logstore.cli.audit import _config_sources, _configs
+    from spark_tools.topic_configs import TopicConfigs
+
+    given = GivenConfigs({"retention.ms": "1000"}, {})
+    configs = TopicConfigs.load(_configs(given, {}))
+    assert configs.for_topic("__consumer_offsets").compact
+    assert not configs.for_topic("__consumer_offsets").delete
+    assert configs.for_topic("__consumer_offsets").retention_ms == 1000
+    assert configs.for_topic("orders").delete
+    line = _config_sources(["__consumer_offsets", "orders"], GivenConfigs(), {})
+    assert "__consumer_offsets: Kafka's internal-topic configs" in line
+    assert "orders: Kafka's defaults, assumed" in line

@@ -105,18 +105,27 @@ def stored_configs(paths: list[str]) -> dict[str, dict[str, str]]:
 
 def _configs(given: GivenConfigs, stored: dict[str, dict[str, str]]) -> dict[str, Any]:
     """What TopicConfigs.load takes: the keys given for every topic, and per topic its stored
-    configs with the given keys over them."""
-    topics = set(stored) | set(given.per_topic)
-    return {**given.every_topic, **{t: {**stored.get(t, {}), **given.for_topic(t)} for t in topics}}
+    configs (for Kafka's internal topics without any, the configs Kafka creates them with) with
+    the given keys over them."""
+    from logstore.topic_configs import INTERNAL_TOPIC_CONFIGS
+
+    base = {**INTERNAL_TOPIC_CONFIGS, **stored}
+    topics = set(base) | set(given.per_topic)
+    return {**given.every_topic, **{t: {**base.get(t, {}), **given.for_topic(t)} for t in topics}}
 
 
 def _config_sources(topics: list[str], given: GivenConfigs, stored: dict[str, dict[str, str]]) -> str:
     """One line saying where each topic's configs came from (stored, given, assumed)."""
+    from logstore.topic_configs import INTERNAL_TOPIC_CONFIGS
+
     parts = []
     for topic in topics:
         passed = bool(given.for_topic(topic))
         if topic in stored:
             source = "stored" + (" + given" if passed else "")
+        elif topic in INTERNAL_TOPIC_CONFIGS:
+            source = "Kafka's internal-topic configs (cleanup.policy=compact), assumed" + (
+                " + given" if passed else "")
         else:
             source = "given" if passed else "Kafka's defaults, assumed: none stored or given"
         parts.append(f"{topic}: {source}")

@@ -16,15 +16,10 @@ from logstore.internal_topics.coordinator_schemas import OFFSETS_TOPIC, TRANSACT
 from logstore.log import Log
 from logstore.log_files import validate_topic
 from logstore.manager import LogManager
-from logstore.topic_configs import store_topic_configs, stored_topic_configs
+from logstore.topic_configs import INTERNAL_TOPIC_CONFIGS, store_topic_configs, stored_topic_configs
 
 PARTITION_METADATA = "partition.metadata"
 INTERNAL_TOPICS = (OFFSETS_TOPIC, TRANSACTION_TOPIC)
-# Kafka's GroupCoordinator / TransactionStateManager topic configs.
-INTERNAL_CONFIGS = {
-    OFFSETS_TOPIC: {"cleanup.policy": "compact", "compression.type": "producer", "segment.bytes": "104857600"},
-    TRANSACTION_TOPIC: {"cleanup.policy": "compact", "min.insync.replicas": "1", "segment.bytes": "104857600"},
-}
 MAX_PARTITIONS = 10_000  # per topic; bounds what one CreateTopics or CreatePartitions may open
 
 
@@ -111,7 +106,7 @@ class Topics:
     def overrides(self, topic: str) -> dict[str, str]:
         """The topic's config overrides (internal topics: Kafka's fixed ones, then stored ones)."""
         stored = stored_topic_configs(self._manager.data_dir, topic) or {}
-        return {**INTERNAL_CONFIGS.get(topic, {}), **stored}
+        return {**INTERNAL_TOPIC_CONFIGS.get(topic, {}), **stored}
 
     def config(self, topic: str) -> LogConfig:
         """The effective config of `topic`."""
@@ -128,7 +123,7 @@ class Topics:
             raise TopicExistsError(f"topic {topic!r} already exists")
         if not 1 <= partitions <= MAX_PARTITIONS:
             raise InvalidPartitionsError(f"number of partitions must be in [1, {MAX_PARTITIONS}], got {partitions}")
-        overrides = {**INTERNAL_CONFIGS.get(topic, {}), **dict(configs or {})}
+        overrides = {**INTERNAL_TOPIC_CONFIGS.get(topic, {}), **dict(configs or {})}
         self._manager.default_config.with_overrides(overrides)  # InvalidConfigError before any file
         if validate_only:
             return
@@ -168,7 +163,7 @@ class Topics:
         """Replace the stored overrides of `topic` and apply them to its open logs
         (InvalidConfigError, before anything changes, for a bad key or value)."""
         self.partition_count(topic)
-        overrides = {**INTERNAL_CONFIGS.get(topic, {}), **overrides}
+        overrides = {**INTERNAL_TOPIC_CONFIGS.get(topic, {}), **overrides}
         self._manager.default_config.with_overrides(overrides)  # InvalidConfigError first
         if not validate_only:
             self._manager.set_topic_config(topic, overrides)
@@ -177,5 +172,5 @@ class Topics:
         """Create an internal topic on first use."""
         if topic not in self._partitions:
             self._ids[topic] = uuid.uuid4()
-            self._open_partitions(topic, 0, partitions, INTERNAL_CONFIGS.get(topic, {}))
+            self._open_partitions(topic, 0, partitions, INTERNAL_TOPIC_CONFIGS.get(topic, {}))
 
