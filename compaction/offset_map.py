@@ -138,7 +138,7 @@ class DistinctKeys:
     """Counts distinct key hashes in memory proportional to the distinct keys, not the records
     read: an OffsetMap that doubles (rehashing what it holds) when it reaches its load factor."""
 
-    LOAD_FACTOR = 0.5
+    LOAD_FACTOR = 0.75
 
     def __init__(self, initial_keys: int = 1 << 14) -> None:
         self._map = self._new_map(max(int(initial_keys), MIN_WORKING_SLOTS))
