@@ -6,6 +6,8 @@ scratch first, one partition at a time in 1 MiB pieces, when it lives on a remot
 is a dry-run ``compaction.Cleaner.clean`` round (``selection.evaluate`` plus the plan
 functions the cleaner applies), with key statistics from the cleaner's own decoder. A report
 therefore cannot disagree with what the engine would do to the same files at the same clock.
+Segments are decoded a chunk at a time (``compaction.decode.decode_chunks``), so a task's
+memory follows a partition's distinct keys, not its segment sizes.
 
 A partition whose files are corrupt or unreadable fails alone and deterministically: the task
 catches the LogstoreError and returns it as a row (so Spark does not retry it), and the driver
