@@ -134,6 +134,9 @@ class OffsetMap:
         return 0 <= offset - self.base_offset <= MAX_SLOT_RELATIVE_OFFSET
 
 
+_REHASH_SLOTS = 1 << 16
+
+
 class DistinctKeys:
     """Counts distinct key hashes in memory proportional to the distinct keys, not the records
     read: an OffsetMap that doubles (rehashing what it holds) when it reaches its load factor."""
@@ -170,7 +173,11 @@ class DistinctKeys:
                 self._grow()
 
     def _grow(self) -> None:
+        """Double the table, moving the keys over a block of slots at a time (no full copy)."""
         old = self._map
-        held = old._rel != _kernels.EMPTY_SLOT
         self._map = self._new_map(2 * old.max_keys)
-        self._map.put_hashes(old._h1[held], old._h2[held], np.zeros(int(held.sum()), np.int64))
+        for lo in range(0, len(old._rel), _REHASH_SLOTS):
+            block = slice(lo, lo + _REHASH_SLOTS)
+            held = old._rel[block] != _kernels.EMPTY_SLOT
+            self._map.put_hashes(old._h1[block][held], old._h2[block][held],
+                                 np.zeros(int(held.sum()), np.int64))
