@@ -1,12 +1,14 @@
 """Peak memory of one audit task over one large segment, local and remote (streamed).
 
-``python -m benchmarks.task_memory [GiB]`` writes one partition whose first segment holds GiB
-(default 1) of 1,000-record batches (16-byte keys, 100-byte values) and a small active segment,
+``python -m benchmarks.task_memory [GiB] [--unique-keys]`` writes one partition whose first
+segment holds GiB (default 1) of 1,000-record batches (16-byte keys, a fifth as many as the
+records or all distinct; 100-byte values) and a small active segment,
 then runs each piece of a task's work in a fresh process and prints its peak resident set
 (``ru_maxrss``, which counts the memory-mapped file pages a local read touches) and the part
 of it that the work added over the imports. "remote" reads the same files through a pyarrow
 filesystem that is not the local one, which takes the object-store path (streamed batches for
-the reader, a scratch copy in 1 MiB pieces for the reports).
+the reader, a scratch copy in 1 MiB pieces for the reports, which decode it 8 MiB at a time).
+The last line gives the records and distinct keys the report tasks read.
 """
 
 from __future__ import annotations
@@ -37,8 +39,9 @@ WORK = {
 }
 
 
-def write_partition(directory: Path, gib: float) -> int:
-    """One segment of ``gib`` GiB, then a one-batch active segment; returns the bytes written."""
+def write_partition(directory: Path, gib: float, unique_keys: bool = False) -> int:
+    """One segment of ``gib`` GiB (keys drawn from a fifth as many as records, or every key
+    distinct), then a one-batch active segment; returns the bytes written."""
     from logstore.log_files import LOG_SUFFIX, segment_file_name
     from logstore.records import build_batch_columnar
 
@@ -49,7 +52,8 @@ def write_partition(directory: Path, gib: float) -> int:
     offset = written = 0
     with open(directory / segment_file_name(0, LOG_SUFFIX), "wb") as out:
         while written < gib * 2**30:
-            ids = rng.integers(0, distinct, RECORDS_PER_BATCH)
+            ids = (np.arange(offset, offset + RECORDS_PER_BATCH) if unique_keys
+                   else rng.integers(0, distinct, RECORDS_PER_BATCH))
             keys = pa.array([b"key-%012d" % k for k in ids.tolist()], pa.binary())
             batch = build_batch_columnar(keys, values, timestamps=np.full(RECORDS_PER_BATCH, NOW_MS),
                                          base_offset=offset)
@@ -73,6 +77,7 @@ def _run(kind: str, root: Path) -> dict:
     from spark_tools.topic_configs import TopicConfigs
 
     remote = pafs.SubTreeFileSystem(str(root), pafs.LocalFileSystem())
+    keys = None
     segment = f"{TOPIC}-0/00000000000000000000.log"
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     start = time.perf_counter()
@@ -87,28 +92,35 @@ def _run(kind: str, root: Path) -> dict:
         path = f"{TOPIC}-0" if kind.endswith("remote") else str(root / f"{TOPIC}-0")
         (part,) = list_partitions(path, fs)
         settings = AuditSettings(TopicConfigs.load(CONFIGS), NOW_MS, fs)
-        rows = partition_rows(part, settings, ("compaction", "retention"))["compaction"]["records"]
+        row = partition_rows(part, settings, ("compaction", "retention"))["compaction"]
+        rows, keys = row["records"], row["distinct_keys"]
     seconds = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {"rows": rows, "imports_mib": before, "peak_mib": peak, "seconds": seconds}
+    return {"rows": rows, "keys": keys, "imports_mib": before, "peak_mib": peak, "seconds": seconds}
 
 
 def main(argv: list[str]) -> int:
     if len(argv) == 3 and argv[0] == "--run":
         print(json.dumps(_run(argv[1], Path(argv[2]))))
         return 0
+    unique = "--unique-keys" in argv
+    argv = [a for a in argv if a != "--unique-keys"]
     gib = float(argv[0]) if argv else 1.0
     with tempfile.TemporaryDirectory(prefix="logstore-task-memory-") as tmp:
         root = Path(tmp)
-        nbytes = write_partition(root / f"{TOPIC}-0", gib)
+        nbytes = write_partition(root / f"{TOPIC}-0", gib, unique)
         print(f"one partition: a {gib:g} GiB segment and an active one ({nbytes / 2**20:.0f} MiB)")
         print(f"{'work':<42} {'peak RSS':>10} {'added by the work':>18} {'time':>8}")
+        keys = None
         for label, kind in WORK.items():
             done = subprocess.run([sys.executable, "-m", "benchmarks.task_memory", "--run", kind,
                                    str(root)], capture_output=True, text=True, check=True)
             r = json.loads(done.stdout.strip().splitlines()[-1])
             print(f"{label:<42} {r['peak_mib']:>7.0f} MiB {r['peak_mib'] - r['imports_mib']:>14.0f} MiB "
                   f"{r['seconds']:>7.1f}s")
+            keys = r["keys"] if r["keys"] is not None else keys
+            rows = r["rows"]
+        print(f"the report tasks read {rows:,} records with {keys:,} distinct keys")
     return 0
 
 

@@ -214,7 +214,7 @@ def decode(buf: np.ndarray, *, segment_base: int, start: int = 0, end: int | Non
                           legacy_records=legacy_records, valid_end=valid_end, file_position=at)
 
 
-CHUNK_BYTES = 16 << 20  # source bytes decoded at a time by decode_chunks
+CHUNK_BYTES = 8 << 20  # source bytes decoded at a time by decode_chunks
 
 
 def decode_chunks(path: str | PathLike[str], *, segment_base: int, size: int,

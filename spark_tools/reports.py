@@ -6,6 +6,8 @@ scratch first, one partition at a time in 1 MiB pieces, when it lives on a remot
 is a dry-run ``compaction.Cleaner.clean`` round (``selection.evaluate`` plus the plan
 functions the cleaner applies), with key statistics from the cleaner's own decoder. A report
 therefore cannot disagree with what the engine would do to the same files at the same clock.
+Segments are decoded a chunk at a time (``compaction.decode.decode_chunks``), so a task's
+memory follows a partition's distinct keys, not its segment sizes.
 
 A partition whose files are corrupt or unreadable fails alone and deterministically: the task
 catches the LogstoreError and returns it as a row (so Spark does not retry it), and the driver
@@ -191,28 +193,29 @@ def _key_stats(segments: Sequence[Any]) -> dict[str, int]:
     """Read every segment once, a chunk at a time, as the cleaner reads it (every v2 batch's
     CRC checked: CorruptRecordError naming the file and position), for the key statistics:
     records, keyed records, distinct keys (128-bit mmh3, as the cleaner hashes them, counted
-    in memory proportional to the distinct keys) and tombstones.
+    exactly in bounded memory, spilling to scratch disk past a million keys) and tombstones.
 
     Nothing decoded outlives its chunk. The active segment may end in a torn tail (never
     cleaned, so not an error); bytes after the last complete batch of any other are.
     """
     from compaction.decode import decode_chunks
-    from compaction.offset_map import DistinctKeys
+    from compaction.distinct_keys import DistinctKeys
 
     records = keyed = tombstones = 0
-    counter = DistinctKeys()
-    for i, segment in enumerate(segments):
-        path = str(segment.log_path)
-        for d in decode_chunks(path, segment_base=segment.base_offset, size=segment.size,
-                               torn_tail_ok=i + 1 == len(segments)):
-            _check_crcs(d, path)
-            c = d.records
-            records += len(c)
-            keyed += int(c.has_key.sum())
-            tombstones += int(c.is_tombstone.sum())
-            counter.add(c.key_hash1, c.key_hash2, c.has_key)
-    return {"records": records, "keyed_records": keyed, "distinct_keys": counter.size,
-            "duplicate_records": keyed - counter.size, "tombstones": tombstones}
+    with DistinctKeys(spill_dir=scratch_root()) as counter:
+        for i, segment in enumerate(segments):
+            path = str(segment.log_path)
+            for d in decode_chunks(path, segment_base=segment.base_offset, size=segment.size,
+                                   torn_tail_ok=i + 1 == len(segments)):
+                _check_crcs(d, path)
+                c = d.records
+                records += len(c)
+                keyed += int(c.has_key.sum())
+                tombstones += int(c.is_tombstone.sum())
+                counter.add(c.key_hash1, c.key_hash2, c.has_key)
+        distinct = counter.size
+    return {"records": records, "keyed_records": keyed, "distinct_keys": distinct,
+            "duplicate_records": keyed - distinct, "tombstones": tombstones}
 
 
 def _check_crcs(decoded: Any, path: str) -> None:

@@ -11,7 +11,8 @@ import pytest
 import compaction.decode
 from compaction.cleaner import Cleaner, decode_segment
 from compaction.decode import decode, decode_chunks
-from compaction.offset_map import DistinctKeys, hash_key
+from compaction.distinct_keys import DistinctKeys
+from compaction.offset_map import hash_key
 from logstore import Log
 from logstore.clock import ManualClock
 from logstore.errors import CorruptRecordError
@@ -70,16 +71,20 @@ def test_a_corrupt_batch_is_placed_in_the_file_not_the_chunk(tmp_path):
     assert err.value.position == victim
 
 
-def test_distinct_keys_grow_and_count_exactly():
+@pytest.mark.parametrize("memory_keys", [1 << 20, 1024])
+def test_distinct_keys_count_exactly_in_memory_or_spilled(tmp_path, memory_keys):
     rng = np.random.default_rng(1)
-    keys = [b"key-%d" % k for k in rng.integers(0, 20_000, 60_000).tolist()]
+    keys = [b"key-%d" % k for k in rng.integers(0, 200_000, 300_000).tolist()]
     hashes = np.array([hash_key(k) for k in keys], np.uint64)
     valid = rng.random(len(keys)) < 0.9
-    counter = DistinctKeys(initial_keys=16)
-    for lo in range(0, len(keys), 7_000):
-        counter.add(hashes[lo:lo + 7_000, 0].copy(), hashes[lo:lo + 7_000, 1].copy(), valid[lo:lo + 7_000])
-    assert counter.size == len({k for k, v in zip(keys, valid, strict=True) if v})
-    assert counter.memory_bytes < 40 * 20 * counter.size
+    with DistinctKeys(initial_keys=16, memory_keys=memory_keys, spill_dir=str(tmp_path)) as counter:
+        for lo in range(0, len(keys), 7_000):
+            part = slice(lo, lo + 7_000)
+            counter.add(hashes[part, 0].copy(), hashes[part, 1].copy(), valid[part])
+        assert counter.spilled == (memory_keys < 200_000)
+        assert counter.size == len({k for k, v in zip(keys, valid, strict=True) if v})
+        assert counter._map is None or counter._map.memory_bytes < 60 * counter.size
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize("map_bytes", [64 * 20, 1 << 20])
