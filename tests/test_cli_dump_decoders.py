@@ -163,12 +163,14 @@ def test_misnamed_checkpoint_and_two_decoders_are_usage_errors(tmp_path: Path, c
     assert result.returncode == 2 and "not allowed with argument" in result.stderr
 
 
-def test_an_offsets_record_without_a_key_stops_the_dump_with_one_line(tmp_path: Path, capsys, monkeypatch):
-    (tmp_path / SEGMENT).write_bytes(build_batch([Record(0, T, None, b"x")]))
+def test_an_offsets_record_without_a_key_is_one_problem_line_and_the_dump_goes_on(tmp_path: Path, capsys,
+                                                                                 monkeypatch):
+    first = build_batch([Record(0, T, None, b"x")])
+    (tmp_path / SEGMENT).write_bytes(first + build_batch([Record(1, T, None, b"y")], base_offset=1))
     result = dump(tmp_path, "--offsets-decoder", SEGMENT, capsys=capsys, monkeypatch=monkeypatch)
     assert result.returncode == 1
     assert result.stderr.strip().splitlines() == [
-        "logstore: error: cannot decode the records of the batch at position 0: Failed to decode message at "
-        f"offset 0 using offset topic decoder (message had a missing key) ({SEGMENT}, position 0)"]
+        f"logstore: {SEGMENT}: position {p}: cannot decode the batch's records: Failed to decode message at "
+        f"offset {o} using offset topic decoder (message had a missing key)" for o, p in ((0, 0), (1, len(first)))]
     result = dump(tmp_path, "--offsets-decoder", "--json", SEGMENT, capsys=capsys, monkeypatch=monkeypatch)
-    assert json.loads(result.stdout)["records"][0]["decodeError"] == "__consumer_offsets record has a null key"
+    assert json.loads(result.stdout.splitlines()[0])["records"][0]["decodeError"] == "__consumer_offsets record has a null key"

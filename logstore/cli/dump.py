@@ -420,9 +420,9 @@ def decoding(path: str, position: int) -> Iterator[None]:
     try:
         yield
     except CorruptRecordError as exc:
-        raise CorruptRecordError(
-            f"cannot decode the records of the batch at position {position}: {exc.detail}",
-            path=path, position=position if exc.position is None else exc.position) from exc
+        inner = position if exc.position is None else exc.position
+        batch = "the batch's records" if inner == position else f"the records of the batch at position {position}"
+        raise CorruptRecordError(f"cannot decode {batch}: {exc.detail}", path=path, position=inner) from exc
 
 
 def check_consecutive(offsets: Any, last_offset: int, path: str, problems: Problems) -> int:
