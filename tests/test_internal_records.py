@@ -404,7 +404,7 @@ def test_snapshot_header_and_leader_change_control_records_built_by_hand():
 
 
 def test_consumer_protocol_matches_kafka_python():
-    metadata = pytest.importorskip("kafka.protocol.consumer.metadata")
+    from kafka.protocol.consumer import metadata
     subscription = metadata.ConsumerProtocolSubscription(
         topics=["a", "b"], user_data=b"x", owned_partitions=[("a", [0, 1])], generation_id=5, rack_id="r1")
     for version in range(4):

@@ -4,8 +4,6 @@ DescribeConfigs, IncrementalAlterConfigs, CreatePartitions, DeleteRecords, Delet
 from __future__ import annotations
 
 import pytest
-
-pytest.importorskip("confluent_kafka")
 from confluent_kafka import KafkaException, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import (  # noqa: E402
     AdminClient,

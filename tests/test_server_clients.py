@@ -7,8 +7,6 @@ import asyncio
 import time
 
 import pytest
-
-confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 
 from logstore.server import KafkaServer  # noqa: E402

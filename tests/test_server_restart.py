@@ -12,8 +12,6 @@ import time
 from pathlib import Path
 
 import pytest
-
-pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 
 from logstore.cli import main as logstore_main  # noqa: E402
