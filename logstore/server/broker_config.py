@@ -76,6 +76,8 @@ class BrokerConfig:
     group_max_session_timeout_ms: int = 1_800_000
     group_max_size: int = 2**31 - 1
     transaction_max_timeout_ms: int = 900_000
+    offsets_retention_minutes: int = 7 * 24 * 60
+    offsets_retention_check_interval_ms: int = 600_000
     listeners: str | None = None
     log_defaults: Mapping[str, Any] = field(default_factory=dict)
 
@@ -108,6 +110,9 @@ class BrokerConfig:
             group_max_session_timeout_ms=_int(props, "group.max.session.timeout.ms", 1_800_000),
             group_max_size=_int(props, "group.max.size", 2**31 - 1, lo=1),
             transaction_max_timeout_ms=_int(props, "transaction.max.timeout.ms", 900_000, lo=1),
+            offsets_retention_minutes=_int(props, "offsets.retention.minutes", 7 * 24 * 60, lo=1),
+            offsets_retention_check_interval_ms=_int(props, "offsets.retention.check.interval.ms", 600_000,
+                                                     lo=1),
             listeners=listeners.strip() if listeners else None,
             log_defaults=log_defaults,
         )

@@ -40,6 +40,7 @@ class OffsetAndMetadata:
     leader_epoch: int = -1
     metadata: str = ""
     commit_timestamp: int = -1
+    expire_timestamp: int = -1  # only in version 1 records: the offset's own expiry time
 
 
 @dataclass
@@ -68,6 +69,7 @@ class StoredGroup:
     members: list[StoredMember] = field(default_factory=list)
     offsets: dict[tuple[str, int], OffsetAndMetadata] = field(default_factory=dict)
     pending_txn: dict[int, dict[tuple[str, int], OffsetAndMetadata]] = field(default_factory=dict)
+    state_timestamp: int = -1
     deleted: bool = False
 
 
@@ -114,21 +116,21 @@ def _apply(groups: dict[str, StoredGroup], key: bytes, value: bytes | None, prod
         offsets = group.offsets if producer_id < 0 else group.pending_txn.setdefault(producer_id, {})
         if record.value is None:
             offsets.pop(tp, None)
-        else:
-            v = record.value
-            offsets[tp] = OffsetAndMetadata(v["offset"], v.get("leaderEpoch", -1), v["metadata"],
-                                            v["commitTimestamp"])
+            return
+        v = record.value
+        offsets[tp] = OffsetAndMetadata(v["offset"], v.get("leaderEpoch", -1), v["metadata"],
+                                        v["commitTimestamp"], v.get("expireTimestamp", -1))
         group.deleted = False
     elif record.name == "GroupMetadata":
-        if record.value is None:
-            group.deleted = True
-            group.members = []
-            group.generation = 0
+        if record.value is None:  # the group is gone; offsets have tombstones of their own
+            groups[group.group_id] = StoredGroup(group.group_id, offsets=group.offsets,
+                                                 pending_txn=group.pending_txn, deleted=True)
             return
         v = record.value
         group.deleted = False
         group.protocol_type, group.generation = v["protocolType"], v["generation"]
         group.protocol, group.leader = v["protocol"], v["leader"]
+        group.state_timestamp = v.get("currentStateTimestamp", -1)
         group.members = [StoredMember(m["memberId"], m.get("groupInstanceId"), m["clientId"], m["clientHost"],
                                       m.get("rebalanceTimeout", m["sessionTimeout"]), m["sessionTimeout"],
                                       m["subscription"], m["assignment"]) for m in v["members"]]

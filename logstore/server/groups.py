@@ -1,10 +1,12 @@
-"""The classic group coordinator: JoinGroup/SyncGroup rebalances, heartbeats and session
-expiry, offset commits and fetches (transactional ones too), as Kafka's GroupCoordinator.
-State is written to `__consumer_offsets` (group_log) and replayed at start-up."""
+"""The classic group coordinator: JoinGroup/SyncGroup rebalances, static members (KIP-345),
+heartbeats and session expiry, offset commits and fetches (transactional ones too) and offset
+expiry, as Kafka's GroupCoordinator. State is written to `__consumer_offsets` (group_log) and
+replayed at start-up."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from collections import OrderedDict
@@ -15,6 +17,7 @@ from typing import Any
 from logstore.errors import LogstoreError
 from logstore.log import Log
 from logstore.server import error_codes as ec
+from logstore.server.consumer_protocol import CONSUMER_PROTOCOL_TYPE, subscribed_topics
 from logstore.server.context import ServerContext
 from logstore.server.group_log import (
     OFFSETS_TOPIC,
@@ -31,6 +34,8 @@ from logstore.server.protocol import Request
 EMPTY, PREPARING, COMPLETING, STABLE, DEAD = "Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead"
 EXPIRY_CHECK_S = 0.5
 MAX_GROUP_ID = 32_767
+
+log = logging.getLogger("logstore.server")
 
 
 @dataclass
@@ -51,6 +56,7 @@ class Member:
     last_heartbeat: float = field(default_factory=time.monotonic)
 
     def metadata(self, protocol: str | None) -> bytes:
+        """The member's metadata for `protocol` (empty if it does not support it)."""
         return next((meta for name, meta in self.protocols if name == protocol), b"")
 
     def awaiting(self) -> bool:
@@ -72,6 +78,13 @@ class Group:
     offsets: dict[tuple[str, int], OffsetAndMetadata] = field(default_factory=dict)
     pending_txn: dict[int, dict[tuple[str, int], OffsetAndMetadata]] = field(default_factory=dict)
     rebalance: asyncio.Task | None = None
+    state_timestamp: int = -1  # wall-clock ms of the last state change; -1 if unknown (old records)
+
+    def static_member(self, group_instance_id: str | None) -> Member | None:
+        """The current member of a static instance id, if any."""
+        if group_instance_id is None:
+            return None
+        return next((m for m in self.members.values() if m.group_instance_id == group_instance_id), None)
 
 
 class GroupCoordinator:
@@ -82,6 +95,7 @@ class GroupCoordinator:
         self._groups: dict[str, Group] = {}
         self._expiry: asyncio.Task | None = None
         self._partitions = ctx.config.offsets_topic_num_partitions
+        self._offsets_checked_ms = self._now_ms()
         for p in range(self._partitions):
             log = ctx.manager.get(OFFSETS_TOPIC, p)
             if log is not None:
@@ -93,13 +107,13 @@ class GroupCoordinator:
                 continue
             group = Group(stored.group_id, generation=stored.generation, protocol_type=stored.protocol_type,
                           protocol=stored.protocol, leader=stored.leader, offsets=stored.offsets,
-                          pending_txn=stored.pending_txn)
+                          pending_txn=stored.pending_txn, state_timestamp=stored.state_timestamp)
             for m in stored.members:
                 group.members[m.member_id] = Member(m.member_id, m.group_instance_id, m.client_id, m.client_host,
                                                     m.session_timeout, m.rebalance_timeout,
                                                     stored.protocol_type or "", [(stored.protocol or "", m.subscription)],
                                                     m.assignment)
-            group.state = STABLE if group.members else EMPTY
+            group.state = STABLE if group.members else EMPTY  # as stored: the time is the record's
             self._groups[group.group_id] = group
 
     def handlers(self) -> dict[int, Callable[[Request], Any]]:
@@ -126,20 +140,23 @@ class GroupCoordinator:
                                 m.session_timeout, m.metadata(group.protocol), m.assignment)
                    for m in group.members.values()]
         record = group_record(group.group_id, group.protocol_type or "", group.generation, group.protocol,
-                              group.leader, members, self._now_ms())
+                              group.leader, members, group.state_timestamp)
         append_records(self._offsets_log(group.group_id), [record], self._now_ms())
 
     def _group(self, group_id: str, create: bool = False) -> Group | None:
         group = self._groups.get(group_id)
         if group is None and create:
-            group = self._groups[group_id] = Group(group_id)
+            group = self._groups[group_id] = Group(group_id, state_timestamp=self._now_ms())
         return group
+
+    def _transition(self, group: Group, state: str) -> None:
+        group.state, group.state_timestamp = state, self._now_ms()
 
     # ------------------------------------------------------------------ expiry
 
     def start(self) -> None:
-        """Start expiring silent members (call inside the server's event loop): members
-        restored from the log expire too if their consumers never return."""
+        """Start expiring silent members and old offsets (call inside the server's event loop):
+        members restored from the log expire too if their consumers never return."""
         if self._expiry is None or self._expiry.done():
             self._expiry = asyncio.get_running_loop().create_task(self._expire_loop())
 
@@ -154,6 +171,10 @@ class GroupCoordinator:
                     self._remove_member(group, member)
                 if expired:
                     self._member_left(group)
+            now_ms = self._now_ms()
+            if now_ms - self._offsets_checked_ms >= self._ctx.config.offsets_retention_check_interval_ms:
+                self._offsets_checked_ms = now_ms
+                self.expire_offsets(now_ms)
 
     def _remove_member(self, group: Group, member: Member) -> None:
         group.members.pop(member.member_id, None)
@@ -166,7 +187,7 @@ class GroupCoordinator:
             if group.state != PREPARING:
                 self._prepare_rebalance(group)
         elif group.state != DEAD:
-            group.state = EMPTY
+            self._transition(group, EMPTY)
             group.generation += 1
             group.protocol, group.leader = None, None
             self._store_group(group)
@@ -179,37 +200,45 @@ class GroupCoordinator:
             for member in group.members.values():  # the leader's assignment will not come
                 if member.sync is not None and not member.sync.done():
                     member.sync.set_result(ec.REBALANCE_IN_PROGRESS)
-        group.state = PREPARING
+        self._transition(group, PREPARING)
         delay = self._ctx.config.group_initial_rebalance_delay_ms / 1000 if was_empty else 0.0
         if group.rebalance is None or group.rebalance.done():
             group.rebalance = asyncio.get_running_loop().create_task(self._complete_join(group, delay))
 
     async def _complete_join(self, group: Group, initial_delay: float) -> None:
-        timeout = max((m.rebalance_timeout for m in group.members.values()), default=0) / 1000
-        start = time.monotonic()
-        if initial_delay:
-            await asyncio.sleep(min(initial_delay, timeout))
-        while time.monotonic() - start < timeout:
-            if all(m.join is not None and not m.join.done() for m in group.members.values()):
+        """Wait for every member to rejoin (up to the rebalance timeout), then start the next
+        generation. Dynamic members that did not rejoin are removed; static ones stay with
+        their last metadata, and while no member at all rejoined the wait starts over (their
+        session timeout removes them), as in Kafka."""
+        while True:
+            timeout = max((m.rebalance_timeout for m in group.members.values()), default=0) / 1000
+            start = time.monotonic()
+            if initial_delay:
+                await asyncio.sleep(min(initial_delay, timeout))
+                initial_delay = 0.0
+            while time.monotonic() - start < timeout and not all(_joining(m) for m in group.members.values()):
+                await asyncio.sleep(0.01)
+            for member in list(group.members.values()):
+                if not _joining(member) and member.group_instance_id is None:
+                    self._remove_member(group, member)
+            if not group.members or any(_joining(m) for m in group.members.values()):
                 break
-            await asyncio.sleep(0.01)
-        for member in list(group.members.values()):
-            if member.join is None or member.join.done():
-                self._remove_member(group, member)
+            await asyncio.sleep(EXPIRY_CHECK_S)
         if not group.members:
-            group.state = EMPTY
+            self._transition(group, EMPTY)
             group.generation += 1
             group.protocol, group.leader = None, None
             self._store_group(group)
             return
         group.generation += 1
-        group.state = COMPLETING
-        if group.leader not in group.members:
-            group.leader = next(iter(group.members))
+        self._transition(group, COMPLETING)
+        if group.leader not in group.members or not _joining(group.members[group.leader]):
+            group.leader = next(m.member_id for m in group.members.values() if _joining(m))
         group.protocol = self._select_protocol(group)
         for member in group.members.values():
-            member.last_heartbeat = time.monotonic()
-            member.join.set_result(ec.NONE)
+            if _joining(member):
+                member.last_heartbeat = time.monotonic()
+                member.join.set_result(ec.NONE)
 
     def _select_protocol(self, group: Group) -> str | None:
         candidates = [name for name, _ in group.members[group.leader].protocols]
@@ -231,18 +260,22 @@ class GroupCoordinator:
         return req.response(throttle_time_ms=0, error_code=ec.NONE, error_message=None, node_id=ctx.node_id,
                             host=ctx.host, port=ctx.port)
 
-    def _join_response(self, req: Request, group: Group | None, member_id: str, error: int) -> Any:
+    def _join_response(self, req: Request, group: Group | None, member_id: str, error: int, *,
+                       leader: str | None = None) -> Any:
+        """The JoinGroup answer; `leader` overrides the group's leader (a static member's
+        rejoin in a Stable group names the old leader so that nobody reassigns)."""
         if error != ec.NONE or group is None:
             return req.response(throttle_time_ms=0, error_code=error, generation_id=-1, protocol_type=None,
                                 protocol_name=None if req.version >= 7 else "", leader="", member_id=member_id,
                                 members=[])
+        leader = group.leader if leader is None else leader
         cls = req.spec.response.JoinGroupResponseMember
         members = []
-        if member_id == group.leader:
+        if member_id == leader:
             members = [cls(member_id=m.member_id, group_instance_id=m.group_instance_id,
                            metadata=m.metadata(group.protocol)) for m in group.members.values()]
         return req.response(throttle_time_ms=0, error_code=ec.NONE, generation_id=group.generation,
-                            protocol_type=group.protocol_type, protocol_name=group.protocol, leader=group.leader,
+                            protocol_type=group.protocol_type, protocol_name=group.protocol, leader=leader,
                             member_id=member_id, members=members)
 
     async def join_group(self, req: Request) -> Any:
@@ -257,28 +290,72 @@ class GroupCoordinator:
             return self._join_response(req, None, body.member_id, ec.COORDINATOR_NOT_AVAILABLE)
         if group.protocol_type not in (None, body.protocol_type) and group.members:
             return self._join_response(req, None, body.member_id, ec.INCONSISTENT_GROUP_PROTOCOL)
+        instance_id = body.group_instance_id
+        protocols = [(p.name, bytes(p.metadata)) for p in body.protocols]
         member_id = body.member_id
         if not member_id:
-            member_id = f"{req.client_id or 'client'}-{uuid.uuid4()}"
-            if req.version >= 4:
+            member_id = f"{instance_id or req.client_id or 'client'}-{uuid.uuid4()}"
+            static = group.static_member(instance_id)
+            if static is not None:
+                return await self._rejoin_static(req, group, static, member_id, protocols)
+            if instance_id is None and req.version >= 4:  # KIP-394: dynamic members learn their id first
                 group.pending_members.add(member_id)
                 return self._join_response(req, None, member_id, ec.MEMBER_ID_REQUIRED)
-        elif member_id not in group.members and member_id not in group.pending_members:
-            return self._join_response(req, None, member_id, ec.UNKNOWN_MEMBER_ID)
+        elif member_id not in group.pending_members:
+            error = self._member_error(group, member_id, instance_id)
+            if error != ec.NONE:
+                return self._join_response(req, None, member_id, error)
         if member_id not in group.members and len(group.members) >= config.group_max_size:
             return self._join_response(req, None, member_id, ec.GROUP_MAX_SIZE_REACHED)
         group.pending_members.discard(member_id)
-        protocols = [(p.name, bytes(p.metadata)) for p in body.protocols]
         rebalance_timeout = body.rebalance_timeout_ms if body.rebalance_timeout_ms > 0 else body.session_timeout_ms
         member = group.members.get(member_id)
         if member is None:
-            member = Member(member_id, body.group_instance_id, req.client_id or "", "/127.0.0.1",
+            member = Member(member_id, instance_id, req.client_id or "", "/127.0.0.1",
                             body.session_timeout_ms, rebalance_timeout, body.protocol_type, protocols)
             group.members[member_id] = member
         else:
+            unchanged = member.protocols == protocols
             member.protocols, member.session_timeout = protocols, body.session_timeout_ms
             member.rebalance_timeout = rebalance_timeout
+            member.last_heartbeat = time.monotonic()
+            # a member that missed its answer gets the current generation again, as in Kafka
+            if unchanged and (group.state == COMPLETING or (group.state == STABLE and member_id != group.leader)):
+                return self._join_response(req, group, member_id, ec.NONE)
         group.protocol_type = body.protocol_type
+        member.join = asyncio.get_running_loop().create_future()
+        if group.state != PREPARING:
+            self._prepare_rebalance(group)
+        error = await member.join
+        return self._join_response(req, group, member_id, error)
+
+    async def _rejoin_static(self, req: Request, group: Group, member: Member, member_id: str,
+                             protocols: list[tuple[str, bytes]]) -> Any:
+        """A known static instance joins with a new member id: the old id is fenced and the new
+        one takes its place and assignment. A Stable group whose subscriptions and protocol stay
+        the same does not rebalance (KIP-345)."""
+        body = req.body
+        old_id, old_leader = member.member_id, group.leader
+        for future in (member.join, member.sync):
+            if future is not None and not future.done():
+                future.set_result(ec.FENCED_INSTANCE_ID)
+        group.members = OrderedDict((member_id if key == old_id else key, m) for key, m in group.members.items())
+        if group.leader == old_id:
+            group.leader = member_id
+        old_metadata = member.metadata(group.protocol)
+        member.member_id, member.join, member.sync = member_id, None, None
+        member.client_id, member.protocols = req.client_id or "", protocols
+        member.session_timeout = body.session_timeout_ms
+        member.rebalance_timeout = body.rebalance_timeout_ms if body.rebalance_timeout_ms > 0 else \
+            body.session_timeout_ms
+        member.last_heartbeat = time.monotonic()
+        if group.state == STABLE and self._select_protocol(group) == group.protocol and \
+                _same_subscription(group.protocol_type, old_metadata, member.metadata(group.protocol)):
+            try:
+                self._store_group(group)
+            except LogstoreError as exc:
+                return self._join_response(req, None, member_id, ec.for_exception(exc))
+            return self._join_response(req, group, member_id, ec.NONE, leader=old_leader)
         member.join = asyncio.get_running_loop().create_future()
         if group.state != PREPARING:
             self._prepare_rebalance(group)
@@ -293,8 +370,9 @@ class GroupCoordinator:
             return req.response(throttle_time_ms=0, error_code=error, protocol_type=group.protocol_type if group else None,
                                 protocol_name=group.protocol if group else None, assignment=assignment)
 
-        if group is None or body.member_id not in group.members:
-            return answer(ec.UNKNOWN_MEMBER_ID)
+        error = self._member_error(group, body.member_id, body.group_instance_id)
+        if error != ec.NONE:
+            return answer(error)
         if body.generation_id != group.generation:
             return answer(ec.ILLEGAL_GENERATION)
         member = group.members[body.member_id]
@@ -312,7 +390,8 @@ class GroupCoordinator:
                 error = ec.NONE
             except LogstoreError as exc:
                 error = ec.for_exception(exc)
-            group.state = STABLE if error == ec.NONE else group.state
+            if error == ec.NONE:
+                self._transition(group, STABLE)
             for m in group.members.values():
                 if m.sync is not None and not m.sync.done():
                     m.sync.set_result(error)
@@ -324,48 +403,77 @@ class GroupCoordinator:
     async def heartbeat(self, req: Request) -> Any:
         body = req.body
         group = self._group(body.group_id)
-        error = ec.NONE
-        if group is None or body.member_id not in group.members:
-            error = ec.UNKNOWN_MEMBER_ID
-        elif body.generation_id != group.generation:
-            error = ec.ILLEGAL_GENERATION
-        else:
-            group.members[body.member_id].last_heartbeat = time.monotonic()
-            if group.state == PREPARING:
-                error = ec.REBALANCE_IN_PROGRESS
+        error = self._member_error(group, body.member_id, body.group_instance_id)
+        if error == ec.NONE:
+            if body.generation_id != group.generation:
+                error = ec.ILLEGAL_GENERATION
+            else:
+                group.members[body.member_id].last_heartbeat = time.monotonic()
+                if group.state == PREPARING:
+                    error = ec.REBALANCE_IN_PROGRESS
         return req.response(throttle_time_ms=0, error_code=error)
 
     async def leave_group(self, req: Request) -> Any:
         body = req.body
         group = self._group(body.group_id)
-        ids = [body.member_id] if req.version < 3 else [m.member_id for m in body.members]
+        leaving = [(body.member_id, None)] if req.version < 3 else \
+            [(m.member_id, m.group_instance_id) for m in body.members]
         results = []
-        for member_id in ids:
-            member = group.members.get(member_id) if group else None
-            if member is None:
-                results.append((member_id, ec.UNKNOWN_MEMBER_ID))
-                continue
-            self._remove_member(group, member)
-            results.append((member_id, ec.NONE))
-        if group is not None and any(err == ec.NONE for _, err in results):
+        removed = False
+        for member_id, instance_id in leaving:
+            current = member_id
+            if group is None:
+                error = ec.UNKNOWN_MEMBER_ID
+            elif not member_id:  # an administrator removes a static member by its instance id
+                static = group.static_member(instance_id)
+                error = ec.UNKNOWN_MEMBER_ID if static is None else ec.NONE
+                current = static.member_id if static is not None else current
+            elif member_id in group.pending_members:
+                group.pending_members.discard(member_id)
+                error = ec.NONE
+            else:
+                error = self._member_error(group, member_id, instance_id)
+            if error == ec.NONE and current in group.members:
+                self._remove_member(group, group.members[current])
+                removed = True
+            results.append((member_id, instance_id, error))
+        if removed:
             self._member_left(group)
         if req.version < 3:
-            return req.response(throttle_time_ms=0, error_code=results[0][1])
+            return req.response(throttle_time_ms=0, error_code=results[0][2])
         cls = req.spec.response.MemberResponse
-        return req.response(throttle_time_ms=0, error_code=ec.NONE,
-                            members=[cls(member_id=m, group_instance_id=None, error_code=e) for m, e in results])
+        return req.response(throttle_time_ms=0, error_code=ec.UNKNOWN_MEMBER_ID if group is None else ec.NONE,
+                            members=[cls(member_id=m, group_instance_id=i, error_code=e) for m, i, e in results])
+
+    # ------------------------------------------------------------------ members
+
+    def _member_error(self, group: Group | None, member_id: str, instance_id: str | None) -> int:
+        """FENCED_INSTANCE_ID if `instance_id` now belongs to another member id,
+        UNKNOWN_MEMBER_ID if `member_id` is not in the group, else NONE."""
+        if group is None:
+            return ec.UNKNOWN_MEMBER_ID
+        static = group.static_member(instance_id)
+        if static is not None and static.member_id != member_id:
+            return ec.FENCED_INSTANCE_ID
+        if member_id not in group.members or (instance_id is not None and static is None):
+            return ec.UNKNOWN_MEMBER_ID
+        return ec.NONE
 
     # ------------------------------------------------------------------ offsets
 
-    def check_member(self, group_id: str, member_id: str, generation: int) -> int:
-        """NONE if `member_id` at `generation` may commit for `group_id` (or a simple commit), else the error."""
-        return self._check_member(self._group(group_id), member_id, generation)
+    def check_member(self, group_id: str, member_id: str, generation: int,
+                     group_instance_id: str | None = None) -> int:
+        """NONE if `member_id` (static as `group_instance_id`) at `generation` may commit for
+        `group_id` (or a simple commit), else the error."""
+        return self._check_member(self._group(group_id), member_id, generation, group_instance_id)
 
-    def _check_member(self, group: Group | None, member_id: str, generation: int) -> int:
-        if generation < 0 and not member_id:
+    def _check_member(self, group: Group | None, member_id: str, generation: int,
+                      group_instance_id: str | None = None) -> int:
+        if generation < 0 and not member_id and group_instance_id is None:
             return ec.NONE if group is None or not group.members else ec.UNKNOWN_MEMBER_ID
-        if group is None or member_id not in group.members:
-            return ec.UNKNOWN_MEMBER_ID
+        error = self._member_error(group, member_id, group_instance_id)
+        if error != ec.NONE:
+            return error
         if generation != group.generation:
             return ec.ILLEGAL_GENERATION
         if group.state == PREPARING:
@@ -398,7 +506,8 @@ class GroupCoordinator:
     async def offset_commit(self, req: Request) -> Any:
         body = req.body
         group = self._group(body.group_id)
-        error = self._check_member(group, body.member_id, body.generation_id_or_member_epoch)
+        error = self._check_member(group, body.member_id, body.generation_id_or_member_epoch,
+                                   body.group_instance_id)
         now = self._now_ms()
         offsets = {}
         if error == ec.NONE:
@@ -436,6 +545,59 @@ class GroupCoordinator:
                     error_code=error))
             topics.append(cls(name=name, partitions=entries))
         return req.response(throttle_time_ms=0, topics=topics, error_code=ec.NONE)
+
+    # ------------------------------------------------------------------ offset expiry
+
+    def expire_offsets(self, now_ms: int) -> int:
+        """Drop committed offsets older than `offsets.retention.minutes` as Kafka does: every
+        offset of an Empty group (counted from when it became Empty) or of a standalone one
+        (from its commit), and a Stable consumer group's offsets of topics nobody subscribes to.
+        Tombstones go to __consumer_offsets; an Empty group left without offsets is Dead and
+        deleted. Returns the number of offsets removed."""
+        removed = 0
+        for group in list(self._groups.values()):
+            expired = self._expired_offsets(group, now_ms)
+            dead = group.state == EMPTY and not group.members and not group.pending_members and \
+                len(expired) == len(group.offsets) and not any(group.pending_txn.values())
+            if not expired and not dead:
+                continue
+            records = [offset_record(group.group_id, t, p, None) for t, p in expired]
+            if dead:
+                records.append(group_record(group.group_id, "", 0, None, None, [], now_ms, tombstone=True))
+            try:
+                append_records(self._offsets_log(group.group_id), records, now_ms)
+            except LogstoreError as exc:
+                log.warning("expiring offsets of group %r failed, tried again at the next check: %s",
+                            group.group_id, exc)
+                continue
+            for tp in expired:
+                del group.offsets[tp]
+            removed += len(expired)
+            if dead:
+                self._transition(group, DEAD)
+                del self._groups[group.group_id]
+        return removed
+
+    def _expired_offsets(self, group: Group, now_ms: int) -> list[tuple[str, int]]:
+        retention_ms = self._ctx.config.offsets_retention_minutes * 60_000
+        subscribed: frozenset[str] = frozenset()
+        since_empty = False
+        if group.protocol_type is not None and group.state == EMPTY:
+            since_empty = group.state_timestamp >= 0
+        elif group.protocol_type == CONSUMER_PROTOCOL_TYPE and group.state == STABLE:
+            topics = [subscribed_topics(m.metadata(group.protocol)) for m in group.members.values()]
+            if any(t is None for t in topics):
+                return []
+            subscribed = frozenset().union(*topics)
+        elif group.protocol_type is not None:
+            return []
+
+        def expired(om: OffsetAndMetadata) -> bool:
+            if om.expire_timestamp >= 0:  # a v1 record's own expiry time
+                return now_ms >= om.expire_timestamp
+            return now_ms - (group.state_timestamp if since_empty else om.commit_timestamp) >= retention_ms
+
+        return [tp for tp, om in group.offsets.items() if tp[0] not in subscribed and expired(om)]
 
     # ------------------------------------------------------------------ admin
 
@@ -492,3 +654,16 @@ class GroupCoordinator:
         for task in [self._expiry, *(g.rebalance for g in self._groups.values())]:
             if task is not None:
                 task.cancel()
+
+
+def _same_subscription(protocol_type: str | None, old: bytes, new: bytes) -> bool:
+    """Whether a rejoining static member asks for what it had: the same topics for a consumer
+    (its owned partitions and generation change with every restart), else the same bytes."""
+    if protocol_type == CONSUMER_PROTOCOL_TYPE:
+        old_topics = subscribed_topics(old)
+        return old_topics is not None and old_topics == subscribed_topics(new)
+    return old == new
+
+
+def _joining(member: Member) -> bool:
+    return member.join is not None and not member.join.done()

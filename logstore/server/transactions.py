@@ -256,7 +256,8 @@ class TransactionCoordinator:
         if txn is not None and partition not in txn.partitions:
             error = ec.INVALID_TXN_STATE
         if error == ec.NONE and body.member_id:
-            error = self._groups.check_member(body.group_id, body.member_id, body.generation_id)
+            error = self._groups.check_member(body.group_id, body.member_id, body.generation_id,
+                                              body.group_instance_id)
         if error == ec.NONE:
             now = self._ctx.clock.time_ms()
             offsets = {(t.name, p.partition_index): OffsetAndMetadata(p.committed_offset, p.committed_leader_epoch,
