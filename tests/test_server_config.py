@@ -14,15 +14,17 @@ def test_server_properties_split_into_broker_keys_and_log_defaults(tmp_path):
     path = tmp_path / "server.properties"
     path.write_text("# a broker\nnode.id=7\nnum.partitions=3\nauto.create.topics.enable=false\n"
                     "log.segment.bytes=1048576\nlog.retention.hours=2\nlisteners=PLAINTEXT://0.0.0.0:19092\n"
-                    "log.dirs=/ignored\nsome.unknown.key=1\n")
+                    "log.dirs=/ignored\nsome.unknown.key=1\noffsets.retention.minutes=60\n")
     config = BrokerConfig.load(path)
     assert (config.node_id, config.num_partitions, config.auto_create_topics_enable) == (7, 3, False)
     assert config.log_defaults == {"segment.bytes": "1048576", "retention.ms": 7_200_000}
     assert config.listen_address() == ("0.0.0.0", 19092)
+    assert (config.offsets_retention_minutes, config.offsets_retention_check_interval_ms) == (60, 600_000)
 
 
 @pytest.mark.parametrize("props", [{"num.partitions": "0"}, {"log.segment.bytes": "x"},
-                                   {"auto.create.topics.enable": "maybe"}])
+                                   {"auto.create.topics.enable": "maybe"},
+                                   {"offsets.retention.minutes": "0"}])
 def test_bad_values_name_their_key(props):
     with pytest.raises(InvalidConfigError, match=next(iter(props)).split(".")[-1]):
         BrokerConfig.load(None, props)
