@@ -171,3 +171,26 @@ def test_a_transaction_left_open_across_a_restart_is_aborted_at_its_timeout(tmp_
             time.sleep(0.2)
         assert log.last_stable_offset == log.log_end_offset
         assert read_all(srv.bootstrap_servers, "stuck", committed=True, idle_s=1) == [b"visible"]
+
+
+def test_dump_decoders_read_the_servers_coordinator_topics(tmp_path, capsys):
+    config = {**CONFIG, "offsets.topic.num.partitions": 1, "transaction.state.log.num.partitions": 1}
+    with KafkaServer(tmp_path, port=0, config=config) as srv:
+        producer = Producer({"bootstrap.servers": srv.bootstrap_servers, "transactional.id": "dumped-txn"})
+        producer.init_transactions(10)
+        producer.begin_transaction()
+        producer.produce("dumped", value=b"x")
+        producer.commit_transaction(10)
+        consumer = Consumer({"bootstrap.servers": srv.bootstrap_servers, "group.id": "dumped-group"})
+        consumer.commit(offsets=[TopicPartition("dumped", 0, 1)], asynchronous=False)
+        consumer.close()
+    segment = "00000000000000000000.log"
+    assert logstore_main(["dump", "--offsets-decoder", str(tmp_path / "__consumer_offsets-0" / segment)]) == 0
+    offsets = capsys.readouterr().out
+    assert '"group":"dumped-group","topic":"dumped","partition":0' in offsets
+    assert '"offset":1,' in offsets
+    assert logstore_main(["dump", "--transaction-log-decoder",
+                          str(tmp_path / "__transaction_state-0" / segment)]) == 0
+    states = capsys.readouterr().out
+    assert "key: transaction_metadata::transactionalId=dumped-txn" in states
+    assert "state=Ongoing,partitions=[dumped-0]" in states and "state=CompleteCommit" in states
