@@ -1,9 +1,10 @@
 """Consumer groups against `logstore.server.KafkaServer`: rebalances among three librdkafka
-members with every record consumed once under committed offsets, offsets kept in
-__consumer_offsets across restarts, and the group admin APIs."""
+members and among three aiokafka members with every record consumed once under committed
+offsets, offsets kept in __consumer_offsets across restarts, and the group admin APIs."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 
@@ -138,3 +139,54 @@ def test_list_describe_and_delete_groups(server):
     consumer.close()
     admin.delete_consumer_groups(["listed"])["listed"].result(10)
     assert "listed" not in [g.group_id for g in admin.list_consumer_groups().result(10).valid]
+
+
+def test_three_aiokafka_members_rebalance_and_consume_every_record_once(server):
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka.errors import CommitFailedError, IllegalStateError, RebalanceInProgressError
+
+    bootstrap = server.bootstrap_servers
+    create_topic(bootstrap, "aio-work", 6)
+    counted: list[tuple[int, int]] = []  # (member, value)
+
+    async def member(index: int, stop: asyncio.Event) -> None:
+        consumer = AIOKafkaConsumer("aio-work", bootstrap_servers=bootstrap, group_id="aio-members",
+                                    enable_auto_commit=False, auto_offset_reset="earliest",
+                                    session_timeout_ms=6000, heartbeat_interval_ms=300)
+        await consumer.start()
+        try:
+            while not stop.is_set():
+                for tp, records in (await consumer.getmany(timeout_ms=100)).items():
+                    for record in records:
+                        try:
+                            await consumer.commit({tp: record.offset + 1})
+                        except (CommitFailedError, IllegalStateError, RebalanceInProgressError):
+                            break  # fenced by a rebalance: the partition's next owner reads it again
+                        counted.append((index, int(record.value)))
+        finally:
+            await consumer.stop()
+
+    async def scenario() -> int:
+        stops = [asyncio.Event() for _ in range(3)]
+        tasks, total = [], 0
+        for index, stop in enumerate(stops):  # members join one by one while records keep coming
+            await asyncio.to_thread(produce, bootstrap, "aio-work", 200, 6, total)
+            total += 200
+            tasks.append(asyncio.create_task(member(index, stop)))
+            await asyncio.sleep(1.0)
+        stops[0].set()  # the first member leaves; the others take its partitions over
+        await tasks[0]
+        await asyncio.to_thread(produce, bootstrap, "aio-work", 200, 6, total)
+        total += 200
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and len(counted) < total:
+            await asyncio.sleep(0.1)
+        for stop in stops[1:]:
+            stop.set()
+        await asyncio.gather(*tasks[1:])
+        return total
+
+    total = asyncio.run(asyncio.wait_for(scenario(), 60))
+    assert sorted(value for _, value in counted) == list(range(total))
+    assert {index for index, _ in counted} == {0, 1, 2}  # every member had partitions at some time
+    assert {index for index, value in counted if value >= total - 200} <= {1, 2}  # after the first left
