@@ -73,3 +73,12 @@ def test_create_partitions_delete_records_and_delete_topic(server, admin):
     admin.delete_topics(["grow"])["grow"].result(10)
     assert "grow" not in admin.list_topics(timeout=10).topics
     assert server.manager.get("grow", 0) is None
+
+
+@pytest.mark.parametrize("name", ["../outside", "..", "a/b", "x" * 250])
+def test_create_topics_keeps_names_inside_the_data_directory(server, admin, name):
+    before = set(server.data_dir.parent.iterdir())
+    with pytest.raises(KafkaException, match="TOPIC_EXCEPTION"):
+        admin.create_topics([NewTopic(name, 1, 1)])[name].result(10)
+    assert set(server.data_dir.parent.iterdir()) == before
+    assert name not in server.context.topics
