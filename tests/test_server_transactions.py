@@ -4,6 +4,7 @@ duplicate produce retries, and a data directory that `logstore verify` passes af
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import struct
 import time
@@ -194,3 +195,51 @@ def test_dump_decoders_read_the_servers_coordinator_topics(tmp_path, capsys):
     states = capsys.readouterr().out
     assert "key: transaction_metadata::transactionalId=dumped-txn" in states
     assert "state=Ongoing,partitions=[dumped-0]" in states and "state=CompleteCommit" in states
+
+
+def test_aiokafka_consume_transform_produce_commits_exactly_once(server):
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    bootstrap = server.bootstrap_servers
+    source = Producer({"bootstrap.servers": bootstrap})
+    for i in range(40):
+        source.produce("aio-ctp-in", value=b"%d" % i)
+    assert source.flush(10) == 0
+
+    async def transform() -> None:
+        consumer = AIOKafkaConsumer("aio-ctp-in", bootstrap_servers=bootstrap, group_id="aio-ctp",
+                                    enable_auto_commit=False, auto_offset_reset="earliest",
+                                    isolation_level="read_committed")
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id="aio-ctp-app")
+        await consumer.start()
+        await producer.start()
+        try:
+            done, batches = 0, 0
+            while done < 40:
+                fetched = await consumer.getmany(timeout_ms=200, max_records=15)
+                if not fetched:
+                    continue
+                batches += 1
+                await producer.begin_transaction()
+                for records in fetched.values():
+                    for record in records:
+                        await producer.send("aio-ctp-out", b"out-" + record.value)
+                await producer.send_offsets_to_transaction(
+                    {tp: records[-1].offset + 1 for tp, records in fetched.items()}, "aio-ctp")
+                if batches == 2:  # fail one batch: abort and rewind to the committed offsets
+                    await producer.abort_transaction()
+                    for tp in fetched:
+                        consumer.seek(tp, await consumer.committed(tp) or 0)
+                    continue
+                await producer.commit_transaction()
+                done += sum(len(records) for records in fetched.values())
+        finally:
+            await producer.stop()
+            await consumer.stop()
+
+    asyncio.run(asyncio.wait_for(transform(), 40))
+    assert read_all(bootstrap, "aio-ctp-out", committed=True) == [b"out-%d" % i for i in range(40)]
+    assert len(read_all(bootstrap, "aio-ctp-out", committed=False)) > 40  # the aborted batch is in the log
+    check = Consumer({"bootstrap.servers": bootstrap, "group.id": "aio-ctp"})
+    assert check.committed([TopicPartition("aio-ctp-in", 0)], timeout=10)[0].offset == 40
+    check.close()
