@@ -10,6 +10,7 @@ import time
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from logstore.cli import main as logstore_main
 from logstore.clock import ManualClock
 from logstore.internal_topics.records import decode_offsets_record
 from logstore.server import KafkaServer
@@ -92,3 +93,4 @@ def test_offsets_expire_after_the_retention_and_empty_groups_are_deleted(tmp_pat
         assert groups(admin) == {"active", "late"}
         assert committed(srv.bootstrap_servers, "active") == {"a": 1, "b": INVALID}
         assert committed(srv.bootstrap_servers, "gone") == {"a": INVALID, "b": INVALID}
+    assert logstore_main(["verify", "--deep", str(tmp_path)]) == 0

@@ -1,5 +1,6 @@
-"""Data and committed offsets survive a clean restart and a SIGKILL of `logstore serve`
-(a subprocess), up to what acks promise; the directory then passes `logstore verify`."""
+"""Data, committed offsets and group membership survive a clean restart and a SIGKILL of
+`logstore serve` (a subprocess), up to what acks promise; the directory then passes
+`logstore verify`."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 
 from logstore.cli import main as logstore_main  # noqa: E402
+from tests.test_server_static_members import Wire
 
 ROOT = Path(__file__).resolve().parent.parent
 PROPERTIES = "group.initial.rebalance.delay.ms=0\noffsets.topic.num.partitions=2\n" \
@@ -74,6 +76,11 @@ def test_data_and_offsets_survive_restart_and_sigkill(tmp_path):
         assert read_and_commit(bootstrap) == (list(range(100)), [20, 20])
         produce(bootstrap, 100, 100)
         read_and_commit(bootstrap, commit_at=90)
+        wire = Wire(int(bootstrap.rsplit(":", 1)[1]))
+        joined = wire.join("static-survivor", "instance-1")
+        wire.sync("static-survivor", joined.generation_id, joined.member_id, "instance-1",
+                  {joined.member_id: b"assigned"})
+        wire.close()
     finally:
         process.kill()  # SIGKILL: no clean shutdown, the logs are recovered at the next start
         process.wait(30)
@@ -82,6 +89,12 @@ def test_data_and_offsets_survive_restart_and_sigkill(tmp_path):
     process, bootstrap = start_server(data_dir, config)
     try:
         assert read_and_commit(bootstrap) == (list(range(200)), [90, 90])
+        wire = Wire(int(bootstrap.rsplit(":", 1)[1]))
+        again = wire.join("static-survivor", "instance-1")  # the static member returns: no rebalance
+        assert again.generation_id == joined.generation_id
+        assert wire.sync("static-survivor", again.generation_id, again.member_id, "instance-1").assignment == \
+            b"assigned"
+        wire.close()
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(30) == 0
