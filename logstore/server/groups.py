@@ -35,7 +35,7 @@ EMPTY, PREPARING, COMPLETING, STABLE, DEAD = "Empty", "PreparingRebalance", "Com
 EXPIRY_CHECK_S = 0.5
 MAX_GROUP_ID = 32_767
 
-log = logging.getLogger("logstore.server")
+logger = logging.getLogger("logstore.server")
 
 
 @dataclass
@@ -113,7 +113,7 @@ class GroupCoordinator:
                                                     m.session_timeout, m.rebalance_timeout,
                                                     stored.protocol_type or "", [(stored.protocol or "", m.subscription)],
                                                     m.assignment)
-            group.state = STABLE if group.members else EMPTY  # as stored: the time is the record's
+            group.state = STABLE if group.members else EMPTY  # state_timestamp: the stored last change
             self._groups[group.group_id] = group
 
     def handlers(self) -> dict[int, Callable[[Request], Any]]:
@@ -567,7 +567,7 @@ class GroupCoordinator:
             try:
                 append_records(self._offsets_log(group.group_id), records, now_ms)
             except LogstoreError as exc:
-                log.warning("expiring offsets of group %r failed, tried again at the next check: %s",
+                logger.warning("expiring offsets of group %r failed, tried again at the next check: %s",
                             group.group_id, exc)
                 continue
             for tp in expired:
