@@ -23,6 +23,7 @@ from kafka.protocol import admin, consumer, metadata, producer
 from kafka.protocol.api_message import ApiMessage
 
 from logstore.server import error_codes as ec
+from logstore.server.fetch_response import encode_fetch_response
 
 _KEY_VERSION = struct.Struct(">hh")
 
@@ -72,10 +73,12 @@ API_VERSIONS: dict[int, ApiSpec] = dict([
     _spec(admin.IncrementalAlterConfigsRequest, admin.IncrementalAlterConfigsResponse, 0, 1),
 ])
 API_VERSIONS_KEY = metadata.ApiVersionsRequest.API_KEY
+FETCH_KEY = consumer.FetchRequest.API_KEY
 # Requests whose bytes fields are decoded as views of the request frame, not copies: a
 # Produce request's records reach `Log.append` as one writable buffer over the bytes received.
 BYTES_AS_VIEWS = frozenset({producer.ProduceRequest.API_KEY})
 Decoder = Callable[[memoryview, int], tuple[Any, int]]
+Buffer = bytes | bytearray | memoryview
 
 
 class ProtocolError(Exception):
@@ -159,10 +162,13 @@ def _view_or_bytes(value: Any) -> Any:
     return value if type(value) is memoryview else bytes(value)
 
 
-def encode_response(request: Request, response: ApiMessage) -> bytes:
-    """The size-prefixed bytes of `response` to `request`."""
+def encode_response(request: Request, response: ApiMessage) -> list[Buffer]:
+    """The size-prefixed bytes of `response` to `request`, as buffers to write in order (a
+    Fetch response's records are passed through, not copied)."""
+    if request.api_key == FETCH_KEY:
+        return encode_fetch_response(request.version, request.correlation_id, response)
     response.with_header(correlation_id=request.correlation_id)
-    return response.encode(header=True, framed=True)
+    return [response.encode(header=True, framed=True)]
 
 
 def api_versions_entries(cls: type[ApiMessage], implemented: Iterable[int]) -> list:
