@@ -1,5 +1,6 @@
 """Wire-level behaviour no client library pins down by itself: long-polling fetches woken by
-a produce, acks=0 produces that get no answer, read_committed ListOffsets at the LSO."""
+a produce, acks=0 produces that get no answer, read_committed ListOffsets at the LSO, produce
+requests spanning partitions, request headers with tagged fields."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from kafka.protocol.consumer import (
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
-from logstore.records import Record, build_batch
+from logstore.records import Record, build_batch, iter_batches
 from logstore.server import KafkaServer
 
 
@@ -128,3 +129,38 @@ def test_metadata_creates_topics_only_when_auto_creation_is_enabled(tmp_path):
             assert (topic.error_code == 0) == enabled
             assert len(topic.partitions) == partitions
             assert ("wanted" in srv.context.topics) == enabled
+
+
+def _values(log, offset: int = 0) -> list[bytes]:
+    return [r.value for batch in iter_batches(log.read(offset, 1 << 20).records) for r in batch.records()]
+
+
+def test_one_produce_request_appends_each_partitions_own_records(server):
+    server.context.topics.create("multi", 2)
+    topic = ProduceRequest[9].TopicProduceData
+    partitions = [topic.PartitionProduceData(index=i, records=build_batch([Record(0, int(time.time() * 1000), None,
+                                                                               b"to %d" % i)]))
+                  for i in (1, 0)]
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        send(sock, ProduceRequest[9](transactional_id=None, acks=-1, timeout_ms=1000,
+                                     topic_data=[topic(name="multi", partition_data=partitions)]), 3)
+        answers = receive(sock, ProduceResponse[9]).responses[0].partition_responses
+    assert [(a.index, a.error_code, a.base_offset) for a in answers] == [(1, 0, 0), (0, 0, 0)]
+    assert [_values(server.manager.get("multi", i)) for i in (0, 1)] == [[b"to 0"], [b"to 1"]]
+
+
+def test_a_request_header_with_tagged_fields_and_a_long_client_id_is_read(server):
+    log = server.manager.get("wire", 0)
+    end = log.log_end_offset
+    client_id = b"c" * 3000
+    header = struct.pack(">hhih", 0, 9, 41, len(client_id)) + client_id + b"\x01\x05\x02ok"  # one unknown tag
+    topic = ProduceRequest[9].TopicProduceData
+    batch = build_batch([Record(0, int(time.time() * 1000), None, b"tagged header")])
+    body = ProduceRequest[9](transactional_id=None, acks=1, timeout_ms=1000, topic_data=[
+        topic(name="wire", partition_data=[topic.PartitionProduceData(index=0, records=batch)])]).encode()
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        sock.sendall(struct.pack(">i", len(header) + len(body)) + header + body)
+        response = receive(sock, ProduceResponse[9])
+    assert response.header.correlation_id == 41
+    assert response.responses[0].partition_responses[0].base_offset == end
+    assert _values(log, end) == [b"tagged header"]

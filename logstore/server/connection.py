@@ -16,6 +16,7 @@ from typing import Any
 
 from logstore.server.protocol import (
     API_VERSIONS_KEY,
+    Buffer,
     ProtocolError,
     Request,
     UnsupportedVersion,
@@ -109,11 +110,12 @@ class FrameProtocol(asyncio.BufferedProtocol):
         self.transport.resume_reading()
         await self._waiter
 
-    async def write(self, data: bytes) -> None:
-        """Send `data`, waiting while the transport's write buffer is full."""
+    async def write(self, pieces: list[Buffer]) -> None:
+        """Send `pieces` in order, waiting while the transport's write buffer is full."""
         if self._lost is not None:
             raise ConnectionError(str(self._lost))
-        self.transport.write(data)
+        for piece in pieces:
+            self.transport.write(piece)
         await self._writable.wait()
 
 
@@ -152,13 +154,13 @@ class Connection:
         finally:
             self._protocol.transport.close()
 
-    async def _handle(self, frame: bytearray) -> bytes | bool | None:
-        """The response bytes, None when no response is due (acks=0), False to close."""
+    async def _handle(self, frame: bytearray) -> list[Buffer] | bool | None:
+        """The response's buffers, None when no response is due (acks=0), False to close."""
         try:
             request = decode_request(frame, self._handlers)
         except UnsupportedVersion as exc:
             if exc.api_key == API_VERSIONS_KEY:
-                return unsupported_version_response(exc, self._handlers)
+                return [unsupported_version_response(exc, self._handlers)]
             log.info("closing connection: %s", exc)
             return False
         except ProtocolError as exc:
