@@ -21,14 +21,19 @@ from __future__ import annotations
 import functools
 import struct
 import types
+import warnings
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
-from kafka.protocol import admin, consumer, metadata, producer
-from kafka.protocol.api_message import ApiMessage
-
 from logstore.server import error_codes as ec
 from logstore.server.fetch_response import encode_fetch_response
+
+with warnings.catch_warnings():
+    # kafka-python 3 reads its schemas through importlib.resources' deprecated API as it imports:
+    # a user's test run would otherwise show two warnings per message schema.
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka.protocol import admin, consumer, metadata, producer
+    from kafka.protocol.api_message import ApiMessage
 
 _KEY_VERSION = struct.Struct(">hh")
 
