@@ -340,7 +340,7 @@ class Log:
         with self._lock:
             self._require_writable("append")
             validated = validate_follower_append(batch_bytes, source=str(self._dir))
-            if not validated.headers:
+            if not len(validated.table):
                 return AppendInfo(self._log_end_offset, self._log_end_offset - 1, NO_TIMESTAMP, -1, 0, 0, -1)
             if validated.first_offset < self._log_end_offset:
                 raise InvalidRecordError(
@@ -359,7 +359,7 @@ class Log:
                 f"message batch size is {size} bytes in append to {self.name}, "
                 f"which exceeds the maximum configured segment size of {self._config.segment_bytes}")
         segment = self._maybe_roll(size, validated)
-        self._state.assign_epochs(validated.headers)
+        self._state.assign_epochs(validated)
         segment.append(validated.last_offset, validated.max_timestamp,
                        validated.offset_of_max_timestamp, validated.data)
         self._log_end_offset = validated.last_offset + 1
