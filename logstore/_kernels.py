@@ -93,6 +93,7 @@ ERR_TRUNCATED_MESSAGE = 23
 ERR_MESSAGE_SIZE = 24  # value: the size field
 ERR_UNKNOWN_MAGIC = 25  # value: the magic byte
 ERR_TRAILING_ENTRY = 26  # value: the bytes left
+TABLE_TOO_SMALL = 27  # value: the rows needed
 # validate_batches' status codes; the CRC is checked before every check from ERR_CODEC on.
 ERR_MAGIC = 30
 ERR_TOO_LARGE = 31  # value: the batch's size in bytes
@@ -108,7 +109,16 @@ ERR_NULL_KEY = 40
 ERR_TIMESTAMP_BEFORE = 41  # value: the record's timestamp
 ERR_TIMESTAMP_AFTER = 42  # value: the record's timestamp
 NEEDS_RECORDS = 50  # a compressed batch: the caller decompresses its records and resumes there
-FIRST_CRC_CHECKED_STATUS = ERR_CODEC
+# leader_batches' statuses for appends the caller first rewrites into new v2 batches.
+NO_BATCHES = 51
+LEGACY = 52  # the first entry is a magic 0/1 message
+RECOMPRESS = 53  # a magic 2 batch's codec is not the topic's
+
+# validate_batches' flags.
+CLIENT = 1  # origin client: the checks Kafka makes of producers' batches
+COMPACT = 2  # a compacted topic: every record needs a key
+LOG_APPEND_TIME = 4  # message.timestamp.type=LogAppendTime
+SCAN = 8  # walk the records and stamp offsets (without: the header checks only)
 _CODEC_COUNT = len(CODECS)
 _V1_HEADER_SIZE = LEGACY_V1_HEADER.size
 _V0_HEADER_SIZE = LEGACY_V0_HEADER.size
@@ -156,34 +166,46 @@ def batch_table(buf):
     read_batch_header, stopping at the first failing entry; an entry running past the end
     ends the table, and bytes left after the last one are ERR_TRAILING_ENTRY.
     """
+    status, position, value = _parse_entries(buf, np.empty((0, COLUMNS), np.int64))
+    table = np.empty((value if status == TABLE_TOO_SMALL else 0, COLUMNS), np.int64)
+    if status == TABLE_TOO_SMALL:
+        status, position, value = _parse_entries(buf, table)
+    return status, position, value, table
+
+
+@njit(cache=True, inline="always")
+def _parse_entries(buf, table):
+    """batch_table's work into `table`: (status, position, value), with OK the row count in
+    value, or TABLE_TOO_SMALL and the rows needed."""
     end = buf.size
     count = 0
     pos = 0
     while end - pos >= LOG_OVERHEAD:
         size = _int(buf, pos + SIZE_OFFSET, 4)
         if size < RECORD_OVERHEAD_V0:
-            return ERR_ENTRY_LENGTH, pos, size, np.empty((0, COLUMNS), np.int64)
+            return ERR_ENTRY_LENGTH, pos, size
         if size + LOG_OVERHEAD > end - pos:
             break
         magic = np.int64(buf[pos + MAGIC_OFFSET])
         remaining = end - pos
         if magic == 2:
             if remaining < V2_HEADER_SIZE:
-                return ERR_TRUNCATED_HEADER, pos, 0, np.empty((0, COLUMNS), np.int64)
+                return ERR_TRUNCATED_HEADER, pos, 0
             if size < MIN_V2_BATCH_LENGTH:
-                return ERR_BATCH_LENGTH, pos, size, np.empty((0, COLUMNS), np.int64)
+                return ERR_BATCH_LENGTH, pos, size
         elif magic == 0 or magic == 1:
             if remaining < (_V1_HEADER_SIZE if magic == 1 else _V0_HEADER_SIZE):
-                return ERR_TRUNCATED_MESSAGE, pos, 0, np.empty((0, COLUMNS), np.int64)
+                return ERR_TRUNCATED_MESSAGE, pos, 0
             if size < (_V1_MIN_MESSAGE if magic == 1 else _V0_MIN_MESSAGE):
-                return ERR_MESSAGE_SIZE, pos, size, np.empty((0, COLUMNS), np.int64)
+                return ERR_MESSAGE_SIZE, pos, size
         else:
-            return ERR_UNKNOWN_MAGIC, pos, magic, np.empty((0, COLUMNS), np.int64)
+            return ERR_UNKNOWN_MAGIC, pos, magic
         count += 1
         pos += size + LOG_OVERHEAD
     if pos != end:
-        return ERR_TRAILING_ENTRY, pos, end - pos, np.empty((0, COLUMNS), np.int64)
-    table = np.empty((count, COLUMNS), np.int64)
+        return ERR_TRAILING_ENTRY, pos, end - pos
+    if count > table.shape[0]:
+        return TABLE_TOO_SMALL, 0, count
     pos = 0
     for row in range(count):
         magic = np.int64(buf[pos + MAGIC_OFFSET])
@@ -218,7 +240,7 @@ def batch_table(buf):
             table[row, RECORD_COUNT] = 1
         table[row, VALIDATED_MAX_TIMESTAMP] = table[row, MAX_TIMESTAMP]
         pos += table[row, BATCH_LENGTH] + LOG_OVERHEAD
-    return OK, pos, 0, table
+    return OK, pos, count
 
 
 @njit(cache=True)
@@ -291,8 +313,8 @@ def scan_records(buf, start, end, count, base_timestamp):
 
 
 @njit(cache=True)
-def validate_batches(buf, table, start, stop, records, records_row, scan, first_offset, leader_epoch,
-                     max_message_bytes, client, compact, log_append, now, before_max, after_max):
+def validate_batches(buf, table, start, stop, records, records_row, first_offset, leader_epoch,
+                     max_message_bytes, flags, now, before_max, after_max):
     """Validate the magic 2 batches table[start:stop] of `buf` (rows from `batch_table`) as a
     leader does, in Kafka's order except the CRC; with `scan`, also walk each batch's records
     and stamp its base offset (counting from `first_offset` at row 0) and `leader_epoch`, in
@@ -304,6 +326,9 @@ def validate_batches(buf, table, start, stop, records, records_row, scan, first_
     any validated max timestamp differing from the header's): at the first failing row its
     status and detail, else OK with the aggregates over the whole table.
     """
+    client = flags & CLIENT
+    compact = flags & COMPACT
+    log_append = flags & LOG_APPEND_TIME
     next_offset = first_offset
     if start > 0:
         next_offset = table[start - 1, BASE_OFFSET] + table[start - 1, LAST_OFFSET_DELTA] + 1
@@ -337,7 +362,7 @@ def validate_batches(buf, table, start, stop, records, records_row, scan, first_
                 return ERR_SEQUENCE, row, 0, 0, 0, 0, 0, 0, False, False
             if attributes & TIMESTAMP_TYPE_BIT:
                 return ERR_TIMESTAMP_TYPE, row, 0, 0, 0, 0, 0, 0, False, False
-        if not scan:
+        if not flags & SCAN:
             continue
         if codec == 0:
             status, at, low, high, null_key = scan_records(
@@ -378,3 +403,25 @@ def validate_batches(buf, table, start, stop, records, records_row, scan, first_
         records_total += table[row, RECORD_COUNT]
     return (OK, stop, 0, 0, next_offset - 1, max_timestamp, offset_of_max, records_total, producers,
             rewrites)
+
+
+@njit(cache=True)
+def leader_batches(buf, table, target_codec, first_offset, leader_epoch, max_message_bytes, flags, now,
+                   before_max, after_max):
+    """A leader append's batch table (`batch_table`, into the rows of `table`) validated by
+    `validate_batches` over all rows: its result with the row count appended. Stops early with
+    the table's status (TABLE_TOO_SMALL: the rows needed in value), NO_BATCHES, LEGACY, or, for a
+    `target_codec` >= 0 (the topic's compression.type), RECOMPRESS."""
+    status, position, rows = _parse_entries(buf, table)
+    if status != OK or rows == 0 or table[0, MAGIC] < 2:
+        if status == OK:
+            status = NO_BATCHES if rows == 0 else LEGACY
+        return status, position, rows, 0, 0, 0, 0, 0, False, False, rows
+    table = table[:rows]
+    if target_codec >= 0:
+        for row in range(rows):
+            if table[row, MAGIC] == 2 and table[row, ATTRIBUTES] & COMPRESSION_MASK != target_codec:
+                return RECOMPRESS, row, 0, 0, 0, 0, 0, 0, False, False, rows
+    result = validate_batches(buf, table, 0, rows, buf[:0], -1, first_offset, leader_epoch, max_message_bytes,
+                              flags, now, before_max, after_max)
+    return result + (rows,)

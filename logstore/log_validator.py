@@ -110,51 +110,69 @@ def batch_table(view: memoryview | np.ndarray) -> np.ndarray:
 
 
 def validate_leader_append(buf: bytearray | memoryview, config: LogConfig, next_offset: int, now_ms: int,
-                           leader_epoch: int, origin: str, *, source: str) -> ValidatedBatches:
+                           leader_epoch: int, origin: str, *, source: str,
+                           table: np.ndarray | None = None) -> ValidatedBatches:
     """Validate a leader append and assign offsets from `next_offset`, `leader_epoch` and, for
     LogAppendTime, `now_ms`, in place (recompressed into a new buffer when the topic's
-    compression.type differs). `source` names the partition in errors. Raises
-    InvalidRecordError (RecordTooLargeError, timestamps, counts) or CorruptRecordError."""
+    compression.type differs). `source` names the partition in errors; `table`, an int64 array
+    of logstore._kernels.COLUMNS columns, is where the batch table goes when it has the rows
+    (scratch space reused by the caller). Raises InvalidRecordError (RecordTooLargeError,
+    timestamps, counts) or CorruptRecordError."""
     view = memoryview(buf)
     if view.format != "B" or view.ndim != 1:
         view = view.cast("B")
     data = np.frombuffer(view, np.uint8)
-    table = batch_table(data)
-    if not len(table):
-        raise InvalidRecordError("an append needs at least one record batch")
-    if table[0, _kernels.MAGIC] < 2:
-        buf = convert_legacy(complete_batches(view), config, origin, source)
-        view = memoryview(buf)
-        data = np.frombuffer(view, np.uint8)
-        table = batch_table(data)
-    target = config.compression_codec
-    if target is not None and _needs_recompression(table, target.code):
-        buf = _recompress(view, table, target, config, source)
-        view = memoryview(buf)
-        data = np.frombuffer(view, np.uint8)
-        table = batch_table(data)
     log_append = config.message_timestamp_type == TIMESTAMP_TYPE_LOG_APPEND
-    checks = (next_offset, leader_epoch, config.max_message_bytes, origin == "client", config.compact,
-              log_append, now_ms, config.message_timestamp_before_max_ms, config.message_timestamp_after_max_ms)
-    _, _, _, _, last_offset, max_timestamp, offset_of_max, count, producers, rewrites = _check_batches(
-        view, data, table, 0, len(table), True, checks, source)
+    flags = _kernels.SCAN | (_kernels.CLIENT if origin == "client" else 0) | (
+        _kernels.COMPACT if config.compact else 0) | (_kernels.LOG_APPEND_TIME if log_append else 0)
+    checks = (next_offset, leader_epoch, config.max_message_bytes, flags, now_ms,
+              config.message_timestamp_before_max_ms, config.message_timestamp_after_max_ms)
+    target = config.compression_codec
+    code = -1 if target is None else target.code
+    if table is None:
+        table = np.empty((_TABLE_ROWS, _kernels.COLUMNS), np.int64)
+    result = _kernels.leader_batches(data, table, code, *checks)
+    status = result[0]
+    if status == _kernels.TABLE_TOO_SMALL:
+        table = np.empty((result[2], _kernels.COLUMNS), np.int64)
+        result = _kernels.leader_batches(data, table, code, *checks)
+        status = result[0]
+    table = table[: result[-1]]
+    if status in _REWRITES:
+        if status == _kernels.NO_BATCHES:
+            raise InvalidRecordError("an append needs at least one record batch")
+        if status == _kernels.LEGACY:
+            buf = convert_legacy(complete_batches(view), config, origin, source)
+            view = memoryview(buf)
+            table = batch_table(view)
+        if target is not None and _needs_recompression(table, target.code):
+            buf = _recompress(view, table, target, config, source)
+            view = memoryview(buf)
+            table = batch_table(view)
+        data = np.frombuffer(view, np.uint8)
+        result = _kernels.validate_batches(data, table, 0, len(table), _NO_RECORDS, -1, *checks)
+    elif status in _ENTRY_ERRORS:
+        raise CorruptRecordError(_ENTRY_ERRORS[status](result[2]), position=result[1])
+    _, _, _, _, last_offset, max_timestamp, offset_of_max, count, producers, rewrites = _settle(
+        view, data, table, result, 0, len(table), checks, source)[:10]
     if log_append or rewrites:
         _rewrite_max_timestamps(view, table, log_append)
     return ValidatedBatches(table, view, next_offset, last_offset, max_timestamp, offset_of_max, count,
                             leader_epoch, producers)
 
 
-def _check_batches(view: memoryview, data: np.ndarray, table: np.ndarray, start: int, stop: int, scan: bool,
-                   checks: tuple, source: str) -> tuple:
-    """Run validate_batches over table[start:stop], checking each batch's CRC where Kafka does
-    (after the magic and size checks) and decompressing compressed batches' records for the
-    walk; raises the first failure. Returns the kernel's OK result."""
-    records, records_row = _NO_RECORDS, -1
+_TABLE_ROWS = 8  # batches a leader append usually holds at most
+_REWRITES = (_kernels.NO_BATCHES, _kernels.LEGACY, _kernels.RECOMPRESS)
+
+
+def _settle(view: memoryview, data: np.ndarray, table: np.ndarray, result: tuple, start: int, stop: int,
+            checks: tuple, source: str) -> tuple:
+    """Finish a validate_batches `result` over table[start:stop]: check each batch's CRC where
+    Kafka does (after its magic and size), decompress compressed batches' records for the walk
+    and resume there, and raise the first failure. Returns the final OK result."""
     checked = start  # rows below this have a checked CRC
     while True:
-        result = _kernels.validate_batches(data, table, start, stop, records, records_row, scan, *checks)
         status, row = result[0], result[1]
-        # Kafka checks a batch's CRC after its magic and size, before everything else.
         upto = row if status in (OK, _kernels.ERR_MAGIC, _kernels.ERR_TOO_LARGE) else row + 1
         if checked < upto:
             _check_crcs(view, table, checked, upto)
@@ -162,29 +180,28 @@ def _check_batches(view: memoryview, data: np.ndarray, table: np.ndarray, start:
         if status == OK:
             return result
         if status != _kernels.NEEDS_RECORDS:
-            _raise_batch_error(result, table, view, checks, source)
-        position = int(table[row, _kernels.POSITION])
-        records = np.frombuffer(read_batch(view, position).records_bytes(), np.uint8)
-        start = records_row = row
+            _raise_batch_error(result, table, checks, source)
+        records = np.frombuffer(read_batch(view, int(table[row, _kernels.POSITION])).records_bytes(), np.uint8)
+        result = _kernels.validate_batches(data, table, row, stop, records, row, *checks)
 
 
 def _check_crcs(view: memoryview, table: np.ndarray, start: int, stop: int) -> None:
-    for position, length, stored in table[start:stop, _CRC_COLUMNS].tolist():
-        computed = crc32c(view[position + ATTRIBUTES_OFFSET : position + length + LOG_OVERHEAD])
+    """CorruptRecordError unless the CRC of each batch of table[start:stop] matches."""
+    for row in table[start:stop].tolist():
+        position = row[_kernels.POSITION]
+        computed = crc32c(view[position + ATTRIBUTES_OFFSET : position + row[_kernels.BATCH_LENGTH] + LOG_OVERHEAD])
+        stored = row[_kernels.CRC]
         if stored != computed:
             raise CorruptRecordError(
                 f"batch CRC-32C mismatch: stored {stored:#010x}, computed {computed:#010x}", position=position)
 
 
-_CRC_COLUMNS = [_kernels.POSITION, _kernels.BATCH_LENGTH, _kernels.CRC]
-
-
-def _raise_batch_error(result: tuple, table: np.ndarray, view: memoryview, checks: tuple, source: str) -> None:
+def _raise_batch_error(result: tuple, table: np.ndarray, checks: tuple, source: str) -> None:
     """Raise the error validate_batches reported (Kafka's messages)."""
     status, row, value, at = result[:4]
     header = BatchHeader._make(table[row, _kernels.HEADER_COLUMNS].tolist())
     position = int(table[row, _kernels.POSITION])
-    max_message_bytes, now = checks[2], checks[6]
+    max_message_bytes, now = checks[2], checks[4]
     if status == _kernels.ERR_MAGIC:
         raise InvalidRecordError(
             f"batch magic {value} is not the same as the first batch's magic byte 2 in {source}")
@@ -221,11 +238,11 @@ def _raise_batch_error(result: tuple, table: np.ndarray, view: memoryview, check
     if status == _kernels.ERR_TIMESTAMP_BEFORE:
         raise InvalidRecordError(
             f"timestamp {value} of a record in the batch at position {position} is more than "
-            f"message.timestamp.before.max.ms={checks[7]} before the log's time {now}")
+            f"message.timestamp.before.max.ms={checks[5]} before the log's time {now}")
     if status == _kernels.ERR_TIMESTAMP_AFTER:
         raise InvalidRecordError(
             f"timestamp {value} of a record in the batch at position {position} is more than "
-            f"message.timestamp.after.max.ms={checks[8]} after the log's time {now}")
+            f"message.timestamp.after.max.ms={checks[6]} after the log's time {now}")
     if status in (ERR_OFFSET_DELTA, ERR_TRAILING_BYTES):
         raise InvalidRecordError(
             f"batch at position {position} holds records that disagree with its "
@@ -327,11 +344,13 @@ def _recompress(view: memoryview, table: np.ndarray, codec: Codec, config: LogCo
     """Re-encode batches with the topic's compression.type at its compression.<codec>.level
     (Kafka's buildRecordsAndAssignOffsets), each checked as a client's batch first."""
     data = np.frombuffer(view, np.uint8)
-    checks = (0, NO_PARTITION_LEADER_EPOCH, config.max_message_bytes, True, config.compact, False, 0,
+    # Each batch gets a client's header checks, without the record walk (done after).
+    checks = (0, NO_PARTITION_LEADER_EPOCH, config.max_message_bytes, _kernels.CLIENT, 0,
               config.message_timestamp_before_max_ms, config.message_timestamp_after_max_ms)
     out = bytearray()
     for row, position in enumerate(table[:, _kernels.POSITION].tolist()):
-        _check_batches(view, data, table, row, row + 1, False, checks, source)
+        result = _kernels.validate_batches(data, table, row, row + 1, _NO_RECORDS, -1, *checks)
+        _settle(view, data, table, result, row, row + 1, checks, source)
         batch = read_batch(view, position)
         arrow = batch.to_arrow()
         out += build_batch_columnar(

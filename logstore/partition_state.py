@@ -40,6 +40,10 @@ def segment_sources(
     return [(s.base_offset, reader(s)) for s in segments]
 
 
+# What the producer state manager answers for an append without a producer's batch (read only).
+_NO_PRODUCER_BATCHES = AppendAnalysis({}, [], None)
+
+
 class PartitionState:
     """Producer state, leader epochs and transaction indexes of one partition directory."""
 
@@ -114,7 +118,7 @@ class PartitionState:
         the earlier batch a client append retries, if it is one. Batches without a producer
         id are no part of it; only a control batch is read past its header (its marker)."""
         if not validated.has_producer_ids:
-            return AppendAnalysis({}, [], None)  # what the manager answers for no producer's batch
+            return _NO_PRODUCER_BATCHES
         infos = [
             batch_info(read_batch(validated.data, position)) if header.attributes & CONTROL_BIT
             else BatchInfo.from_header(header)
