@@ -106,6 +106,7 @@ class Log:
     def __init__(self, directory: Path, config: LogConfig, clock: Clock, read_only: bool) -> None:
         self._dir = directory
         self.topic, self.partition = parse_partition_dir(directory.name)
+        self._name = f"{self.topic}-{self.partition}"
         self._config = config
         # Where the config came from (logstore.topic_configs ORIGIN_*); None: unknown.
         self.config_origin: str | None = ORIGIN_GIVEN
@@ -202,7 +203,7 @@ class Log:
     @property
     def name(self) -> str:
         """The partition's `<topic>-<partition>` name."""
-        return f"{self.topic}-{self.partition}"
+        return self._name
 
     @property
     def dir(self) -> Path:
@@ -319,7 +320,7 @@ class Log:
             now = self._clock.time_ms()
             buf = records if type(records) is bytearray else self._input.to_buffer(records, now, config)
             validated = validate_leader_append(buf, config, self._log_end_offset, now, leader_epoch,
-                                               origin, source=self.name, table=self._input.table)
+                                               origin, source=self._name, table=self._input.table)
             analysis = self._state.analyze(validated, origin)
             duplicate = analysis.duplicate
             if duplicate is not None:

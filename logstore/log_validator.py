@@ -132,29 +132,12 @@ def validate_leader_append(buf: bytearray | memoryview, config: LogConfig, next_
     if table is None:
         table = np.empty((_TABLE_ROWS, _kernels.COLUMNS), np.int64)
     result = _kernels.leader_batches(data, table, code, *checks)
-    status = result[0]
-    if status == _kernels.TABLE_TOO_SMALL:
-        table = np.empty((result[2], _kernels.COLUMNS), np.int64)
-        result = _kernels.leader_batches(data, table, code, *checks)
-        status = result[0]
-    table = table[: result[-1]]
-    if status in _REWRITES:
-        if status == _kernels.NO_BATCHES:
-            raise InvalidRecordError("an append needs at least one record batch")
-        if status == _kernels.LEGACY:
-            buf = convert_legacy(complete_batches(view), config, origin, source)
-            view = memoryview(buf)
-            table = batch_table(view)
-        if target is not None and _needs_recompression(table, target.code):
-            buf = _recompress(view, table, target, config, source)
-            view = memoryview(buf)
-            table = batch_table(view)
-        data = np.frombuffer(view, np.uint8)
-        result = _kernels.validate_batches(data, table, 0, len(table), _NO_RECORDS, -1, *checks)
-    elif status in _ENTRY_ERRORS:
-        raise CorruptRecordError(_ENTRY_ERRORS[status](result[2]), position=result[1])
-    _, _, _, _, last_offset, max_timestamp, offset_of_max, count, producers, rewrites = _settle(
-        view, data, table, result, 0, len(table), checks, source)[:10]
+    if result[0] == OK:
+        table = table[: result[-1]]
+        _check_crcs(view, table, 0, len(table))
+    else:
+        view, table, result = _finish_leader_append(view, table, target, result, checks, config, origin, source)
+    _, _, _, _, last_offset, max_timestamp, offset_of_max, count, producers, rewrites, *_ = result
     if log_append or rewrites:
         _rewrite_max_timestamps(view, table, log_append)
     return ValidatedBatches(table, view, next_offset, last_offset, max_timestamp, offset_of_max, count,
@@ -163,6 +146,35 @@ def validate_leader_append(buf: bytearray | memoryview, config: LogConfig, next_
 
 _TABLE_ROWS = 8  # batches a leader append usually holds at most
 _REWRITES = (_kernels.NO_BATCHES, _kernels.LEGACY, _kernels.RECOMPRESS)
+
+
+def _finish_leader_append(view: memoryview, table: np.ndarray, target: Codec | None, result: tuple, checks: tuple,
+                          config: LogConfig, origin: str, source: str) -> tuple[memoryview, np.ndarray, tuple]:
+    """The leader appends `leader_batches` did not settle (its non-OK `result`): a bigger
+    table, legacy conversion, recompression, compressed records, or an error to raise.
+    Returns the (maybe new) buffer's view, its batch table and the final OK result."""
+    data = np.frombuffer(view, np.uint8)
+    code = -1 if target is None else target.code
+    status = result[0]
+    if status == _kernels.TABLE_TOO_SMALL:
+        table = np.empty((result[2], _kernels.COLUMNS), np.int64)
+        result = _kernels.leader_batches(data, table, code, *checks)
+        status = result[0]
+    if status in _ENTRY_ERRORS:
+        raise CorruptRecordError(_ENTRY_ERRORS[status](result[2]), position=result[1])
+    table = table[: result[-1]]
+    if status in _REWRITES:
+        if status == _kernels.NO_BATCHES:
+            raise InvalidRecordError("an append needs at least one record batch")
+        if status == _kernels.LEGACY:
+            view = memoryview(convert_legacy(complete_batches(view), config, origin, source))
+            table = batch_table(view)
+        if target is not None and _needs_recompression(table, target.code):
+            view = memoryview(_recompress(view, table, target, config, source))
+            table = batch_table(view)
+        data = np.frombuffer(view, np.uint8)
+        result = _kernels.validate_batches(data, table, 0, len(table), _NO_RECORDS, -1, *checks)
+    return view, table, _settle(view, data, table, result, 0, len(table), checks, source)
 
 
 def _settle(view: memoryview, data: np.ndarray, table: np.ndarray, result: tuple, start: int, stop: int,

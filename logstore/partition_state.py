@@ -146,7 +146,7 @@ class PartitionState:
 
     def appended(self, analysis: AppendAnalysis, active: LogSegment, log_end_offset: int) -> None:
         """Commit an analysed append just written to `active`."""
-        psm = self.producer_state
+        psm = self._producer_state
         if analysis.updated_producers or analysis.completed_txns:
             psm.apply(analysis, active.txn_index, log_end_offset)
         else:
