@@ -328,7 +328,7 @@ class Log:
                 return AppendInfo(duplicate.first_offset, duplicate.last_offset, validated.max_timestamp,
                                   duplicate.timestamp, validated.record_count, 0,
                                   validated.offset_of_max_timestamp)
-            self._write(validated, analysis)
+            self._write(validated, analysis, now)
             if self.high_watermark_follows_log_end:
                 self._high_watermark = self._log_end_offset
             return AppendInfo(validated.first_offset, validated.last_offset, validated.max_timestamp,
@@ -349,13 +349,14 @@ class Log:
                 raise InvalidRecordError(
                     f"unexpected offset in follower append to {self._dir}: first offset "
                     f"{validated.first_offset} is below the log end offset {self._log_end_offset}")
-            self._write(validated, self._state.analyze(validated, "replication"))
+            self._write(validated, self._state.analyze(validated, "replication"), self._clock.time_ms())
             return AppendInfo(validated.first_offset, validated.last_offset, validated.max_timestamp, -1,
                               validated.record_count, validated.data.nbytes, validated.offset_of_max_timestamp)
 
-    def _write(self, validated: ValidatedBatches, analysis: AppendAnalysis) -> None:
-        """Roll if needed, record the batches' epochs, append to the active segment, move the
-        log end offset, commit producer state, maybe flush (Kafka's UnifiedLog.append order)."""
+    def _write(self, validated: ValidatedBatches, analysis: AppendAnalysis, now_ms: int) -> None:
+        """Roll if needed (at clock time `now_ms`), record the batches' epochs, append to the
+        active segment, move the log end offset, commit producer state, maybe flush (Kafka's
+        UnifiedLog.append order)."""
         size = validated.data.nbytes
         config = self._config
         if size > config.segment_bytes:
@@ -365,7 +366,7 @@ class Log:
         segment = self._segments[-1]
         if segment.should_roll(max_segment_bytes=config.segment_bytes, max_segment_ms=self._max_segment_ms(),
                                messages_size=size, max_timestamp_in_messages=validated.max_timestamp,
-                               max_offset_in_messages=validated.last_offset, now_ms=self._clock.time_ms()):
+                               max_offset_in_messages=validated.last_offset, now_ms=now_ms):
             segment = self._roll(roll_offset(validated))
         self._state.assign_epochs(validated)
         segment.append(validated.last_offset, validated.max_timestamp,

@@ -118,24 +118,26 @@ def validate_leader_append(buf: bytearray | memoryview, config: LogConfig, next_
     of logstore._kernels.COLUMNS columns, is where the batch table goes when it has the rows
     (scratch space reused by the caller). Raises InvalidRecordError (RecordTooLargeError,
     timestamps, counts) or CorruptRecordError."""
-    view = memoryview(buf)
+    view = buf if type(buf) is memoryview else memoryview(buf)
     if view.format != "B" or view.ndim != 1:
         view = view.cast("B")
     data = np.frombuffer(view, np.uint8)
     log_append = config.message_timestamp_type == TIMESTAMP_TYPE_LOG_APPEND
     flags = _kernels.SCAN | (_kernels.CLIENT if origin == "client" else 0) | (
         _kernels.COMPACT if config.compact else 0) | (_kernels.LOG_APPEND_TIME if log_append else 0)
-    checks = (next_offset, leader_epoch, config.max_message_bytes, flags, now_ms,
-              config.message_timestamp_before_max_ms, config.message_timestamp_after_max_ms)
+    max_message_bytes = config.max_message_bytes
+    before = config.message_timestamp_before_max_ms
+    after = config.message_timestamp_after_max_ms
     target = config.compression_codec
-    code = -1 if target is None else target.code
     if table is None:
         table = np.empty((_TABLE_ROWS, _kernels.COLUMNS), np.int64)
-    result = _kernels.leader_batches(data, table, code, *checks)
+    result = _kernels.leader_batches(data, table, -1 if target is None else target.code, next_offset, leader_epoch,
+                                     max_message_bytes, flags, now_ms, before, after)
     if result[0] == OK:
         table = table[: result[-1]]
         _check_crcs(view, table, 0, len(table))
     else:
+        checks = (next_offset, leader_epoch, max_message_bytes, flags, now_ms, before, after)
         view, table, result = _finish_leader_append(view, table, target, result, checks, config, origin, source)
     _, _, _, _, last_offset, max_timestamp, offset_of_max, count, producers, rewrites, *_ = result
     if log_append or rewrites:
