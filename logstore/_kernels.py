@@ -243,7 +243,7 @@ def _parse_entries(buf, table):
     return OK, pos, count
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def scan_records(buf, start, end, count, base_timestamp):
     """Walk `count` records in buf[start:end].
 
