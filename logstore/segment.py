@@ -671,8 +671,10 @@ class LogSegment:
 
     def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
         """Time since the first batch's timestamp (or, without one, since creation)."""
-        self._load_first_batch_timestamp()
         ts = self._rolling_based_timestamp
+        if ts is None:
+            self._load_first_batch_timestamp()
+            ts = self._rolling_based_timestamp
         if ts is not None and ts >= 0:
             return message_timestamp - ts
         return now_ms - self._created_ms
@@ -700,15 +702,9 @@ class LogSegment:
         size = self._size
         if size > max_segment_bytes - messages_size:
             return True
-        if size > 0:
-            ts = self._rolling_based_timestamp
-            if ts is None:
-                self._load_first_batch_timestamp()
-                ts = self._rolling_based_timestamp
-            # time_waited_for_roll, inline: this runs on every append.
-            waited = max_timestamp_in_messages - ts if ts is not None and ts >= 0 else now_ms - self._created_ms
-            if waited > max_segment_ms - self.roll_jitter_ms:
-                return True
+        if size > 0 and (self.time_waited_for_roll(now_ms, max_timestamp_in_messages)
+                         > max_segment_ms - self.roll_jitter_ms):
+            return True
         return (
             self._offset_index.is_full
             or self._time_index.is_full
