@@ -71,7 +71,7 @@ def model(buf: bytearray, config: LogConfig, next_offset: int, now: int, epoch: 
         if compressed:
             data = np.frombuffer(read_batch(view, position).records_bytes(), np.uint8)
             start, stop = 0, data.size
-        status, at, low, high, null_key = _kernels.scan_records(data, start, stop, h.record_count,
+        status, at, low, high, null_key = _kernels._scan_records(data, start, stop, h.record_count,
                                                                 h.base_timestamp)
         if status in (ERR_OFFSET_DELTA, ERR_TRAILING_BYTES):
             raise InvalidRecordError(f"batch at position {position} holds records that disagree with its "
