@@ -8,23 +8,32 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from logstore import _kernels
 from logstore.config import LogConfig
 from logstore.errors import InvalidRecordError
 from logstore.records import Record, build_batch_columnar
 
 # Appends of immutable bytes up to this size are copied into one reused buffer per log.
 SCRATCH_BUFFER_LIMIT = 16 * 1024 * 1024
+# Batches per append the reused batch table holds (more get a table of their own).
+SCRATCH_TABLE_ROWS = 64
 
 
 class AppendInput:
-    """Builds or copies an append's batches into a writable buffer; keeps one scratch buffer."""
+    """Builds or copies an append's batches into a writable buffer; keeps one scratch buffer,
+    and a scratch batch table (`table`) for the validator."""
 
     def __init__(self) -> None:
-        self._scratch = bytearray()
+        self._scratch = memoryview(bytearray())
+        self.table = np.empty((SCRATCH_TABLE_ROWS, _kernels.COLUMNS), np.int64)
 
     def to_buffer(self, records: Any, now_ms: int, config: LogConfig) -> bytearray | memoryview:
         """A writable buffer of v2 batches: a bytearray as given, bytes copied, records built
         with the topic's compression.type and level and `now_ms` for missing timestamps."""
+        if type(records) is bytes and len(records) <= self._scratch.nbytes:
+            view = self._scratch[: len(records)]  # the common case of _copy, inline
+            view[:] = records
+            return view
         if isinstance(records, bytearray):
             return records
         if isinstance(records, (bytes, memoryview)):
@@ -43,9 +52,9 @@ class AppendInput:
         size = len(source)
         if size > SCRATCH_BUFFER_LIMIT:
             return bytearray(records)
-        if len(self._scratch) < size:
-            self._scratch = bytearray(size)
-        view = memoryview(self._scratch)[:size]
+        if self._scratch.nbytes < size:
+            self._scratch = memoryview(bytearray(size))
+        view = self._scratch[:size]
         view[:] = source
         return view
 

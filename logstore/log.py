@@ -69,6 +69,7 @@ MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 
 _INT64 = struct.Struct(">q")
+_LEADER_ORIGINS = frozenset(ORIGINS) - {"replication"}
 
 
 class AppendInfo(NamedTuple):
@@ -105,6 +106,7 @@ class Log:
     def __init__(self, directory: Path, config: LogConfig, clock: Clock, read_only: bool) -> None:
         self._dir = directory
         self.topic, self.partition = parse_partition_dir(directory.name)
+        self._name = f"{self.topic}-{self.partition}"
         self._config = config
         # Where the config came from (logstore.topic_configs ORIGIN_*); None: unknown.
         self.config_origin: str | None = ORIGIN_GIVEN
@@ -201,7 +203,7 @@ class Log:
     @property
     def name(self) -> str:
         """The partition's `<topic>-<partition>` name."""
-        return f"{self.topic}-{self.partition}"
+        return self._name
 
     @property
     def dir(self) -> Path:
@@ -309,14 +311,16 @@ class Log:
         tuples or a pyarrow table (key, value[, timestamp][, headers]). Raises
         InvalidRecordError (RecordTooLargeError, bad timestamps, bad counts) or CorruptRecordError.
         """
-        if origin not in ORIGINS or origin == "replication":
+        if origin not in _LEADER_ORIGINS:
             raise ValueError(f"origin must be 'client' or 'coordinator', not {origin!r}")
         with self._lock:
-            self._require_writable("append")
+            if self._closed or self._read_only:
+                self._require_writable("append")
+            config = self._config
             now = self._clock.time_ms()
-            buf = records if type(records) is bytearray else self._input.to_buffer(records, now, self._config)
-            validated = validate_leader_append(buf, self._config, self._log_end_offset, now, leader_epoch,
-                                               origin, source=self.name)
+            buf = records if type(records) is bytearray else self._input.to_buffer(records, now, config)
+            validated = validate_leader_append(buf, config, self._log_end_offset, now, leader_epoch,
+                                               origin, source=self._name, table=self._input.table)
             analysis = self._state.analyze(validated, origin)
             duplicate = analysis.duplicate
             if duplicate is not None:
@@ -324,13 +328,12 @@ class Log:
                 return AppendInfo(duplicate.first_offset, duplicate.last_offset, validated.max_timestamp,
                                   duplicate.timestamp, validated.record_count, 0,
                                   validated.offset_of_max_timestamp)
-            log_append_time = now if self._config.message_timestamp_type == TIMESTAMP_TYPE_LOG_APPEND else -1
-            self._write(validated, analysis)
+            self._write(validated, analysis, now)
             if self.high_watermark_follows_log_end:
                 self._high_watermark = self._log_end_offset
             return AppendInfo(validated.first_offset, validated.last_offset, validated.max_timestamp,
-                              log_append_time, validated.record_count, validated.data.nbytes,
-                              validated.offset_of_max_timestamp)
+                              now if config.message_timestamp_type == TIMESTAMP_TYPE_LOG_APPEND else -1,
+                              validated.record_count, validated.data.nbytes, validated.offset_of_max_timestamp)
 
     def append_as_follower(self, batch_bytes: bytes | bytearray | memoryview) -> AppendInfo:
         """Append batches fetched from a leader, keeping their offsets and epochs.
@@ -340,31 +343,37 @@ class Log:
         with self._lock:
             self._require_writable("append")
             validated = validate_follower_append(batch_bytes, source=str(self._dir))
-            if not validated.headers:
+            if not len(validated.table):
                 return AppendInfo(self._log_end_offset, self._log_end_offset - 1, NO_TIMESTAMP, -1, 0, 0, -1)
             if validated.first_offset < self._log_end_offset:
                 raise InvalidRecordError(
                     f"unexpected offset in follower append to {self._dir}: first offset "
                     f"{validated.first_offset} is below the log end offset {self._log_end_offset}")
-            self._write(validated, self._state.analyze(validated, "replication"))
+            self._write(validated, self._state.analyze(validated, "replication"), self._clock.time_ms())
             return AppendInfo(validated.first_offset, validated.last_offset, validated.max_timestamp, -1,
                               validated.record_count, validated.data.nbytes, validated.offset_of_max_timestamp)
 
-    def _write(self, validated: ValidatedBatches, analysis: AppendAnalysis) -> None:
-        """Roll if needed, record the batches' epochs, append to the active segment, move the
-        log end offset, commit producer state, maybe flush (Kafka's UnifiedLog.append order)."""
+    def _write(self, validated: ValidatedBatches, analysis: AppendAnalysis, now_ms: int) -> None:
+        """Roll if needed (at clock time `now_ms`), record the batches' epochs, append to the
+        active segment, move the log end offset, commit producer state, maybe flush (Kafka's
+        UnifiedLog.append order)."""
         size = validated.data.nbytes
-        if size > self._config.segment_bytes:
+        config = self._config
+        if size > config.segment_bytes:
             raise RecordTooLargeError(
                 f"message batch size is {size} bytes in append to {self.name}, "
-                f"which exceeds the maximum configured segment size of {self._config.segment_bytes}")
-        segment = self._maybe_roll(size, validated)
-        self._state.assign_epochs(validated.headers)
+                f"which exceeds the maximum configured segment size of {config.segment_bytes}")
+        segment = self._segments[-1]
+        if segment.should_roll(max_segment_bytes=config.segment_bytes, max_segment_ms=self._max_segment_ms(),
+                               messages_size=size, max_timestamp_in_messages=validated.max_timestamp,
+                               max_offset_in_messages=validated.last_offset, now_ms=now_ms):
+            segment = self._roll(roll_offset(validated))
+        self._state.assign_epochs(validated)
         segment.append(validated.last_offset, validated.max_timestamp,
                        validated.offset_of_max_timestamp, validated.data)
         self._log_end_offset = validated.last_offset + 1
         self._state.appended(analysis, segment, self._log_end_offset)
-        if self.unflushed_messages >= self._config.flush_messages:
+        if self._log_end_offset - self._recovery_point >= config.flush_messages:
             self.flush()
 
     def _max_segment_ms(self) -> int:
@@ -372,19 +381,6 @@ class Log:
         if config.compact and config.max_compaction_lag_ms > 0:
             return min(config.max_compaction_lag_ms, config.segment_ms)
         return config.segment_ms
-
-    def _maybe_roll(self, size: int, validated: ValidatedBatches) -> LogSegment:
-        segment = self._segments[-1]
-        if segment.should_roll(
-            max_segment_bytes=self._config.segment_bytes,
-            max_segment_ms=self._max_segment_ms(),
-            messages_size=size,
-            max_timestamp_in_messages=validated.max_timestamp,
-            max_offset_in_messages=validated.last_offset,
-            now_ms=self._clock.time_ms(),
-        ):
-            return self._roll(roll_offset(validated))
-        return segment
 
     # ------------------------------------------------------------------ roll and flush
 

@@ -8,59 +8,73 @@ the append's origin: it reads no log state, so it is tested on its own.
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
 
 import numpy as np
 
 from logstore import _kernels
 from logstore.config import TIMESTAMP_TYPE_LOG_APPEND, LogConfig
 from logstore.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
-from logstore.records import (
-    RecordBatch,
-    build_batch_columnar,
-    crc32c,
-    read_batch,
-    set_base_offset_and_epoch,
-    set_log_append_time,
-)
+from logstore.records import RecordBatch, build_batch_columnar, crc32c, read_batch
 from logstore.records._kernels import ERR_OFFSET_DELTA, ERR_TRAILING_BYTES, OK, STATUS_MESSAGES
-from logstore.records.batch import check_batch
 from logstore.records.compression import Codec
 from logstore.records.header import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_MASK,
-    CONTROL_BIT,
     CRC_OFFSET,
     INT32_MAX,
     LOG_OVERHEAD,
     MAX_TIMESTAMP_OFFSET,
+    MIN_V2_BATCH_LENGTH,
+    NO_PARTITION_LEADER_EPOCH,
+    NO_PRODUCER_ID,
     NO_TIMESTAMP,
-    RECORD_OVERHEAD_V0,
-    SIZE_FIELD,
-    SIZE_OFFSET,
     TIMESTAMP_TYPE_BIT,
-    V2_HEADER,
     V2_HEADER_SIZE,
     BatchHeader,
-    read_batch_header,
 )
 
 _INT64 = struct.Struct(">q")
+_INT16 = struct.Struct(">h")
 _UINT32 = struct.Struct(">I")
+_NO_RECORDS = np.empty(0, np.uint8)
 
 
-class ValidatedBatches(NamedTuple):
-    """An append's batches after validation: the buffer they sit in, each batch's position and
-    header as stored (offsets, epoch and timestamps as assigned), and their offsets."""
+class ValidatedBatches:
+    """An append's batches after validation: the buffer they sit in, a table of each batch's
+    position and header as stored (offsets, epoch and timestamps as assigned; the columns of
+    logstore._kernels), and their offsets. `leader_epoch` is the epoch a leader append stamped
+    on every batch (None for a follower's batches, which keep their own)."""
 
-    headers: list[BatchHeader]
-    positions: list[int]
-    data: memoryview
-    first_offset: int
-    last_offset: int
-    max_timestamp: int
-    offset_of_max_timestamp: int  # last offset of the (first) batch holding max_timestamp
-    record_count: int
+    __slots__ = ("table", "data", "first_offset", "last_offset", "max_timestamp", "offset_of_max_timestamp",
+                 "record_count", "leader_epoch", "has_producer_ids")
+
+    def __init__(self, table: np.ndarray, data: memoryview, first_offset: int, last_offset: int,
+                 max_timestamp: int, offset_of_max_timestamp: int, record_count: int,
+                 leader_epoch: int | None, has_producer_ids: bool) -> None:
+        self.table = table
+        self.data = data
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+        self.max_timestamp = max_timestamp
+        self.offset_of_max_timestamp = offset_of_max_timestamp  # last offset of the (first) batch holding it
+        self.record_count = record_count
+        self.leader_epoch = leader_epoch
+        self.has_producer_ids = has_producer_ids
+
+    @property
+    def headers(self) -> list[BatchHeader]:
+        """Each batch's header as stored (built on demand)."""
+        return [BatchHeader._make(row) for row in self.table[:, _kernels.HEADER_COLUMNS].tolist()]
+
+    @property
+    def positions(self) -> list[int]:
+        """Each batch's byte position in `data`."""
+        return self.table[:, _kernels.POSITION].tolist()
+
+    @property
+    def first_magic(self) -> int:
+        """The first batch's magic (2 for every leader append)."""
+        return int(self.table[0, _kernels.MAGIC])
 
     @property
     def batches(self) -> list[RecordBatch]:
@@ -70,81 +84,211 @@ class ValidatedBatches(NamedTuple):
 
 def complete_batches(view: memoryview) -> list[RecordBatch]:
     """The batches of `view`; CorruptRecordError if bytes after the last whole batch remain."""
-    return [read_batch(view, position) for position in _batch_positions(view)[1]]
+    return [read_batch(view, position) for position in batch_table(view)[:, _kernels.POSITION].tolist()]
 
 
-def _batch_positions(view: memoryview) -> tuple[list[BatchHeader], list[int]]:
-    """Each complete batch's header and position, each header parsed once (the checks of
-    records.BatchIterator and read_batch); CorruptRecordError if bytes after the last whole
-    batch remain."""
-    headers: list[BatchHeader] = []
-    positions: list[int] = []
-    end = view.nbytes
-    position = 0
-    while end - position >= LOG_OVERHEAD:
-        size = SIZE_FIELD.unpack_from(view, position + SIZE_OFFSET)[0]
-        if size < RECORD_OVERHEAD_V0:
-            raise CorruptRecordError(f"entry length {size} below the minimum", position=position)
-        if size + LOG_OVERHEAD > end - position:
-            break
-        headers.append(read_batch_header(view, position))
-        positions.append(position)
-        position += size + LOG_OVERHEAD
-    if position != end:
-        raise CorruptRecordError(
-            f"{end - position} trailing bytes do not form a complete batch", position=position)
-    return headers, positions
+_ENTRY_ERRORS = {
+    _kernels.ERR_ENTRY_LENGTH: lambda value: f"entry length {value} below the minimum",
+    _kernels.ERR_TRUNCATED_HEADER: lambda value: "truncated batch header",
+    _kernels.ERR_BATCH_LENGTH: lambda value: f"batch length {value} below the minimum {MIN_V2_BATCH_LENGTH}",
+    _kernels.ERR_TRUNCATED_MESSAGE: lambda value: "truncated message header",
+    _kernels.ERR_MESSAGE_SIZE: lambda value: f"message size {value} below the minimum",
+    _kernels.ERR_UNKNOWN_MAGIC: lambda value: f"unknown magic {value}",
+    _kernels.ERR_TRAILING_ENTRY: lambda value: f"{value} trailing bytes do not form a complete batch",
+}
+
+
+def batch_table(view: memoryview | np.ndarray) -> np.ndarray:
+    """The header of each complete batch of `view`, one row each (logstore._kernels' columns),
+    with the checks of records.BatchIterator and read_batch_header; CorruptRecordError if
+    bytes after the last whole batch remain."""
+    data = view if type(view) is np.ndarray else np.frombuffer(view, np.uint8)
+    status, position, value, table = _kernels.batch_table(data)
+    if status != OK:
+        raise CorruptRecordError(_ENTRY_ERRORS[status](value), position=position)
+    return table
 
 
 def validate_leader_append(buf: bytearray | memoryview, config: LogConfig, next_offset: int, now_ms: int,
-                           leader_epoch: int, origin: str, *, source: str) -> ValidatedBatches:
+                           leader_epoch: int, origin: str, *, source: str,
+                           table: np.ndarray | None = None) -> ValidatedBatches:
     """Validate a leader append and assign offsets from `next_offset`, `leader_epoch` and, for
     LogAppendTime, `now_ms`, in place (recompressed into a new buffer when the topic's
-    compression.type differs). `source` names the partition in errors. Raises
-    InvalidRecordError (RecordTooLargeError, timestamps, counts) or CorruptRecordError."""
-    view = memoryview(buf).cast("B")
-    headers, positions = _batch_positions(view)
-    if not headers:
-        raise InvalidRecordError("an append needs at least one record batch")
-    if headers[0].magic < 2:
-        buf = convert_legacy(complete_batches(view), config, origin, source)
-        view = memoryview(buf).cast("B")
-        headers, positions = _batch_positions(view)
-    target = config.compression_codec
-    if target is not None and any(
-            h.magic == 2 and (h.attributes & COMPRESSION_MASK) != target.code for h in headers):
-        buf = _recompress(complete_batches(view), target, config, source)
-        view = memoryview(buf).cast("B")
-        headers, positions = _batch_positions(view)
+    compression.type differs). `source` names the partition in errors; `table`, an int64 array
+    of logstore._kernels.COLUMNS columns, is where the batch table goes when it has the rows
+    (scratch space reused by the caller). Raises InvalidRecordError (RecordTooLargeError,
+    timestamps, counts) or CorruptRecordError."""
+    view = buf if type(buf) is memoryview else memoryview(buf)
+    if view.format != "B" or view.ndim != 1:
+        view = view.cast("B")
+    data = np.frombuffer(view, np.uint8)
     log_append = config.message_timestamp_type == TIMESTAMP_TYPE_LOG_APPEND
-    compact = config.compact
-    data = np.frombuffer(view, dtype=np.uint8)
-    first_offset = next_offset
-    max_timestamp, offset_of_max, count = NO_TIMESTAMP, -1, 0
-    for header, position in zip(headers, positions, strict=True):
-        end = position + header.batch_length + LOG_OVERHEAD
-        _validate_batch(header, view[position:end], position, origin, config, source)
-        low, high, null_key = _scan_records(header, data, position, end)
-        if compact and null_key:
-            raise InvalidRecordError(
-                f"{source} is a compacted topic's partition: it cannot accept a record without a key")
-        batch_max = high
-        if not log_append and header.record_count:
-            _check_timestamps(low, high, now_ms, position, config)
-        set_base_offset_and_epoch(buf, position, next_offset, leader_epoch)
+    flags = _kernels.SCAN | (_kernels.CLIENT if origin == "client" else 0) | (
+        _kernels.COMPACT if config.compact else 0) | (_kernels.LOG_APPEND_TIME if log_append else 0)
+    max_message_bytes = config.max_message_bytes
+    before = config.message_timestamp_before_max_ms
+    after = config.message_timestamp_after_max_ms
+    target = config.compression_codec
+    if table is None:
+        table = np.empty((_TABLE_ROWS, _kernels.COLUMNS), np.int64)
+    result = _kernels.leader_batches(data, table, -1 if target is None else target.code, next_offset, leader_epoch,
+                                     max_message_bytes, flags, now_ms, before, after)
+    if result[0] == OK:
+        table = table[: result[-1]]
+        _check_crcs(view, table, 0, len(table))
+    else:
+        checks = (next_offset, leader_epoch, max_message_bytes, flags, now_ms, before, after)
+        view, table, result = _finish_leader_append(view, table, target, result, checks, config, origin, source)
+    _, _, _, _, last_offset, max_timestamp, offset_of_max, count, producers, rewrites, *_ = result
+    if log_append or rewrites:
+        _rewrite_max_timestamps(view, table, log_append)
+    return ValidatedBatches(table, view, next_offset, last_offset, max_timestamp, offset_of_max, count,
+                            leader_epoch, producers)
+
+
+_TABLE_ROWS = 8  # batches a leader append usually holds at most
+_REWRITES = (_kernels.NO_BATCHES, _kernels.LEGACY, _kernels.RECOMPRESS)
+
+
+def _finish_leader_append(view: memoryview, table: np.ndarray, target: Codec | None, result: tuple, checks: tuple,
+                          config: LogConfig, origin: str, source: str) -> tuple[memoryview, np.ndarray, tuple]:
+    """The leader appends `leader_batches` did not settle (its non-OK `result`): a bigger
+    table, legacy conversion, recompression, compressed records, or an error to raise.
+    Returns the (maybe new) buffer's view, its batch table and the final OK result."""
+    data = np.frombuffer(view, np.uint8)
+    code = -1 if target is None else target.code
+    status = result[0]
+    if status == _kernels.TABLE_TOO_SMALL:
+        table = np.empty((result[2], _kernels.COLUMNS), np.int64)
+        result = _kernels.leader_batches(data, table, code, *checks)
+        status = result[0]
+    if status in _ENTRY_ERRORS:
+        raise CorruptRecordError(_ENTRY_ERRORS[status](result[2]), position=result[1])
+    table = table[: result[-1]]
+    if status in _REWRITES:
+        if status == _kernels.NO_BATCHES:
+            raise InvalidRecordError("an append needs at least one record batch")
+        if status == _kernels.LEGACY:
+            view = memoryview(convert_legacy(complete_batches(view), config, origin, source))
+            table = batch_table(view)
+        if target is not None and _needs_recompression(table, target.code):
+            view = memoryview(_recompress(view, table, target, config, source))
+            table = batch_table(view)
+        data = np.frombuffer(view, np.uint8)
+        result = _kernels.validate_batches(data, table, 0, len(table), _NO_RECORDS, -1, *checks)
+    return view, table, _settle(view, data, table, result, 0, len(table), checks, source)
+
+
+def _settle(view: memoryview, data: np.ndarray, table: np.ndarray, result: tuple, start: int, stop: int,
+            checks: tuple, source: str) -> tuple:
+    """Finish a validate_batches `result` over table[start:stop]: check each batch's CRC where
+    Kafka does (after its magic and size), decompress compressed batches' records for the walk
+    and resume there, and raise the first failure. Returns the final OK result."""
+    checked = start  # rows below this have a checked CRC
+    while True:
+        status, row = result[0], result[1]
+        upto = row if status in (OK, _kernels.ERR_MAGIC, _kernels.ERR_TOO_LARGE) else row + 1
+        if checked < upto:
+            _check_crcs(view, table, checked, upto)
+            checked = upto
+        if status == OK:
+            return result
+        if status != _kernels.NEEDS_RECORDS:
+            _raise_batch_error(result, table, checks, source)
+        records = np.frombuffer(read_batch(view, int(table[row, _kernels.POSITION])).records_bytes(), np.uint8)
+        result = _kernels.validate_batches(data, table, row, stop, records, row, *checks)
+
+
+def _check_crcs(view: memoryview, table: np.ndarray, start: int, stop: int) -> None:
+    """CorruptRecordError unless the CRC of each batch of table[start:stop] matches."""
+    for row in table[start:stop].tolist():
+        position = row[_kernels.POSITION]
+        computed = crc32c(view[position + ATTRIBUTES_OFFSET : position + row[_kernels.BATCH_LENGTH] + LOG_OVERHEAD])
+        stored = row[_kernels.CRC]
+        if stored != computed:
+            raise CorruptRecordError(
+                f"batch CRC-32C mismatch: stored {stored:#010x}, computed {computed:#010x}", position=position)
+
+
+def _raise_batch_error(result: tuple, table: np.ndarray, checks: tuple, source: str) -> None:
+    """Raise the error validate_batches reported (Kafka's messages)."""
+    status, row, value, at = result[:4]
+    header = BatchHeader._make(table[row, _kernels.HEADER_COLUMNS].tolist())
+    position = int(table[row, _kernels.POSITION])
+    max_message_bytes, now = checks[2], checks[4]
+    if status == _kernels.ERR_MAGIC:
+        raise InvalidRecordError(
+            f"batch magic {value} is not the same as the first batch's magic byte 2 in {source}")
+    if status == _kernels.ERR_TOO_LARGE:
+        raise RecordTooLargeError(
+            f"the record batch size in the append to {source} is {value} bytes "
+            f"which exceeds the maximum configured value of {max_message_bytes}")
+    if status == _kernels.ERR_CODEC:
+        raise CorruptRecordError(f"unknown compression codec {value}", position=position)
+    if status == _kernels.ERR_NEGATIVE_COUNT:
+        raise CorruptRecordError("negative record count or last offset delta", position=position)
+    if status == _kernels.ERR_COUNT_FIT:
+        raise CorruptRecordError(
+            f"record count {header.record_count} cannot fit in {value} bytes", position=position)
+    if status == _kernels.ERR_CLIENT_COUNT:
+        raise InvalidRecordError(f"invalid reported count for record batch: {header.record_count}")
+    if status == _kernels.ERR_OFFSET_RANGE:
+        raise InvalidRecordError(
+            f"inconsistent batch offset range [{header.base_offset}, {header.last_offset}] "
+            f"and count of records {header.record_count}")
+    if status == _kernels.ERR_CONTROL:
+        raise InvalidRecordError("clients are not allowed to write control records")
+    if status == _kernels.ERR_SEQUENCE:
+        raise InvalidRecordError(
+            f"invalid sequence number {header.base_sequence} in record batch with "
+            f"producerId {header.producer_id}")
+    if status == _kernels.ERR_TIMESTAMP_TYPE:
+        raise InvalidRecordError(
+            "invalid timestamp type in a client batch: producers must not set LogAppendTime")
+    if status == _kernels.ERR_NULL_KEY:
+        raise InvalidRecordError(
+            f"{source} is a compacted topic's partition: it cannot accept a record without a key")
+    # Python ints in the messages: no int64 overflow for the Long.MAX defaults.
+    if status == _kernels.ERR_TIMESTAMP_BEFORE:
+        raise InvalidRecordError(
+            f"timestamp {value} of a record in the batch at position {position} is more than "
+            f"message.timestamp.before.max.ms={checks[5]} before the log's time {now}")
+    if status == _kernels.ERR_TIMESTAMP_AFTER:
+        raise InvalidRecordError(
+            f"timestamp {value} of a record in the batch at position {position} is more than "
+            f"message.timestamp.after.max.ms={checks[6]} after the log's time {now}")
+    if status in (ERR_OFFSET_DELTA, ERR_TRAILING_BYTES):
+        raise InvalidRecordError(
+            f"batch at position {position} holds records that disagree with its "
+            f"header count {header.record_count}: {STATUS_MESSAGES[status]}")
+    compressed = header.attributes & COMPRESSION_MASK
+    raise CorruptRecordError(f"{STATUS_MESSAGES[status]} (record byte {at})",
+                             position=position if compressed else position + V2_HEADER_SIZE + at)
+
+
+def _needs_recompression(table: np.ndarray, code: int) -> bool:
+    """True when a magic 2 batch's codec is not the topic's `code`."""
+    v2 = table[:, _kernels.MAGIC] == 2
+    return bool(((table[v2, _kernels.ATTRIBUTES] & COMPRESSION_MASK) != code).any())
+
+
+def _rewrite_max_timestamps(view: memoryview, table: np.ndarray, log_append: bool) -> None:
+    """Stamp each batch's validated max timestamp (and with `log_append` the LogAppendTime
+    attribute) and its new CRC, in the buffer and the table (Kafka's setMaxTimestamp)."""
+    rows = table[:, [_kernels.POSITION, _kernels.BATCH_LENGTH, _kernels.ATTRIBUTES, _kernels.MAX_TIMESTAMP,
+                     _kernels.VALIDATED_MAX_TIMESTAMP]].tolist()
+    for row, (position, length, attributes, stored, validated) in enumerate(rows):
+        if not log_append and stored == validated:
+            continue
         if log_append:
-            set_log_append_time(buf, position, now_ms)
-            batch_max = now_ms
-        elif batch_max != header.max_timestamp:
-            _set_max_timestamp(buf, position, end, batch_max)
-        last = next_offset + header.last_offset_delta
-        if batch_max > max_timestamp:
-            max_timestamp, offset_of_max = batch_max, last
-        next_offset = last + 1
-        count += header.record_count
-    stored = [BatchHeader._make(V2_HEADER.unpack_from(view, position)) for position in positions]
-    return ValidatedBatches(stored, positions, view, first_offset, next_offset - 1, max_timestamp,
-                            offset_of_max, count)
+            attributes |= TIMESTAMP_TYPE_BIT
+            _INT16.pack_into(view, position + ATTRIBUTES_OFFSET, attributes)
+        _INT64.pack_into(view, position + MAX_TIMESTAMP_OFFSET, validated)
+        crc = crc32c(view[position + ATTRIBUTES_OFFSET : position + length + LOG_OVERHEAD])
+        _UINT32.pack_into(view, position + CRC_OFFSET, crc)
+        table[row, _kernels.ATTRIBUTES] = attributes
+        table[row, _kernels.MAX_TIMESTAMP] = validated
+        table[row, _kernels.CRC] = crc
 
 
 def convert_legacy(batches: list[RecordBatch], config: LogConfig, origin: str, source: str) -> bytearray:
@@ -181,8 +325,8 @@ def validate_follower_append(batch_bytes: bytes | bytearray | memoryview, *, sou
     """Validate batches fetched from a leader, keeping their offsets and epochs: CRCs and
     increasing offsets. An empty input gives no batches (first_offset 0, last_offset -1)."""
     view = memoryview(batch_bytes).cast("B")
-    headers, positions = _batch_positions(view)
-    batches = [read_batch(view, position) for position in positions]
+    table = batch_table(view)
+    batches = [read_batch(view, position) for position in table[:, _kernels.POSITION].tolist()]
     last = -1
     max_ts, offset_of_max, count = NO_TIMESTAMP, -1, 0
     for batch in batches:
@@ -197,102 +341,36 @@ def validate_follower_append(batch_bytes: bytes | bytearray | memoryview, *, sou
     first = 0
     if batches:
         first = batches[0].base_offset if batches[0].magic == 2 else batches[0].last_offset
-    return ValidatedBatches(headers, positions, view, first, last, max_ts, offset_of_max, count)
+    producers = bool((table[:, _kernels.PRODUCER_ID] > NO_PRODUCER_ID).any())
+    return ValidatedBatches(table, view, first, last, max_ts, offset_of_max, count, None, producers)
 
 
 def roll_offset(validated: ValidatedBatches) -> int:
     """The offset a segment rolled for this append is named at least by (Kafka's maybeRoll):
     the first offset, or for a legacy first batch, whose first inner offset is not in its
     header, `last offset - Int.MaxValue`, so the roll falls back to the log end offset."""
-    if validated.headers and validated.headers[0].magic < 2:
+    if len(validated.table) and validated.first_magic < 2:
         return validated.last_offset - INT32_MAX
     return validated.first_offset
 
 
-def _validate_batch(header: BatchHeader, view: memoryview, position: int, origin: str, config: LogConfig,
-                    source: str) -> None:
-    """Checks of one batch (`view` holds exactly its bytes) before offsets are assigned."""
-    if header.magic != 2:
-        raise InvalidRecordError(
-            f"batch magic {header.magic} is not the same as the first batch's magic byte 2 in {source}")
-    size = header.batch_length + LOG_OVERHEAD
-    if size > config.max_message_bytes:
-        raise RecordTooLargeError(
-            f"the record batch size in the append to {source} is {size} bytes "
-            f"which exceeds the maximum configured value of {config.max_message_bytes}")
-    check_batch(view, header, position)
-    if origin != "client":
-        return
-    if header.record_count <= 0:
-        raise InvalidRecordError(f"invalid reported count for record batch: {header.record_count}")
-    if header.last_offset_delta + 1 != header.record_count:
-        raise InvalidRecordError(
-            f"inconsistent batch offset range [{header.base_offset}, {header.last_offset}] "
-            f"and count of records {header.record_count}")
-    if header.attributes & CONTROL_BIT:
-        raise InvalidRecordError("clients are not allowed to write control records")
-    if header.producer_id >= 0 and header.base_sequence < 0:
-        raise InvalidRecordError(
-            f"invalid sequence number {header.base_sequence} in record batch with "
-            f"producerId {header.producer_id}")
-    if header.attributes & TIMESTAMP_TYPE_BIT:
-        raise InvalidRecordError(
-            "invalid timestamp type in a client batch: producers must not set LogAppendTime")
-
-
-def _scan_records(header: BatchHeader, data: np.ndarray, position: int, end: int) -> tuple[int, int, bool]:
-    """Walk a batch's records without copying them (Kafka's skipKeyValueIterator): (min
-    timestamp ignoring -1, max timestamp, any null key). `data` is the whole append's bytes;
-    a compressed batch's records are decompressed first."""
-    start = position + V2_HEADER_SIZE
-    compressed = header.attributes & COMPRESSION_MASK
-    if compressed:
-        data = np.frombuffer(read_batch(data, position).records_bytes(), dtype=np.uint8)
-        start, end = 0, data.size
-    status, error, low, high, null_key = _kernels.scan_records(
-        data, start, end, header.record_count, header.base_timestamp)
-    if status in (ERR_OFFSET_DELTA, ERR_TRAILING_BYTES):
-        raise InvalidRecordError(
-            f"batch at position {position} holds records that disagree with its "
-            f"header count {header.record_count}: {STATUS_MESSAGES[status]}")
-    if status != OK:
-        raise CorruptRecordError(
-            f"{STATUS_MESSAGES[status]} (record byte {error - start})",
-            position=position if compressed else position + V2_HEADER_SIZE + error - start)
-    return int(low), int(high), bool(null_key)
-
-
-def _check_timestamps(low: int, high: int, now: int, position: int, config: LogConfig) -> None:
-    before = config.message_timestamp_before_max_ms
-    after = config.message_timestamp_after_max_ms
-    # Python ints: no int64 overflow for the Long.MAX defaults.
-    if low != NO_TIMESTAMP and now - low > before:
-        raise InvalidRecordError(
-            f"timestamp {low} of a record in the batch at position {position} is more than "
-            f"message.timestamp.before.max.ms={before} before the log's time {now}")
-    if high != NO_TIMESTAMP and high - now > after:
-        raise InvalidRecordError(
-            f"timestamp {high} of a record in the batch at position {position} is more than "
-            f"message.timestamp.after.max.ms={after} after the log's time {now}")
-
-
-def _recompress(batches: list[RecordBatch], codec: Codec, config: LogConfig, source: str) -> bytearray:
+def _recompress(view: memoryview, table: np.ndarray, codec: Codec, config: LogConfig, source: str) -> bytearray:
     """Re-encode batches with the topic's compression.type at its compression.<codec>.level
-    (Kafka's buildRecordsAndAssignOffsets)."""
+    (Kafka's buildRecordsAndAssignOffsets), each checked as a client's batch first."""
+    data = np.frombuffer(view, np.uint8)
+    # Each batch gets a client's header checks, without the record walk (done after).
+    checks = (0, NO_PARTITION_LEADER_EPOCH, config.max_message_bytes, _kernels.CLIENT, 0,
+              config.message_timestamp_before_max_ms, config.message_timestamp_after_max_ms)
     out = bytearray()
-    for batch in batches:
-        _validate_batch(batch.header, batch.view, batch.position, "client", config, source)
-        table = batch.to_arrow()
+    for row, position in enumerate(table[:, _kernels.POSITION].tolist()):
+        result = _kernels.validate_batches(data, table, row, row + 1, _NO_RECORDS, -1, *checks)
+        _settle(view, data, table, result, row, row + 1, checks, source)
+        batch = read_batch(view, position)
+        arrow = batch.to_arrow()
         out += build_batch_columnar(
-            table.column("key"), table.column("value"), timestamps=table.column("timestamp"),
-            headers=table.column("headers"), compression=codec.name,
+            arrow.column("key"), arrow.column("value"), timestamps=arrow.column("timestamp"),
+            headers=arrow.column("headers"), compression=codec.name,
             compression_level=config.compression_level(codec.name),
             producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
             base_sequence=batch.base_sequence, is_transactional=batch.is_transactional)
     return out
-
-
-def _set_max_timestamp(buf: bytearray | memoryview, position: int, end: int, timestamp: int) -> None:
-    """Rewrite a CreateTime batch's maxTimestamp and its CRC (Kafka's setMaxTimestamp)."""
-    _INT64.pack_into(buf, position + MAX_TIMESTAMP_OFFSET, timestamp)
-    _UINT32.pack_into(buf, position + CRC_OFFSET, crc32c(memoryview(buf)[position + ATTRIBUTES_OFFSET : end]))

@@ -15,7 +15,7 @@ from logstore.epoch import LeaderEpochFileCache
 from logstore.log_validator import ValidatedBatches
 from logstore.producer_append import AppendAnalysis, BatchInfo, batch_info
 from logstore.producer_state import ProducerStateManager
-from logstore.records import BatchHeader, RecordBatch, read_batch
+from logstore.records import RecordBatch, read_batch
 from logstore.records.header import CONTROL_BIT, NO_PRODUCER_ID
 from logstore.segment import LogSegment
 from logstore.txn_index import AbortedTxn, collect_aborted_txns
@@ -38,6 +38,10 @@ def segment_sources(
         return infos
 
     return [(s.base_offset, reader(s)) for s in segments]
+
+
+# What the producer state manager answers for an append without a producer's batch (read only).
+_NO_PRODUCER_BATCHES = AppendAnalysis({}, [], None)
 
 
 class PartitionState:
@@ -113,19 +117,25 @@ class PartitionState:
         """Validate an append's producer state (raises the producer errors); the result names
         the earlier batch a client append retries, if it is one. Batches without a producer
         id are no part of it; only a control batch is read past its header (its marker)."""
+        if not validated.has_producer_ids:
+            return _NO_PRODUCER_BATCHES
         infos = [
             batch_info(read_batch(validated.data, position)) if header.attributes & CONTROL_BIT
             else BatchInfo.from_header(header)
             for header, position in zip(validated.headers, validated.positions, strict=True)
             if header.producer_id > NO_PRODUCER_ID
         ]
-        if not infos:
-            return AppendAnalysis({}, [], None)  # what the manager answers for no producer's batch
         return self.producer_state.analyze(infos, origin)
 
-    def assign_epochs(self, batches: Iterable[BatchHeader]) -> None:
+    def assign_epochs(self, validated: ValidatedBatches) -> None:
         """Record the leader epochs stamped on appended batches (Kafka's maybeAssignEpochStartOffset)."""
-        for batch in batches:
+        epoch = validated.leader_epoch
+        if epoch is not None:
+            # A leader stamped one epoch on every batch: only the first can start it.
+            if epoch >= 0:
+                self.epochs.assign(epoch, validated.first_offset)
+            return
+        for batch in validated.headers:
             if batch.magic < 2:
                 # A format regression: forget the epochs so the next leader election falls back
                 # to truncating by high watermark (as Kafka does).
@@ -136,7 +146,7 @@ class PartitionState:
 
     def appended(self, analysis: AppendAnalysis, active: LogSegment, log_end_offset: int) -> None:
         """Commit an analysed append just written to `active`."""
-        psm = self.producer_state
+        psm = self._producer_state
         if analysis.updated_producers or analysis.completed_txns:
             psm.apply(analysis, active.txn_index, log_end_offset)
         else:

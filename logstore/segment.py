@@ -408,7 +408,9 @@ class LogSegment:
         """
         if self._closed or self._read_only:
             self._require_writable("append to")
-        if isinstance(records, (list, tuple)):
+        if type(records) is memoryview:
+            parts, nbytes = [records], records.nbytes
+        elif isinstance(records, (list, tuple)):
             parts = list(records)
             nbytes = sum(_nbytes(part) for part in parts)
         else:
@@ -669,8 +671,10 @@ class LogSegment:
 
     def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
         """Time since the first batch's timestamp (or, without one, since creation)."""
-        self._load_first_batch_timestamp()
         ts = self._rolling_based_timestamp
+        if ts is None:
+            self._load_first_batch_timestamp()
+            ts = self._rolling_based_timestamp
         if ts is not None and ts >= 0:
             return message_timestamp - ts
         return now_ms - self._created_ms
@@ -695,16 +699,16 @@ class LogSegment:
         """Kafka's roll rule for an append of `messages_size` bytes: the segment would pass
         `segment.bytes`, is non-empty and older than `segment.ms` minus this segment's jitter,
         has a full index, or cannot hold `max_offset_in_messages` as a relative offset."""
-        reached_roll_ms = (
-            self.time_waited_for_roll(now_ms, max_timestamp_in_messages)
-            > max_segment_ms - self.roll_jitter_ms
-        )
+        size = self._size
+        if size > max_segment_bytes - messages_size:
+            return True
+        if size > 0 and (self.time_waited_for_roll(now_ms, max_timestamp_in_messages)
+                         > max_segment_ms - self.roll_jitter_ms):
+            return True
         return (
-            self._size > max_segment_bytes - messages_size
-            or (self._size > 0 and reached_roll_ms)
-            or self._offset_index.is_full
+            self._offset_index.is_full
             or self._time_index.is_full
-            or not self.can_convert_to_relative_offset(max_offset_in_messages)
+            or not 0 <= max_offset_in_messages - self._base_offset <= MAX_RELATIVE_OFFSET
         )
 
     def resize_indexes(self, size: int) -> None:

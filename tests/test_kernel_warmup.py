@@ -19,13 +19,14 @@ KERNEL_MODULES = ("logstore._kernels", "logstore.records._kernels", "compaction.
 
 
 def kernels() -> dict[str, object]:
-    """Every top-level numba kernel (helpers inlined into kernels are compiled with them)."""
+    """Every top-level numba kernel (helpers, inlined or private, are compiled with the kernels
+    that call them)."""
     found = {}
     for name in KERNEL_MODULES:
         module = importlib.import_module(name)
         for attr, value in vars(module).items():
             options = getattr(value, "targetoptions", None)
-            if options is not None and options.get("inline") != "always":
+            if options is not None and options.get("inline") != "always" and not attr.startswith("_"):
                 found[f"{name}.{attr}"] = value
     return found
 
