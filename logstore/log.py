@@ -49,6 +49,7 @@ from logstore.log_loader import (
     segment_options,
 )
 from logstore.log_validator import (
+    LeaderChecks,
     ValidatedBatches,
     roll_offset,
     validate_follower_append,
@@ -99,6 +100,14 @@ class FetchResult(NamedTuple):
         return iter(iter_batches(self.records))
 
 
+def max_segment_ms(config: LogConfig) -> int:
+    """The age at which the active segment rolls: segment.ms, or for a compacted topic
+    max.compaction.lag.ms when lower (Kafka's UnifiedLog.maxSegmentMs)."""
+    if config.compact and config.max_compaction_lag_ms > 0:
+        return min(config.max_compaction_lag_ms, config.segment_ms)
+    return config.segment_ms
+
+
 class Log:
     """An append-only partition log in a Kafka partition directory. Thread-safe: one lock
     serialises appends, reads and maintenance. Open with `Log.open`."""
@@ -108,6 +117,8 @@ class Log:
         self.topic, self.partition = parse_partition_dir(directory.name)
         self._name = f"{self.topic}-{self.partition}"
         self._config = config
+        self._checks = LeaderChecks.of(config)
+        self._max_segment_ms = max_segment_ms(config)
         # Where the config came from (logstore.topic_configs ORIGIN_*); None: unknown.
         self.config_origin: str | None = ORIGIN_GIVEN
         self._clock = clock
@@ -218,6 +229,8 @@ class Log:
     @config.setter
     def config(self, config: LogConfig | dict[str, Any]) -> None:
         self._config = LogConfig.coerce(config)
+        self._checks = LeaderChecks.of(self._config)
+        self._max_segment_ms = max_segment_ms(self._config)
         self.config_origin = ORIGIN_GIVEN
 
     @property
@@ -319,7 +332,7 @@ class Log:
             config = self._config
             now = self._clock.time_ms()
             buf = records if type(records) is bytearray else self._input.to_buffer(records, now, config)
-            validated = validate_leader_append(buf, config, self._log_end_offset, now, leader_epoch,
+            validated = validate_leader_append(buf, self._checks, self._log_end_offset, now, leader_epoch,
                                                origin, source=self._name, table=self._input.table)
             analysis = self._state.analyze(validated, origin)
             duplicate = analysis.duplicate
@@ -364,9 +377,8 @@ class Log:
                 f"message batch size is {size} bytes in append to {self.name}, "
                 f"which exceeds the maximum configured segment size of {config.segment_bytes}")
         segment = self._segments[-1]
-        if segment.should_roll(max_segment_bytes=config.segment_bytes, max_segment_ms=self._max_segment_ms(),
-                               messages_size=size, max_timestamp_in_messages=validated.max_timestamp,
-                               max_offset_in_messages=validated.last_offset, now_ms=now_ms):
+        if segment.should_roll(config.segment_bytes, self._max_segment_ms, size, validated.max_timestamp,
+                               validated.last_offset, now_ms):
             segment = self._roll(roll_offset(validated))
         self._state.assign_epochs(validated)
         segment.append(validated.last_offset, validated.max_timestamp,
@@ -375,12 +387,6 @@ class Log:
         self._state.appended(analysis, segment, self._log_end_offset)
         if self._log_end_offset - self._recovery_point >= config.flush_messages:
             self.flush()
-
-    def _max_segment_ms(self) -> int:
-        config = self._config
-        if config.compact and config.max_compaction_lag_ms > 0:
-            return min(config.max_compaction_lag_ms, config.segment_ms)
-        return config.segment_ms
 
     # ------------------------------------------------------------------ roll and flush
 

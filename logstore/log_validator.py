@@ -8,6 +8,7 @@ the append's origin: it reads no log state, so it is tested on its own.
 from __future__ import annotations
 
 import struct
+from typing import NamedTuple
 
 import numpy as np
 
@@ -109,58 +110,84 @@ def batch_table(view: memoryview | np.ndarray) -> np.ndarray:
     return table
 
 
-def validate_leader_append(buf: bytearray | memoryview, config: LogConfig, next_offset: int, now_ms: int,
-                           leader_epoch: int, origin: str, *, source: str,
+class LeaderChecks(NamedTuple):
+    """What a topic's config makes a leader append check and stamp, read once per config:
+    LogConfig's properties cost more than the validation kernel's work on a small batch."""
+
+    config: LogConfig
+    target: Codec | None  # compression.type's codec; None keeps the producer's
+    target_code: int  # -1 for None
+    max_message_bytes: int
+    flags: int  # logstore._kernels' flags of a coordinator's append; a client's adds CLIENT
+    log_append: bool
+    before_max_ms: int
+    after_max_ms: int
+
+    @classmethod
+    def of(cls, config: LogConfig) -> LeaderChecks:
+        """The checks `config` sets."""
+        target = config.compression_codec
+        log_append = config.message_timestamp_type == TIMESTAMP_TYPE_LOG_APPEND
+        flags = _kernels.SCAN | (_kernels.COMPACT if config.compact else 0) | (
+            _kernels.LOG_APPEND_TIME if log_append else 0)
+        return cls(config, target, -1 if target is None else target.code, config.max_message_bytes, flags,
+                   log_append, config.message_timestamp_before_max_ms, config.message_timestamp_after_max_ms)
+
+
+def validate_leader_append(buf: bytearray | memoryview, config: LogConfig | LeaderChecks, next_offset: int,
+                           now_ms: int, leader_epoch: int, origin: str, *, source: str,
                            table: np.ndarray | None = None) -> ValidatedBatches:
     """Validate a leader append and assign offsets from `next_offset`, `leader_epoch` and, for
     LogAppendTime, `now_ms`, in place (recompressed into a new buffer when the topic's
-    compression.type differs). `source` names the partition in errors; `table`, an int64 array
-    of logstore._kernels.COLUMNS columns, is where the batch table goes when it has the rows
+    compression.type differs). `config` is the topic's, or its LeaderChecks when the caller
+    keeps them; `source` names the partition in errors; `table`, an int64 array of
+    logstore._kernels.COLUMNS columns, is where the batch table goes when it has the rows
     (scratch space reused by the caller). Raises InvalidRecordError (RecordTooLargeError,
     timestamps, counts) or CorruptRecordError."""
+    checks = config if type(config) is LeaderChecks else LeaderChecks.of(config)
     view = buf if type(buf) is memoryview else memoryview(buf)
     if view.format != "B" or view.ndim != 1:
         view = view.cast("B")
     data = np.frombuffer(view, np.uint8)
-    log_append = config.message_timestamp_type == TIMESTAMP_TYPE_LOG_APPEND
-    flags = _kernels.SCAN | (_kernels.CLIENT if origin == "client" else 0) | (
-        _kernels.COMPACT if config.compact else 0) | (_kernels.LOG_APPEND_TIME if log_append else 0)
-    max_message_bytes = config.max_message_bytes
-    before = config.message_timestamp_before_max_ms
-    after = config.message_timestamp_after_max_ms
-    target = config.compression_codec
+    flags = checks.flags | _kernels.CLIENT if origin == "client" else checks.flags
     if table is None:
         table = np.empty((_TABLE_ROWS, _kernels.COLUMNS), np.int64)
-    result = _kernels.leader_batches(data, table, -1 if target is None else target.code, next_offset, leader_epoch,
-                                     max_message_bytes, flags, now_ms, before, after)
-    if result[0] == OK:
-        table = table[: result[-1]]
-        _check_crcs(view, table, 0, len(table))
+    args = (next_offset, leader_epoch, checks.max_message_bytes, flags, now_ms, checks.before_max_ms,
+            checks.after_max_ms)
+    result = _kernels.leader_batches(data, table, checks.target_code, *args)
+    rows = result[-1]
+    if result[0] != OK:
+        view, table, result = _finish_leader_append(view, table, checks, result, args, origin, source)
+    elif rows == 1:  # the common append, one batch filling the buffer: its CRC spans the rest
+        table = table[:1]
+        if crc32c(view[ATTRIBUTES_OFFSET:]) != table[0, _kernels.CRC]:
+            _check_crcs(view, table, 0, 1)
     else:
-        checks = (next_offset, leader_epoch, max_message_bytes, flags, now_ms, before, after)
-        view, table, result = _finish_leader_append(view, table, target, result, checks, config, origin, source)
-    _, _, _, _, last_offset, max_timestamp, offset_of_max, count, producers, rewrites, *_ = result
-    if log_append or rewrites:
-        _rewrite_max_timestamps(view, table, log_append)
-    return ValidatedBatches(table, view, next_offset, last_offset, max_timestamp, offset_of_max, count,
-                            leader_epoch, producers)
+        table = table[:rows]
+        _check_crcs(view, table, 0, rows)
+    # result: status, row, value, at, last offset, max timestamp, its offset, record count,
+    # any producer id, any max timestamp to rewrite, rows
+    if checks.log_append or result[9]:
+        _rewrite_max_timestamps(view, table, checks.log_append)
+    return ValidatedBatches(table, view, next_offset, result[4], result[5], result[6], result[7], leader_epoch,
+                            result[8])
 
 
 _TABLE_ROWS = 8  # batches a leader append usually holds at most
 _REWRITES = (_kernels.NO_BATCHES, _kernels.LEGACY, _kernels.RECOMPRESS)
 
 
-def _finish_leader_append(view: memoryview, table: np.ndarray, target: Codec | None, result: tuple, checks: tuple,
-                          config: LogConfig, origin: str, source: str) -> tuple[memoryview, np.ndarray, tuple]:
+def _finish_leader_append(view: memoryview, table: np.ndarray, leader: LeaderChecks, result: tuple,
+                          checks: tuple, origin: str, source: str) -> tuple[memoryview, np.ndarray, tuple]:
     """The leader appends `leader_batches` did not settle (its non-OK `result`): a bigger
     table, legacy conversion, recompression, compressed records, or an error to raise.
     Returns the (maybe new) buffer's view, its batch table and the final OK result."""
     data = np.frombuffer(view, np.uint8)
-    code = -1 if target is None else target.code
+    target, config = leader.target, leader.config
     status = result[0]
     if status == _kernels.TABLE_TOO_SMALL:
         table = np.empty((result[2], _kernels.COLUMNS), np.int64)
-        result = _kernels.leader_batches(data, table, code, *checks)
+        result = _kernels.leader_batches(data, table, leader.target_code, *checks)
         status = result[0]
     if status in _ENTRY_ERRORS:
         raise CorruptRecordError(_ENTRY_ERRORS[status](result[2]), position=result[1])

@@ -464,6 +464,14 @@ class LogSegment:
         """pwritev `parts` (`nbytes` in all) at `position`, resuming after short writes; `size`
         follows each write."""
         fd = self._fd if self._fd is not None else self._file()
+        if len(parts) == 1:  # one buffer, the leader's append: no iovec list built per call
+            written = os.pwrite(fd, parts[0], position)
+            self._size = position + written
+            if written == nbytes:
+                return
+            parts[0] = memoryview(parts[0]).cast("B")[written:]
+            position += written
+            nbytes -= written
         first = 0
         while first < len(parts):
             written = os.pwritev(fd, parts[first : first + IOV_MAX], position)
@@ -688,7 +696,6 @@ class LogSegment:
 
     def should_roll(
         self,
-        *,
         max_segment_bytes: int,
         max_segment_ms: int,
         messages_size: int,
