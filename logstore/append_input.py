@@ -28,14 +28,15 @@ class AppendInput:
         self.table = np.empty((SCRATCH_TABLE_ROWS, _kernels.COLUMNS), np.int64)
 
     def to_buffer(self, records: Any, now_ms: int, config: LogConfig) -> bytearray | memoryview:
-        """A writable buffer of v2 batches: a bytearray as given, bytes copied, records built
-        with the topic's compression.type and level and `now_ms` for missing timestamps."""
+        """A writable buffer of v2 batches: a bytearray or writable memoryview as given, bytes
+        and read-only views copied, records built with the topic's compression.type and level
+        and `now_ms` for missing timestamps."""
         if type(records) is bytes and len(records) <= self._scratch.nbytes:
             view = self._scratch[: len(records)]  # the common case of _copy, inline
             view[:] = records
             return view
-        if isinstance(records, bytearray):
-            return records
+        if isinstance(records, bytearray) or (type(records) is memoryview and not records.readonly):
+            return records  # stamped in place, as Kafka stamps the request's buffer
         if isinstance(records, (bytes, memoryview)):
             return self._copy(records)
         codec = config.compression_codec

@@ -320,8 +320,8 @@ class Log:
         """Append as the leader: validate, assign offsets and the leader epoch in place, stamp
         LogAppendTime when configured, roll and flush as configured.
 
-        `records`: raw batch bytes (a bytearray is modified in place), Records, (key, value)
-        tuples or a pyarrow table (key, value[, timestamp][, headers]). Raises
+        `records`: raw batch bytes (a bytearray or writable memoryview is modified in place),
+        Records, (key, value) tuples or a pyarrow table (key, value[, timestamp][, headers]). Raises
         InvalidRecordError (RecordTooLargeError, bad timestamps, bad counts) or CorruptRecordError.
         """
         if origin not in _LEADER_ORIGINS:

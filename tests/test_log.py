@@ -49,6 +49,17 @@ def test_append_modifies_a_bytearray_in_place(tmp_path, clock):
         assert RecordBatch(buf).base_offset == 1 and RecordBatch(buf).partition_leader_epoch == 3
 
 
+def test_append_stamps_a_writable_view_in_place_and_copies_a_read_only_one(tmp_path, clock):
+    with open_log(tmp_path, clock) as log:
+        frame = bytearray(b"head" + batch(2))  # as a server's request frame holds the records
+        log.append(memoryview(frame)[4:], leader_epoch=3)
+        assert RecordBatch(frame[4:]).base_offset == 0 and RecordBatch(frame[4:]).partition_leader_epoch == 3
+        original = batch(1)
+        log.append(memoryview(original), leader_epoch=4)
+        assert RecordBatch(original).partition_leader_epoch != 4  # the caller's bytes stay as given
+        assert [(b.base_offset, b.partition_leader_epoch) for b in log.read(0).batches()] == [(0, 3), (2, 4)]
+
+
 def test_append_records_tuples_and_arrow_tables(tmp_path, clock):
     with open_log(tmp_path, clock) as log:
         log.append([Record(0, NOW - 5, b"a", b"1", (("h", b"x"),))])
