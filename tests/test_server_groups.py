@@ -10,10 +10,11 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition  # noqa: E402
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from confluent_kafka.admin import AdminClient  # noqa: E402
 
 from logstore.internal_topics.records import decode_offsets_record  # noqa: E402
 from logstore.server import KafkaServer  # noqa: E402
+from tests.server_topics import create_topic  # noqa: E402
 
 CONFIG = {"group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 3,
           "transaction.state.log.num.partitions": 3}
@@ -23,12 +24,6 @@ CONFIG = {"group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions":
 def server(tmp_path):
     with KafkaServer(tmp_path, port=0, config=CONFIG) as srv:
         yield srv
-
-
-def create_topic(bootstrap: str, name: str, partitions: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
-        future.result(10)
 
 
 def produce(bootstrap: str, topic: str, count: int, partitions: int, start: int = 0) -> None:

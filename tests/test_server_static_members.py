@@ -12,7 +12,7 @@ import time
 
 import pytest
 from confluent_kafka import Consumer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 from kafka.protocol.consumer import (
     HeartbeatRequest,
     HeartbeatResponse,
@@ -27,6 +27,7 @@ from kafka.protocol.consumer import (
 )
 
 from logstore.server import KafkaServer
+from tests.server_topics import create_topic
 
 FENCED_INSTANCE_ID, UNKNOWN_MEMBER_ID = 82, 25
 CONFIG = {"group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 1,
@@ -37,12 +38,6 @@ CONFIG = {"group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions":
 def server(tmp_path):
     with KafkaServer(tmp_path, port=0, config=CONFIG) as srv:
         yield srv
-
-
-def create_topic(bootstrap: str, name: str, partitions: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
-        future.result(10)
 
 
 class Wire:
