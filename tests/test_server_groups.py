@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition  # noqa: E402
@@ -14,7 +15,10 @@ from confluent_kafka.admin import AdminClient  # noqa: E402
 
 from logstore.internal_topics.records import decode_offsets_record  # noqa: E402
 from logstore.server import KafkaServer  # noqa: E402
+from tests.group_wire import Wire  # noqa: E402
 from tests.server_topics import create_topic  # noqa: E402
+
+MEMBER_ID_REQUIRED, REBALANCE_IN_PROGRESS = 79, 27
 
 CONFIG = {"group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 3,
           "transaction.state.log.num.partitions": 3}
@@ -136,6 +140,39 @@ def test_list_describe_and_delete_groups(server):
     assert "listed" not in [g.group_id for g in admin.list_consumer_groups().result(10).valid]
 
 
+def dynamic_join(wire: Wire, group: str, member_id: str = ""):
+    """JoinGroup as a dynamic member, learning its member id first (KIP-394) when it has none."""
+    if not member_id:
+        first = wire.join(group, None)
+        assert first.error_code == MEMBER_ID_REQUIRED
+        member_id = first.member_id
+    return wire.join(group, None, member_id)
+
+
+def test_members_commit_during_a_rebalance_but_not_before_their_new_assignment(server):
+    first_wire, second_wire = Wire(server.port), Wire(server.port)
+    first = dynamic_join(first_wire, "committing")
+    first_wire.sync("committing", first.generation_id, first.member_id, None, {first.member_id: b""})
+    with ThreadPoolExecutor(1) as pool:
+        second_joining = pool.submit(dynamic_join, second_wire, "committing")  # answered once the first rejoins
+        while first_wire.heartbeat("committing", first.generation_id, first.member_id, None) != \
+                REBALANCE_IN_PROGRESS:
+            pass
+        # before rejoining, a member commits what it processed under the generation it has
+        assert first_wire.commit("committing", first.generation_id, first.member_id, None, {("t", 0): 5}) == [0]
+        again = dynamic_join(first_wire, "committing", first.member_id)
+        second = second_joining.result(10)
+    assert again.generation_id == second.generation_id == first.generation_id + 1
+    # joined the new generation but not yet synced: its partitions are not known yet
+    assert second_wire.commit("committing", second.generation_id, second.member_id, None, {("t", 1): 3}) == \
+        [REBALANCE_IN_PROGRESS]
+    first_wire.sync("committing", again.generation_id, again.member_id, None,
+                    {again.member_id: b"", second.member_id: b""})
+    assert second_wire.commit("committing", second.generation_id, second.member_id, None, {("t", 1): 3}) == [0]
+    first_wire.close()
+    second_wire.close()
+
+
 def test_three_aiokafka_members_rebalance_and_consume_every_record_once(server):
     from aiokafka import AIOKafkaConsumer
     from aiokafka.errors import CommitFailedError, IllegalStateError, RebalanceInProgressError
@@ -185,3 +222,67 @@ def test_three_aiokafka_members_rebalance_and_consume_every_record_once(server):
     assert sorted(value for _, value in counted) == list(range(total))
     assert {index for index, _ in counted} == {0, 1, 2}  # every member had partitions at some time
     assert {index for index, value in counted if value >= total - 200} <= {1, 2}  # after the first left
+
+
+class KafkaPythonMember(threading.Thread):
+    """A kafka-python group member that counts a partition's polled records only once their
+    offset commit succeeded."""
+
+    def __init__(self, index: int, bootstrap: str, topic: str, counted: list, lock: threading.Lock):
+        from kafka import KafkaConsumer
+
+        super().__init__(daemon=True)
+        self.index, self.counted, self.lock = index, counted, lock
+        self.stop = threading.Event()
+        self.consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id="kp-members",
+                                      enable_auto_commit=False, auto_offset_reset="earliest",
+                                      session_timeout_ms=6000, heartbeat_interval_ms=300)
+        self.consumer.subscribe([topic])
+
+    def run(self) -> None:
+        from kafka import OffsetAndMetadata
+        from kafka.errors import CommitFailedError, IllegalStateError, RebalanceInProgressError
+
+        while not self.stop.is_set():
+            for tp, records in self.consumer.poll(timeout_ms=100).items():
+                try:
+                    self.consumer.commit({tp: OffsetAndMetadata(records[-1].offset + 1, "", -1)})
+                except (CommitFailedError, IllegalStateError, RebalanceInProgressError):
+                    continue  # fenced by a rebalance: the partition's next owner reads it again
+                with self.lock:
+                    self.counted += [(self.index, int(r.value)) for r in records]
+        self.consumer.close()
+
+
+def test_three_kafka_python_members_rebalance_and_consume_every_record_once(server):
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KafkaPythonPartition
+
+    bootstrap = server.bootstrap_servers
+    create_topic(bootstrap, "kp-work", 6)
+    counted: list[tuple[int, int]] = []  # (member, value)
+    lock = threading.Lock()
+    members, total = [], 0
+    for index in range(3):  # members join one by one while records keep coming
+        produce(bootstrap, "kp-work", 200, 6, start=total)
+        total += 200
+        members.append(KafkaPythonMember(index, bootstrap, "kp-work", counted, lock))
+        members[-1].start()
+        time.sleep(1.0)
+    members[0].stop.set()  # the first member leaves; the others take its partitions over
+    members[0].join(10)
+    produce(bootstrap, "kp-work", 200, 6, start=total)
+    total += 200
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and len(counted) < total:
+        time.sleep(0.1)
+    for member in members[1:]:
+        member.stop.set()
+        member.join(10)
+    assert sorted(value for _, value in counted) == list(range(total))
+    assert {index for index, _ in counted} == {0, 1, 2}  # every member had partitions at some time
+    assert {index for index, value in counted if value >= total - 200} <= {1, 2}  # after the first left
+    check = KafkaConsumer(bootstrap_servers=bootstrap, group_id="kp-members", enable_auto_commit=False)
+    committed = [check.committed(KafkaPythonPartition("kp-work", p)) for p in range(6)]
+    check.close()
+    assert sum(committed) == total

@@ -6,27 +6,20 @@ removes it, and the group's instance ids survive a broker restart."""
 from __future__ import annotations
 
 import asyncio
-import socket
-import struct
 import time
 
 import pytest
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient
 from kafka.protocol.consumer import (
-    HeartbeatRequest,
-    HeartbeatResponse,
-    JoinGroupRequest,
-    JoinGroupResponse,
     LeaveGroupRequest,
     LeaveGroupResponse,
     OffsetCommitRequest,
     OffsetCommitResponse,
-    SyncGroupRequest,
-    SyncGroupResponse,
 )
 
 from logstore.server import KafkaServer
+from tests.group_wire import Wire
 from tests.server_topics import create_topic
 
 FENCED_INSTANCE_ID, UNKNOWN_MEMBER_ID = 82, 25
@@ -38,44 +31,6 @@ CONFIG = {"group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions":
 def server(tmp_path):
     with KafkaServer(tmp_path, port=0, config=CONFIG) as srv:
         yield srv
-
-
-class Wire:
-    """Group requests over one socket, as a client library would send them."""
-
-    def __init__(self, port: int):
-        self.sock = socket.create_connection(("127.0.0.1", port))
-        self.correlation = 0
-
-    def call(self, request, response_cls):
-        self.correlation += 1
-        request.with_header(correlation_id=self.correlation, client_id="wire")
-        self.sock.sendall(request.encode(header=True, framed=True))
-        size = struct.unpack(">i", self.sock.recv(4, socket.MSG_WAITALL))[0]
-        return response_cls.decode(self.sock.recv(size, socket.MSG_WAITALL), header=True)
-
-    def join(self, group: str, instance: str | None, member_id: str = "", session_ms: int = 10_000,
-             metadata: bytes = b"\x00\x00\x00\x00\x00\x01\x00\x01t\xff\xff\xff\xff"):
-        protocol = JoinGroupRequest[5].JoinGroupRequestProtocol(name="range", metadata=metadata)
-        return self.call(JoinGroupRequest[5](group_id=group, session_timeout_ms=session_ms,
-                                             rebalance_timeout_ms=session_ms, member_id=member_id,
-                                             group_instance_id=instance, protocol_type="consumer",
-                                             protocols=[protocol]), JoinGroupResponse[5])
-
-    def sync(self, group: str, generation: int, member_id: str, instance: str | None,
-             assignments: dict[str, bytes] | None = None):
-        cls = SyncGroupRequest[3].SyncGroupRequestAssignment
-        return self.call(SyncGroupRequest[3](group_id=group, generation_id=generation, member_id=member_id,
-                                             group_instance_id=instance, assignments=[
-                                                 cls(member_id=m, assignment=a)
-                                                 for m, a in (assignments or {}).items()]), SyncGroupResponse[3])
-
-    def heartbeat(self, group: str, generation: int, member_id: str, instance: str | None) -> int:
-        return self.call(HeartbeatRequest[3](group_id=group, generation_id=generation, member_id=member_id,
-                                             group_instance_id=instance), HeartbeatResponse[3]).error_code
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 def test_a_rejoining_static_member_takes_its_old_place_and_fences_the_old_member_id(server):

@@ -464,7 +464,8 @@ class GroupCoordinator:
     def check_member(self, group_id: str, member_id: str, generation: int,
                      group_instance_id: str | None = None) -> int:
         """NONE if `member_id` (static as `group_instance_id`) at `generation` may commit for
-        `group_id` (or a simple commit), else the error."""
+        `group_id` (or a simple commit), else the error. A rebalance does not stop a member of
+        the current generation: it commits what it processed before it rejoins, as in Kafka."""
         return self._check_member(self._group(group_id), member_id, generation, group_instance_id)
 
     def _check_member(self, group: Group | None, member_id: str, generation: int,
@@ -476,8 +477,6 @@ class GroupCoordinator:
             return error
         if generation != group.generation:
             return ec.ILLEGAL_GENERATION
-        if group.state == PREPARING:
-            return ec.REBALANCE_IN_PROGRESS
         return ec.NONE
 
     def commit(self, group_id: str, offsets: dict[tuple[str, int], OffsetAndMetadata], *,
@@ -508,6 +507,8 @@ class GroupCoordinator:
         group = self._group(body.group_id)
         error = self._check_member(group, body.member_id, body.generation_id_or_member_epoch,
                                    body.group_instance_id)
+        if error == ec.NONE and group is not None and group.state == COMPLETING:
+            error = ec.REBALANCE_IN_PROGRESS  # joined the new generation but not yet given its partitions
         now = self._now_ms()
         offsets = {}
         if error == ec.NONE:
