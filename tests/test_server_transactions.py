@@ -243,3 +243,87 @@ def test_aiokafka_consume_transform_produce_commits_exactly_once(server):
     check = Consumer({"bootstrap.servers": bootstrap, "group.id": "aio-ctp"})
     assert check.committed([TopicPartition("aio-ctp-in", 0)], timeout=10)[0].offset == 40
     check.close()
+
+
+def read_all_kafka_python(bootstrap: str, topic: str, *, committed: bool, idle_s: float = 1.5) -> list[bytes]:
+    """Every value of `topic` partition 0 as a kafka-python consumer sees it, until `idle_s` passes
+    without a record."""
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KafkaPythonPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                             isolation_level="read_committed" if committed else "read_uncommitted")
+    consumer.assign([KafkaPythonPartition(topic, 0)])
+    consumer.seek_to_beginning()
+    values, last = [], time.monotonic() + FIRST_MESSAGE_WAIT_S - idle_s
+    while time.monotonic() - last < idle_s:
+        for records in consumer.poll(timeout_ms=100).values():
+            values += [r.value for r in records]
+            last = time.monotonic()
+    consumer.close()
+    return values
+
+
+def test_kafka_python_commits_and_aborts_and_read_committed_sees_only_commits(server):
+    from kafka import KafkaProducer
+
+    bootstrap = server.bootstrap_servers
+    producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id="kp-commit-abort")
+    producer.init_transactions()
+    for round_, commit in enumerate([True, False, True]):
+        producer.begin_transaction()
+        for i in range(4):
+            producer.send("kp-txn", b"%d-%d" % (round_, i))
+        producer.flush()
+        if commit:
+            producer.commit_transaction()
+        else:
+            producer.abort_transaction()
+    producer.close()
+    assert read_all_kafka_python(bootstrap, "kp-txn", committed=True) == \
+        [b"%d-%d" % (r, i) for r in (0, 2) for i in range(4)]
+    assert len(read_all_kafka_python(bootstrap, "kp-txn", committed=False)) == 12
+
+
+def test_kafka_python_consume_transform_produce_commits_exactly_once(server):
+    from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata
+
+    bootstrap = server.bootstrap_servers
+    source = Producer({"bootstrap.servers": bootstrap})
+    for i in range(40):
+        source.produce("kp-ctp-in", value=b"%d" % i)
+    assert source.flush(10) == 0
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id="kp-ctp", enable_auto_commit=False,
+                             auto_offset_reset="earliest", isolation_level="read_committed")
+    assert consumer.partitions_for_topic("kp-ctp-in") == {0}  # the group leader assigns from known metadata
+    consumer.subscribe(["kp-ctp-in"])
+    producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id="kp-ctp-app")
+    producer.init_transactions()
+    done, batches, deadline = 0, 0, time.monotonic() + 30
+    while done < 40 and time.monotonic() < deadline:
+        fetched = consumer.poll(timeout_ms=200, max_records=15)
+        if not fetched:
+            continue
+        batches += 1
+        producer.begin_transaction()
+        for records in fetched.values():
+            for record in records:
+                producer.send("kp-ctp-out", b"out-" + record.value)
+        producer.send_offsets_to_transaction(
+            {tp: OffsetAndMetadata(records[-1].offset + 1, "", -1) for tp, records in fetched.items()},
+            consumer.group_metadata())
+        if batches == 2:  # fail one batch: abort and rewind to the committed offsets
+            producer.flush()  # written first, so that the log holds the aborted records
+            producer.abort_transaction()
+            for tp in fetched:
+                consumer.seek(tp, consumer.committed(tp) or 0)
+            continue
+        producer.commit_transaction()
+        done += sum(len(records) for records in fetched.values())
+    producer.close()
+    consumer.close()
+    assert read_all_kafka_python(bootstrap, "kp-ctp-out", committed=True) == [b"out-%d" % i for i in range(40)]
+    assert len(read_all_kafka_python(bootstrap, "kp-ctp-out", committed=False)) > 40  # the aborted batch
+    check = Consumer({"bootstrap.servers": bootstrap, "group.id": "kp-ctp"})
+    assert check.committed([TopicPartition("kp-ctp-in", 0)], timeout=10)[0].offset == 40
+    check.close()
