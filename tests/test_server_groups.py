@@ -1,6 +1,7 @@
-"""Consumer groups against `logstore.server.KafkaServer`: rebalances among three librdkafka
-members and among three aiokafka members with every record consumed once under committed
-offsets, offsets kept in __consumer_offsets across restarts, and the group admin APIs."""
+"""Consumer groups against `logstore.server.KafkaServer`: rebalances among three members of
+librdkafka, of aiokafka and of kafka-python with every record consumed once under committed
+offsets, which commits a rebalance admits, offsets kept in __consumer_offsets across restarts,
+and the group admin APIs."""
 
 from __future__ import annotations
 

@@ -1,11 +1,12 @@
 """Static group membership (KIP-345, `group.instance.id`) against `logstore.server.KafkaServer`:
-a restarted static member gets its partitions back without the others rebalancing (librdkafka
-and aiokafka), its old member id is fenced, it leaves by instance id, its session timeout still
+a restarted static member gets its partitions back without the others rebalancing (librdkafka,
+aiokafka and kafka-python), its old member id is fenced, it leaves by instance id, its session timeout still
 removes it, and the group's instance ids survive a broker restart."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 
 import pytest
@@ -190,3 +191,66 @@ def test_a_restarted_aiokafka_static_member_gets_its_partitions_without_a_rebala
     before, after, settled, revoked = asyncio.run(asyncio.wait_for(scenario(), 40))
     assert after == before
     assert revoked == settled
+
+
+class KafkaPythonStaticMember(threading.Thread):
+    """A kafka-python static member polling on its own thread; it keeps the partitions it was
+    last given and counts its revocations."""
+
+    def __init__(self, bootstrap: str, name: str):
+        from kafka import ConsumerRebalanceListener, KafkaConsumer
+
+        super().__init__(daemon=True)
+        self.stop = threading.Event()
+        self.assigned: set[int] = set()
+        self.revoked = 0
+        member = self
+
+        class Listener(ConsumerRebalanceListener):
+            def on_partitions_revoked(self, revoked) -> None:
+                member.revoked += 1
+
+            def on_partitions_assigned(self, assigned) -> None:
+                member.assigned = {tp.partition for tp in assigned}
+
+        self.consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id="kp-static-group",
+                                      group_instance_id=name, session_timeout_ms=10_000,
+                                      heartbeat_interval_ms=300)
+        self.consumer.subscribe(["kp-static"], listener=Listener())
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            self.consumer.poll(timeout_ms=50)
+        self.consumer.close()  # a static member sends no LeaveGroup
+
+
+def wait_for_partitions(members: list[KafkaPythonStaticMember], partitions: int, timeout_s: float = 20) -> None:
+    deadline = time.monotonic() + timeout_s
+    while sum(len(m.assigned) for m in members) != partitions or not all(m.assigned for m in members):
+        assert time.monotonic() < deadline, f"no full assignment: {[m.assigned for m in members]}"
+        time.sleep(0.05)
+
+
+def test_a_restarted_kafka_python_static_member_gets_its_partitions_without_a_rebalance(server):
+    bootstrap = server.bootstrap_servers
+    create_topic(bootstrap, "kp-static", 6)
+    members = {name: KafkaPythonStaticMember(bootstrap, name) for name in "abc"}
+    for member in members.values():
+        member.start()
+    wait_for_partitions(list(members.values()), 6)
+    before = {name: m.assigned for name, m in members.items()}
+    settled = {name: m.revoked for name, m in members.items()}
+    members["b"].stop.set()
+    members["b"].join(10)
+    members["b"] = KafkaPythonStaticMember(bootstrap, "b")
+    members["b"].start()
+    wait_for_partitions(list(members.values()), 6)
+    time.sleep(1)  # several heartbeats: a rebalance would reach the others and call their on_revoke
+    assert {name: m.assigned for name, m in members.items()} == before
+    assert members["a"].revoked == settled["a"] and members["c"].revoked == settled["c"]
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    described = admin.describe_consumer_groups(["kp-static-group"])["kp-static-group"].result(10)
+    assert sorted(m.group_instance_id for m in described.members) == ["a", "b", "c"]
+    for member in members.values():
+        member.stop.set()
+        member.join(10)

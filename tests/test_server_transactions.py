@@ -1,5 +1,6 @@
 """Transactions and idempotence against `logstore.server.KafkaServer`: commits and aborts as
-read_committed consumers see them, consume-transform-produce with send_offsets_to_transaction,
+read_committed consumers (librdkafka's and kafka-python's) see them, consume-transform-produce
+with send_offsets_to_transaction (librdkafka, aiokafka and kafka-python),
 duplicate produce retries, and a data directory that `logstore verify` passes afterwards."""
 
 from __future__ import annotations
