@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 
 import compaction.decode
-from compaction.cleaner import Cleaner, decode_segment
+from compaction.cleaner import Cleaner
 from compaction.decode import decode, decode_chunks
 from compaction.distinct_keys import DistinctKeys
 from compaction.offset_map import hash_key
 from logstore import Log
 from logstore.clock import ManualClock
 from logstore.errors import CorruptRecordError
-from logstore.records import Record, build_batch
+from logstore.records import Record, build_batch, build_control_batch, build_legacy_entry
 
 COMPACT = {"cleanup.policy": "compact", "file.delete.delay.ms": 0}
 
@@ -110,13 +110,86 @@ def test_a_dry_run_in_small_chunks_predicts_the_real_run(tmp_path, map_bytes):
     log.close()
 
 
-def test_decode_segment_and_the_chunks_agree_on_a_segment(tmp_path):
+def test_the_whole_segment_and_its_chunks_decode_alike(tmp_path):
     log = Log.open(tmp_path / "t-0", {**COMPACT}, clock=ManualClock(10**12))
     for i in range(300):
         log.append([(b"k%d" % (i % 7), b"v%d" % i)])
     log.roll()
     seg = log.segments[0]
-    whole = decode_segment(seg)
+    whole = decode(np.frombuffer(seg.log_path.read_bytes(), np.uint8), segment_base=seg.base_offset)
     parts = list(decode_chunks(seg.log_path, segment_base=seg.base_offset, size=seg.size, chunk_bytes=512))
     assert np.concatenate([p.records.offset for p in parts]).tolist() == whole.records.offset.tolist()
     log.close()
+
+
+DAY = 24 * 3600 * 1000
+
+
+def _mixed_log(path, clock, map_bytes):
+    """A log of every kind of batch the cleaner rewrites: five codecs, tombstones, magic 0/1
+    entries, committed and aborted transactions with their markers, and batches of 12 KiB."""
+    log = Log.open(path, {**COMPACT, "segment.bytes": 96 * 1024, "index.interval.bytes": 700,
+                          "delete.retention.ms": DAY, "log.cleaner.io.buffer.size": 2 * 1500,
+                          "log.cleaner.dedupe.buffer.size": map_bytes}, clock=clock)
+    rng = random.Random(11)
+    offset, seq = log.log_end_offset, 0
+    for _ in range(700):
+        ts = clock.time_ms() - rng.randrange(DAY)
+        kind = rng.choice(["none", "gzip", "snappy", "lz4", "zstd", "magic0", "magic1", "txn", "big"])
+        n = 3 if kind == "big" else rng.randrange(1, 8)
+        records = [Record(offset + i, ts + i, b"k%d" % rng.randrange(60),
+                          None if rng.random() < 0.15 else b"v" * (4000 if kind == "big" else rng.randrange(1, 90)))
+                   for i in range(n)]
+        if kind.startswith("magic"):
+            raw = build_legacy_entry(records, magic=int(kind[-1]), compression="gzip" if n > 1 else "none")
+        elif kind == "txn":
+            raw = build_batch(records, base_offset=offset, producer_id=7, producer_epoch=0,
+                              base_sequence=seq, is_transactional=True, compression="lz4")
+            seq += n
+        else:
+            raw = build_batch(records, base_offset=offset, compression="none" if kind == "big" else kind)
+        log.append_as_follower(raw)
+        offset += n
+        if kind == "txn":
+            log.append_as_follower(build_control_batch(
+                rng.choice(["commit", "abort"]), producer_id=7, producer_epoch=0, coordinator_epoch=0,
+                base_offset=offset, timestamp=ts))
+            offset += 1
+    log.high_watermark = log.log_end_offset
+    log.roll()
+    return log
+
+
+def _segment_files(directory):
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir())
+            if p.suffix in (".log", ".index", ".timeindex", ".txnindex")}
+
+
+@pytest.mark.parametrize("map_bytes", [64 * 20, 1 << 20])
+@pytest.mark.parametrize("chunk_bytes", [1, 900, 5000])
+def test_cleaning_in_small_chunks_writes_the_same_files_as_whole_segments(tmp_path, chunk_bytes, map_bytes):
+    """Three rounds (tombstones get a horizon, then expire; aborted data goes, markers after
+    it) over segments of many chunks, with batches larger than a chunk and read-buffer fills
+    that span chunks: every segment, index and transaction index file is the same byte for
+    byte as when each segment is decoded in one piece (the default chunk holds it whole);
+    the small offset map fills mid-segment."""
+    runs = {}
+    for name, chunk in (("whole", compaction.decode.CHUNK_BYTES), ("chunked", chunk_bytes)):
+        clock = ManualClock(10 * DAY)
+        log = _mixed_log(tmp_path / name / "t-0", clock, map_bytes)
+        assert max(s.size for s in log.segments) > 10 * chunk_bytes
+        files = []
+        with mock.patch.object(compaction.decode, "CHUNK_BYTES", chunk):
+            for _ in range(3):
+                result = Cleaner(log.config).clean(log)
+                files.append((_segment_files(log.dir), result.end_offset, result.bytes_written,
+                              result.map_full, result.removed_by_reason))
+                clock.advance(DAY)
+                log.append([(b"k%d" % i, b"later") for i in range(3)])
+                log.roll()
+        runs[name] = files
+        log.close()
+    assert runs["chunked"] == runs["whole"]
+    assert all(any(r[4][reason] for r in runs["whole"])
+               for reason in ("duplicate", "aborted", "tombstone_expired", "marker_expired"))
+    assert runs["whole"][0][3] == (map_bytes < 4096)
