@@ -8,11 +8,13 @@ match) -> `Log.replace_segments` swaps it in crash-safely -> `cleaner-offset-che
 
 Both passes read a segment a chunk of whole batches at a time (decode.decode_chunks), as
 Kafka's cleaner reads through its buffers: memory stays bounded whatever the segment size
-(the offset map, log.cleaner.dedupe.buffer.size, aside).
+(the offset map, log.cleaner.dedupe.buffer.size, aside). Segments small enough for
+DECODE_CACHE_BYTES are decoded once for both passes (DecodeCache).
 """
 
 from __future__ import annotations
 
+import bisect
 import struct
 import threading
 import time
@@ -56,6 +58,9 @@ from logstore.segment import LogSegment
 from logstore.txn_index import AbortedTxn
 
 _MAX_TIMESTAMP = struct.Struct(">q")
+# Decoded arrays of whole dirty segments the offset-map pass keeps for the cleaning pass (one
+# decode instead of two for small segments); a segment beyond what is left is decoded again.
+DECODE_CACHE_BYTES = 64 << 20
 
 
 @dataclass
@@ -127,10 +132,45 @@ def cleaning_clock() -> float:
 
 def segment_chunks(segment: LogSegment) -> Iterator[dec.DecodedBatches]:
     """A (non-active) segment decoded a chunk of whole batches at a time
-    (`decode.decode_chunks`). Bytes after its last complete batch raise CorruptRecordError:
+    (`decode.decode_chunks`, through a mapping: the file never changes). Bytes after its last complete batch raise CorruptRecordError:
     recovery would have truncated them, so they are corruption, never silently left out of a
     cleaned copy."""
-    return dec.decode_chunks(segment.log_path, segment_base=segment.base_offset, size=segment.size)
+    return dec.decode_chunks(segment.log_path, segment_base=segment.base_offset, size=segment.size,
+                             mapped=True)
+
+
+class DecodeCache:
+    """The decoded chunks of whole segments, kept from the offset-map pass for the cleaning
+    pass within `limit` bytes of decoded arrays; other segments are decoded in each pass."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+        self._chunks: dict[int, list[dec.DecodedBatches]] = {}
+
+    def read(self, segment: LogSegment) -> Iterator[dec.DecodedBatches]:
+        """The segment's chunks (decoded), kept if they all fit and all are read."""
+        keep = self.used + segment.size <= self.limit  # the source bytes are in the arena
+        kept: list[dec.DecodedBatches] = []
+        kept_bytes = 0
+        for d in segment_chunks(segment):
+            if keep:
+                kept.append(d)
+                kept_bytes += d.nbytes
+                if self.used + kept_bytes > self.limit:
+                    keep, kept = False, []
+            yield d
+        if keep:
+            self._chunks[segment.base_offset] = kept
+            self.used += kept_bytes
+
+    def take(self, segment: LogSegment) -> Iterator[dec.DecodedBatches]:
+        """The segment's chunks, from the cache (which lets them go) or decoded again."""
+        kept = self._chunks.pop(segment.base_offset, None)
+        if kept is None:
+            return segment_chunks(segment)
+        self.used -= sum(d.nbytes for d in kept)
+        return iter(kept)
 
 
 def active_producers(segments: list[LogSegment]) -> dict[int, ProducerLastRecord]:
@@ -166,6 +206,42 @@ def _remove_cleaned_files(directory: str | Path, base_offset: int) -> None:
         (Path(directory) / segment_file_name(base_offset, suffix, CLEANED_SUFFIX)).unlink(missing_ok=True)
 
 
+class _ChunkParts:
+    """What a decoded chunk writes, laid out for ReadBufferAppender: one part per run of copied
+    batches (a view of the source bytes) and per emptied or rebuilt batch."""
+
+    def __init__(self, d: dec.DecodedBatches, action: np.ndarray,
+                 rebuilt: Mapping[int, bytes | memoryview], max_timestamp: np.ndarray) -> None:
+        self._d, self._rebuilt = d, rebuilt
+        kept = action != DROP
+        is_copy = action == COPY
+        starts = ~is_copy  # a part starts at each other batch and after each
+        starts[1:] |= ~is_copy[:-1]
+        self._starts = np.flatnonzero(starts).tolist()
+        self._action = action.tolist()
+        self._begin = d.position.tolist()
+        self._end = (d.position + d.size).tolist()
+        self.last_offset = d.batches.last_offset.tolist()
+        # Per batch, the last kept batch up to it (-1: none).
+        self.last_kept = np.maximum.accumulate(np.where(kept, np.arange(len(action)), -1)).tolist()
+        self.kept_timestamp = np.where(kept, max_timestamp, np.iinfo(np.int64).min)
+
+    def parts(self, i: int, j: int) -> list[bytes | memoryview]:
+        """The parts of batches [i, j) (a run of copies cut at i and j)."""
+        inner = self._starts[bisect.bisect_right(self._starts, i):bisect.bisect_left(self._starts, j)]
+        src = memoryview(self._d.arena)
+        out: list[bytes | memoryview] = []
+        for b, stop in zip([i, *inner], [*inner, j], strict=True):
+            a = self._action[b]
+            if a == COPY:
+                out.append(src[self._begin[b]:self._end[stop - 1]])
+            elif a == EMPTY:
+                out.append(dec.empty_batch(self._d.header[b]))
+            elif a != DROP:
+                out.append(self._rebuilt[b])
+        return out
+
+
 class ReadBufferAppender:
     """Appends one source segment's retained batches to a cleaned segment a read-buffer fill at
     a time, as Kafka's cleaner does (its indexes follow the appends): a fill holds the complete
@@ -190,6 +266,7 @@ class ReadBufferAppender:
         bytes taken."""
         begin = d.position + d.file_position
         end = begin + d.size  # ascending: the batches are back to back
+        chunk = _ChunkParts(d, action, rebuilt, max_timestamp)
         taken, i, n = 0, 0, len(begin)
         while i < n:
             if self._fill_end < 0:
@@ -200,46 +277,26 @@ class ReadBufferAppender:
                 self._fill_end = -1
                 continue
             if j > i:
-                taken += self._take(d, i, j, action, rebuilt, max_timestamp)
+                taken += self._take(chunk, i, j)
                 self._fill_empty = False
             if j < n:  # batch j does not fit: the fill is complete
                 self._append()
             i = j
         return taken
 
-    def _take(self, d: dec.DecodedBatches, i: int, j: int, action: np.ndarray,
-              rebuilt: Mapping[int, bytes | memoryview], max_timestamp: np.ndarray) -> int:
-        acts = action[i:j]
-        kept = np.flatnonzero(acts != DROP) + i
-        if not kept.size:
+    def _take(self, chunk: _ChunkParts, i: int, j: int) -> int:
+        last = chunk.last_kept[j - 1]
+        if last < i:
             return 0
-        # One part per run of copied batches (a view of the source bytes) and per other batch.
-        is_copy = acts == COPY
-        boundary = ~is_copy
-        boundary[1:] |= ~is_copy[:-1]
-        boundary[0] = True
-        starts = (np.flatnonzero(boundary) + i).tolist()
-        src = memoryview(d.arena)
-        taken = 0
-        for b, stop in zip(starts, [*starts[1:], j], strict=True):
-            a = action[b]
-            if a == COPY:
-                part: bytes | memoryview = src[int(d.position[b]):int(d.position[stop - 1] + d.size[stop - 1])]
-            elif a == EMPTY:
-                part = dec.empty_batch(d.header[b])
-            elif a == DROP:
-                continue
-            else:
-                part = rebuilt[b]
-            self._parts.append(part)
-            taken += len(part)
+        parts = chunk.parts(i, j)
+        self._parts += parts
         # The segment's time index takes the first batch with the largest timestamp.
-        top = kept[int(np.argmax(max_timestamp[kept]))]
-        if self._max_timestamp is None or max_timestamp[top] > self._max_timestamp:
-            self._max_timestamp = int(max_timestamp[top])
-            self._offset_of_max = int(d.batches.last_offset[top])
-        self._last_offset = int(d.batches.last_offset[kept[-1]])
-        return taken
+        top = i + int(np.argmax(chunk.kept_timestamp[i:j]))
+        if self._max_timestamp is None or chunk.kept_timestamp[top] > self._max_timestamp:
+            self._max_timestamp = int(chunk.kept_timestamp[top])
+            self._offset_of_max = chunk.last_offset[top]
+        self._last_offset = chunk.last_offset[last]
+        return sum(len(part) for part in parts)
 
     def _append(self) -> None:
         if self._parts:
@@ -351,9 +408,10 @@ class Cleaner:
         omap.clear(base_offset=start, expected_keys=expected)
         tracker = TxnTracker(aborted_txns(dirty))
         full = False
+        cache = DecodeCache(DECODE_CACHE_BYTES)
         for i, seg in enumerate(dirty):
             self._check_abort()
-            for d in segment_chunks(seg):
+            for d in cache.read(seg):
                 full = map_batches(omap, d.records, d.batches, start, tracker)
                 if full:
                     break
@@ -377,7 +435,7 @@ class Cleaner:
         for group in groups:
             self._check_abort()
             self._clean_group(log, [to_clean[i] for i in group], now, upper, producers, tracker,
-                              legacy_horizon, result, removed, dry_run)
+                              legacy_horizon, result, removed, dry_run, cache)
         result.removed_by_reason = {name: int(removed[i]) for i, name in enumerate(REASON_NAMES) if i}
         if not dry_run:
             self.write_checkpoint(log, end)
@@ -386,7 +444,8 @@ class Cleaner:
 
     def _clean_group(self, log: SegmentedLogLike, group: list[LogSegment], now: int, upper: int,
                      producers: Mapping[int, ProducerLastRecord], tracker: TxnTracker,
-                     legacy_horizon: int, result: CleanResult, removed: np.ndarray, dry_run: bool) -> None:
+                     legacy_horizon: int, result: CleanResult, removed: np.ndarray, dry_run: bool,
+                     cache: DecodeCache) -> None:
         cfg = log.config
         cleaned = None
         if not dry_run:
@@ -399,7 +458,7 @@ class Cleaner:
                 self._check_abort()
                 # Decisions are per batch: a chunk at a time (Kafka's buffers restart per segment).
                 appender = None if cleaned is None else ReadBufferAppender(cleaned, self.io_buffer_size)
-                for d in segment_chunks(seg):
+                for d in cache.take(seg):
                     self._clean_chunk(d, appender, cfg, now, upper, producers, tracker,
                                       seg.last_modified_ms > legacy_horizon, result, removed)
                 if appender is not None:

@@ -8,6 +8,7 @@ from unittest import mock
 import numpy as np
 import pytest
 
+import compaction.cleaner
 import compaction.decode
 from compaction.cleaner import Cleaner
 from compaction.decode import decode, decode_chunks
@@ -166,20 +167,23 @@ def _segment_files(directory):
 
 
 @pytest.mark.parametrize("map_bytes", [64 * 20, 1 << 20])
-@pytest.mark.parametrize("chunk_bytes", [1, 900, 5000])
-def test_cleaning_in_small_chunks_writes_the_same_files_as_whole_segments(tmp_path, chunk_bytes, map_bytes):
+@pytest.mark.parametrize(("chunk_bytes", "cache_bytes"), [(1, 0), (900, 0), (900, 1 << 30), (5000, 0)])
+def test_cleaning_in_small_chunks_writes_the_same_files_as_whole_segments(tmp_path, chunk_bytes, cache_bytes,
+                                                                          map_bytes):
     """Three rounds (tombstones get a horizon, then expire; aborted data goes, markers after
     it) over segments of many chunks, with batches larger than a chunk and read-buffer fills
     that span chunks: every segment, index and transaction index file is the same byte for
     byte as when each segment is decoded in one piece (the default chunk holds it whole);
-    the small offset map fills mid-segment."""
+    the small offset map fills mid-segment; segments decoded once for both passes
+    (DecodeCache) or once per pass."""
     runs = {}
     for name, chunk in (("whole", compaction.decode.CHUNK_BYTES), ("chunked", chunk_bytes)):
         clock = ManualClock(10 * DAY)
         log = _mixed_log(tmp_path / name / "t-0", clock, map_bytes)
         assert max(s.size for s in log.segments) > 10 * chunk_bytes
         files = []
-        with mock.patch.object(compaction.decode, "CHUNK_BYTES", chunk):
+        with mock.patch.object(compaction.decode, "CHUNK_BYTES", chunk), \
+                mock.patch.object(compaction.cleaner, "DECODE_CACHE_BYTES", cache_bytes):
             for _ in range(3):
                 result = Cleaner(log.config).clean(log)
                 files.append((_segment_files(log.dir), result.end_offset, result.bytes_written,
