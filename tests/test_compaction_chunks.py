@@ -10,7 +10,7 @@ import pytest
 
 import compaction.cleaner
 import compaction.decode
-from compaction.cleaner import Cleaner
+from compaction.cleaner import Cleaner, DecodeCache
 from compaction.decode import decode, decode_chunks
 from compaction.distinct_keys import DistinctKeys
 from compaction.offset_map import hash_key
@@ -197,3 +197,26 @@ def test_cleaning_in_small_chunks_writes_the_same_files_as_whole_segments(tmp_pa
     assert all(any(r[4][reason] for r in runs["whole"])
                for reason in ("duplicate", "aborted", "tombstone_expired", "marker_expired"))
     assert runs["whole"][0][3] == (map_bytes < 4096)
+
+
+def test_the_decode_cache_keeps_whole_segments_within_its_limit(tmp_path):
+    log = Log.open(tmp_path / "t-0", {**COMPACT, "segment.bytes": 4096}, clock=ManualClock(10**12))
+    for i in range(200):
+        log.append([(b"k%d" % (i % 7), b"v" * 50)])
+    log.roll()
+    segments = log.segments[:4]
+    with mock.patch.object(compaction.decode, "CHUNK_BYTES", 1000):
+        sizes = [sum(d.nbytes for d in compaction.cleaner.segment_chunks(s)) for s in segments]
+        cache = DecodeCache(sizes[0] + sizes[1] + sizes[2] // 2)
+        read = [list(cache.read(s)) for s in segments[:3]]
+        partial = cache.read(segments[3])
+        next(partial)
+        partial.close()  # a map that filled mid-segment: the segment is not kept
+        assert cache.used == sizes[0] + sizes[1] <= cache.limit
+        taken = [list(cache.take(s)) for s in segments]
+    kept = [(a, b) for k in (0, 1) for a, b in zip(taken[k], read[k], strict=True)]
+    assert all(a is b for a, b in kept)  # the very chunks the map pass read
+    assert not any(a is b for a, b in zip(taken[2], read[2], strict=True))  # decoded again
+    assert [d.records.offset.tolist() for d in taken[2]] == [d.records.offset.tolist() for d in read[2]]
+    assert cache.used == 0
+    log.close()
