@@ -367,9 +367,10 @@ class Cleaner:
               distinct_keys: int | None = None) -> CleanResult:
         """Run one cleaning round on `log` (due or not) and return its statistics.
 
-        `dry_run` decides everything and counts what would be written, changing no file, in
-        memory bounded whatever the segment size: segments are decoded a chunk at a time
-        (decode.decode_chunks), once for the offset map and once for the decisions.
+        Memory stays bounded whatever the segment size: segments are decoded a chunk at a
+        time (decode.decode_chunks), for the offset map and again for the decisions, and the
+        retained batches written as each chunk is decided. `dry_run` decides everything and
+        counts what would be written, changing no file.
         `distinct_keys`, an upper bound on the distinct keys in the log (an audit counted
         them), lets the offset map work in a table of that size rather than one per record.
         Raises LogCleaningAbortedError when aborted (the checkpoint then stays where it was),
