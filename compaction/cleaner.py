@@ -215,7 +215,7 @@ class _ChunkParts:
         self._d, self._rebuilt = d, rebuilt
         kept = action != DROP
         is_copy = action == COPY
-        starts = ~is_copy  # a part starts at each other batch and after each
+        starts = ~is_copy  # a part starts at each batch not copied and at each copy after one
         starts[1:] |= ~is_copy[:-1]
         self._starts = np.flatnonzero(starts).tolist()
         self._action = action.tolist()
