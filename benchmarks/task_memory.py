@@ -1,14 +1,17 @@
 """Peak memory of one audit task over one large segment, local and remote (streamed).
 
-``python -m benchmarks.task_memory [GiB] [--unique-keys]`` writes one partition whose first
-segment holds GiB (default 1) of 1,000-record batches (16-byte keys, a fifth as many as the
-records or all distinct; 100-byte values) and a small active segment,
+``python -m benchmarks.task_memory [GiB] [--unique-keys] [--cleaner]`` writes one partition
+whose first segment holds GiB (default 1) of 1,000-record batches (16-byte keys, a fifth as
+many as the records or all distinct; 100-byte values) and a small active segment,
 then runs each piece of a task's work in a fresh process and prints its peak resident set
 (``ru_maxrss``, which counts the memory-mapped file pages a local read touches) and the part
-of it that the work added over the imports. "remote" reads the same files through a pyarrow
+of it that the work added over the imports (and the opened Log, for the cleaner round). "remote" reads the same files through a pyarrow
 filesystem that is not the local one, which takes the object-store path (streamed batches for
 the reader, a scratch copy in 1 MiB pieces for the reports, which decode it 8 MiB at a time).
-The last line gives the records and distinct keys the report tasks read.
+"cleaner round" is a real ``Cleaner.clean`` of the partition (run last: it rewrites the
+segment), with the default log.cleaner.dedupe.buffer.size (a 128 MiB offset map) and
+log.cleaner.io.buffer.size; ``--cleaner`` runs it alone. The last line gives the records and
+distinct keys the report tasks read.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ WORK = {
     "segment metadata, remote (streamed)": "metadata_remote",
     "report task, local": "reports_local",
     "report task, remote (staged on scratch)": "reports_remote",
+    "cleaner round, local (Cleaner.clean)": "clean",
 }
 
 
@@ -65,6 +69,29 @@ def write_partition(directory: Path, gib: float, unique_keys: bool = False) -> i
                                 base_offset=offset)
     (directory / segment_file_name(offset, LOG_SUFFIX)).write_bytes(tail)
     return written + len(tail)
+
+
+def open_log(root: Path, now_ms: int = NOW_MS):
+    """The written partition as a Log with the benchmark's topic configs (the first open
+    builds the indexes and checkpoints, so later opens recover nothing)."""
+    from logstore import Log
+    from logstore.clock import ManualClock
+
+    return Log.open(root / f"{TOPIC}-0", CONFIGS, clock=ManualClock(now_ms))
+
+
+def _clean(root: Path) -> dict:
+    """One real cleaning round of the partition: its peak RSS before and after, in MiB, and
+    its time (CleanResult.elapsed_s: without the kernels' first load)."""
+    from compaction import Cleaner
+
+    log = open_log(root)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    result = Cleaner(log.config).clean(log, now_ms=NOW_MS)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    log.close()
+    return {"rows": result.records_read, "keys": result.map_keys, "imports_mib": before,
+            "peak_mib": peak, "seconds": result.elapsed_s}
 
 
 def _run(kind: str, root: Path) -> dict:
@@ -101,18 +128,22 @@ def _run(kind: str, root: Path) -> dict:
 
 def main(argv: list[str]) -> int:
     if len(argv) == 3 and argv[0] == "--run":
-        print(json.dumps(_run(argv[1], Path(argv[2]))))
+        work = _clean if argv[1] == "clean" else lambda root: _run(argv[1], root)
+        print(json.dumps(work(Path(argv[2]))))
         return 0
     unique = "--unique-keys" in argv
-    argv = [a for a in argv if a != "--unique-keys"]
+    only_cleaner = "--cleaner" in argv
+    argv = [a for a in argv if a not in ("--unique-keys", "--cleaner")]
+    work = {k: v for k, v in WORK.items() if v == "clean" or not only_cleaner}
     gib = float(argv[0]) if argv else 1.0
     with tempfile.TemporaryDirectory(prefix="logstore-task-memory-") as tmp:
         root = Path(tmp)
         nbytes = write_partition(root / f"{TOPIC}-0", gib, unique)
+        open_log(root).close()
         print(f"one partition: a {gib:g} GiB segment and an active one ({nbytes / 2**20:.0f} MiB)")
         print(f"{'work':<42} {'peak RSS':>10} {'added by the work':>18} {'time':>8}")
         keys = None
-        for label, kind in WORK.items():
+        for label, kind in work.items():
             done = subprocess.run([sys.executable, "-m", "benchmarks.task_memory", "--run", kind,
                                    str(root)], capture_output=True, text=True, check=True)
             r = json.loads(done.stdout.strip().splitlines()[-1])
@@ -120,7 +151,7 @@ def main(argv: list[str]) -> int:
                   f"{r['seconds']:>7.1f}s")
             keys = r["keys"] if r["keys"] is not None else keys
             rows = r["rows"]
-        print(f"the report tasks read {rows:,} records with {keys:,} distinct keys")
+        print(f"the last task read {rows:,} records with {keys:,} distinct keys")
     return 0
 
 

@@ -3,17 +3,22 @@
 Order of work: pick the cleanable range (selection.evaluate) -> build the offset map over the
 dirty segments (plan.map_batches) -> group the segments below the map's end (segment.bytes and
 index limits) -> per group decide every batch (plan.decide) and write the kept bytes into a
-new `.cleaned` segment, appended in the chunks Kafka's read buffer would give (so indexes
+new `.cleaned` segment, appended in the groups Kafka's read buffer would give (so indexes
 match) -> `Log.replace_segments` swaps it in crash-safely -> `cleaner-offset-checkpoint`.
+
+Both passes read a segment a chunk of whole batches at a time (decode.decode_chunks), as
+Kafka's cleaner reads through its buffers: memory stays bounded whatever the segment size
+(the offset map, log.cleaner.dedupe.buffer.size, aside). Segments small enough for
+DECODE_CACHE_BYTES are decoded once for both passes (DecodeCache).
 """
 
 from __future__ import annotations
 
-import mmap
+import bisect
 import struct
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,7 +50,7 @@ from logstore.checkpoint import (
     write_offsets_checkpoint,
 )
 from logstore.config import LogConfig
-from logstore.errors import CorruptRecordError, LogCleaningAbortedError, UnknownTopicConfigError
+from logstore.errors import LogCleaningAbortedError, UnknownTopicConfigError
 from logstore.log_files import CLEANED_SUFFIX, INDEX_SUFFIXES, LOG_SUFFIX, segment_file_name
 from logstore.log_like import SegmentedLogLike
 from logstore.records.header import CONTROL_BIT, INT32_MAX, MAX_TIMESTAMP_OFFSET, V2_HEADER_SIZE
@@ -53,9 +58,9 @@ from logstore.segment import LogSegment
 from logstore.txn_index import AbortedTxn
 
 _MAX_TIMESTAMP = struct.Struct(">q")
-# Source bytes of dirty segments whose decoded columns the map pass keeps for the cleaning
-# pass (saves decoding them twice); beyond this they are decoded again.
-DECODE_CACHE_BYTES = 512 << 20
+# Decoded arrays of whole dirty segments the offset-map pass keeps for the cleaning pass (one
+# decode instead of two for small segments); a segment beyond what is left is decoded again.
+DECODE_CACHE_BYTES = 64 << 20
 
 
 @dataclass
@@ -109,25 +114,14 @@ def last_stable_offset(log: SegmentedLogLike) -> int:
     return log.high_watermark if lso is None else int(lso)
 
 
-def producers_of(log: SegmentedLogLike, segments: list[LogSegment],
-                 decoded: Mapping[int, dec.DecodedBatches]) -> dict[int, ProducerLastRecord]:
+def producers_of(log: SegmentedLogLike, segments: list[LogSegment]) -> dict[int, ProducerLastRecord]:
     """Kafka's lastRecordsOfActiveProducers: from `log.producer_state` (a ProducerStateManager)
     when the log carries one, else derived from the batch headers of `segments`."""
     psm = getattr(log, "producer_state", None)
     if psm is None:
-        return active_producers(segments, decoded)
+        return active_producers(segments)
     return {pid: ProducerLastRecord(e.last_data_offset if e.last_data_offset >= 0 else None, e.producer_epoch)
             for pid, e in psm.producers.items()}
-
-
-def read_segment(segment: LogSegment) -> np.ndarray:
-    """The segment's `.log` bytes as a read-only uint8 array over a private mapping (a
-    non-active segment never changes; the mapping outlives a rename or unlink)."""
-    size = segment.size
-    if size == 0:
-        return np.zeros(0, np.uint8)
-    with open(segment.log_path, "rb") as f:
-        return np.frombuffer(mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ), np.uint8)
 
 
 def cleaning_clock() -> float:
@@ -136,42 +130,55 @@ def cleaning_clock() -> float:
     return time.perf_counter() - _kernels.kernel_loading_seconds()
 
 
-def decode_segment(segment: LogSegment) -> dec.DecodedBatches:
-    """Decode a whole (non-active) segment; bytes after its last complete batch are corruption
-    (recovery would have truncated them), never silently left out of a cleaned copy."""
-    buf = read_segment(segment)
-    d = dec.decode(buf, segment_base=segment.base_offset, path=str(segment.log_path))
-    if d.valid_end != len(buf):
-        raise CorruptRecordError(f"{len(buf) - d.valid_end} bytes after the last complete batch",
-                                 position=d.valid_end, path=str(segment.log_path))
-    return d
-
-
 def segment_chunks(segment: LogSegment) -> Iterator[dec.DecodedBatches]:
-    """A (non-active) segment decoded a chunk at a time (`decode.decode_chunks`); bytes after
-    its last complete batch raise CorruptRecordError, as in `decode_segment`."""
-    return dec.decode_chunks(segment.log_path, segment_base=segment.base_offset, size=segment.size)
+    """A (non-active) segment decoded a chunk of whole batches at a time
+    (`decode.decode_chunks`, through a mapping: the file never changes). Bytes after its last complete batch raise CorruptRecordError:
+    recovery would have truncated them, so they are corruption, never silently left out of a
+    cleaned copy."""
+    return dec.decode_chunks(segment.log_path, segment_base=segment.base_offset, size=segment.size,
+                             mapped=True)
 
 
-def _headers(seg: LogSegment, decoded: Mapping[int, dec.DecodedBatches]) -> np.ndarray:
-    """The v2 batch headers of a segment (from its decoded columns when at hand)."""
-    d = decoded.get(seg.base_offset)
-    if d is not None:
-        return d.header[d.header["magic"] >= 2]
-    buf = read_segment(seg)
-    pos, _ = dec.walk(buf, 0, len(buf))
-    if not pos.size:
-        return np.zeros(0, dec.HEADER_DTYPE)
-    pos = pos[buf[pos + dec.MAGIC_OFFSET] >= 2]
-    return np.ascontiguousarray(buf[pos[:, None] + dec._HEADER_RANGE]).view(dec.HEADER_DTYPE).reshape(-1)
+class DecodeCache:
+    """The decoded chunks of whole segments, kept from the offset-map pass for the cleaning
+    pass within `limit` bytes of decoded arrays; other segments are decoded in each pass."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+        self._chunks: dict[int, list[dec.DecodedBatches]] = {}
+
+    def read(self, segment: LogSegment) -> Iterator[dec.DecodedBatches]:
+        """The segment's chunks (decoded), kept if they all fit and all are read."""
+        keep = self.used + segment.size <= self.limit  # the source bytes are in the arena
+        kept: list[dec.DecodedBatches] = []
+        kept_bytes = 0
+        for d in segment_chunks(segment):
+            if keep:
+                kept.append(d)
+                kept_bytes += d.nbytes
+                if self.used + kept_bytes > self.limit:
+                    keep, kept = False, []
+            yield d
+        if keep:
+            self._chunks[segment.base_offset] = kept
+            self.used += kept_bytes
+
+    def take(self, segment: LogSegment) -> Iterator[dec.DecodedBatches]:
+        """The segment's chunks, from the cache (which lets them go) or decoded again."""
+        kept = self._chunks.pop(segment.base_offset, None)
+        if kept is None:
+            return segment_chunks(segment)
+        self.used -= sum(d.nbytes for d in kept)
+        return iter(kept)
 
 
-def active_producers(segments: list[LogSegment],
-                     decoded: Mapping[int, dec.DecodedBatches] | None = None) -> dict[int, ProducerLastRecord]:
-    """Each producer id's last data offset and epoch, from the batch headers of `segments`."""
+def active_producers(segments: list[LogSegment]) -> dict[int, ProducerLastRecord]:
+    """Each producer id's last data offset and epoch, from the batch headers of `segments`
+    (read a chunk at a time)."""
     out: dict[int, ProducerLastRecord] = {}
-    for seg in segments:
-        raw = _headers(seg, decoded or {})
+    for d in (d for seg in segments for d in segment_chunks(seg)):
+        raw = d.header[d.header["magic"] >= 2]
         pids = raw["producer_id"].astype(np.int64)
         for i in np.flatnonzero(pids >= 0):
             pid = int(pids[i])
@@ -199,21 +206,107 @@ def _remove_cleaned_files(directory: str | Path, base_offset: int) -> None:
         (Path(directory) / segment_file_name(base_offset, suffix, CLEANED_SUFFIX)).unlink(missing_ok=True)
 
 
-def kafka_read_chunks(position: np.ndarray, size: np.ndarray, buffer_size: int) -> list[tuple[int, int]]:
-    """Batch index ranges [i, j) that Kafka's cleaner reads (and appends) together: complete
-    batches within one read-buffer fill, the buffer doubling while a batch does not fit."""
-    position = np.asarray(position, np.int64)
-    ends = position + np.asarray(size, np.int64)  # ascending: the batches are back to back
-    chunks = []
-    i, n, cap = 0, len(position), max(buffer_size, 1)
-    while i < n:
-        j = int(np.searchsorted(ends, position[i] + cap, side="right"))
-        if j == i:
-            cap *= 2
-            continue
-        chunks.append((i, j))
-        i = j
-    return chunks
+class _ChunkParts:
+    """What a decoded chunk writes, laid out for ReadBufferAppender: one part per run of copied
+    batches (a view of the source bytes) and per emptied or rebuilt batch."""
+
+    def __init__(self, d: dec.DecodedBatches, action: np.ndarray,
+                 rebuilt: Mapping[int, bytes | memoryview], max_timestamp: np.ndarray) -> None:
+        self._d, self._rebuilt = d, rebuilt
+        kept = action != DROP
+        is_copy = action == COPY
+        starts = ~is_copy  # a part starts at each batch not copied and at each copy after one
+        starts[1:] |= ~is_copy[:-1]
+        self._starts = np.flatnonzero(starts).tolist()
+        self._action = action.tolist()
+        self._begin = d.position.tolist()
+        self._end = (d.position + d.size).tolist()
+        self.last_offset = d.batches.last_offset.tolist()
+        # Per batch, the last kept batch up to it (-1: none).
+        self.last_kept = np.maximum.accumulate(np.where(kept, np.arange(len(action)), -1)).tolist()
+        self.kept_timestamp = np.where(kept, max_timestamp, np.iinfo(np.int64).min)
+
+    def parts(self, i: int, j: int) -> list[bytes | memoryview]:
+        """The parts of batches [i, j) (a run of copies cut at i and j)."""
+        inner = self._starts[bisect.bisect_right(self._starts, i):bisect.bisect_left(self._starts, j)]
+        src = memoryview(self._d.arena)
+        out: list[bytes | memoryview] = []
+        for b, stop in zip([i, *inner], [*inner, j], strict=True):
+            a = self._action[b]
+            if a == COPY:
+                out.append(src[self._begin[b]:self._end[stop - 1]])
+            elif a == EMPTY:
+                out.append(dec.empty_batch(self._d.header[b]))
+            elif a != DROP:
+                out.append(self._rebuilt[b])
+        return out
+
+
+class ReadBufferAppender:
+    """Appends one source segment's retained batches to a cleaned segment a read-buffer fill at
+    a time, as Kafka's cleaner does (its indexes follow the appends): a fill holds the complete
+    batches within `buffer_size` bytes from its first, and the buffer doubles for the rest of
+    the segment while a batch does not fit it. Fed the segment's decoded chunks in order, so a
+    fill may span two chunks; `finish` appends the last fill."""
+
+    def __init__(self, cleaned: LogSegment, buffer_size: int) -> None:
+        self.cleaned = cleaned
+        self._cap = max(int(buffer_size), 1)
+        self._fill_end = -1  # file position where the open fill's buffer ends; -1: none open
+        self._fill_empty = True  # no batch (kept or not) read into the open fill yet
+        self._parts: list[bytes | memoryview] = []
+        self._last_offset = -1
+        self._max_timestamp: int | None = None
+        self._offset_of_max = -1
+
+    def add(self, d: dec.DecodedBatches, action: np.ndarray, rebuilt: Mapping[int, bytes | memoryview],
+            max_timestamp: np.ndarray) -> int:
+        """Take the chunk's batches (`action` per batch, `rebuilt` bytes of the REWRITE ones,
+        `max_timestamp` of what is written), appending every fill they complete; returns the
+        bytes taken."""
+        begin = d.position + d.file_position
+        end = begin + d.size  # ascending: the batches are back to back
+        chunk = _ChunkParts(d, action, rebuilt, max_timestamp)
+        taken, i, n = 0, 0, len(begin)
+        while i < n:
+            if self._fill_end < 0:
+                self._fill_end = int(begin[i]) + self._cap
+            j = int(np.searchsorted(end, self._fill_end, side="right"))
+            if j == i and self._fill_empty:  # one batch larger than the buffer: grow it
+                self._cap *= 2
+                self._fill_end = -1
+                continue
+            if j > i:
+                taken += self._take(chunk, i, j)
+                self._fill_empty = False
+            if j < n:  # batch j does not fit: the fill is complete
+                self._append()
+            i = j
+        return taken
+
+    def _take(self, chunk: _ChunkParts, i: int, j: int) -> int:
+        last = chunk.last_kept[j - 1]
+        if last < i:
+            return 0
+        parts = chunk.parts(i, j)
+        self._parts += parts
+        # The segment's time index takes the first batch with the largest timestamp.
+        top = i + int(np.argmax(chunk.kept_timestamp[i:j]))
+        if self._max_timestamp is None or chunk.kept_timestamp[top] > self._max_timestamp:
+            self._max_timestamp = int(chunk.kept_timestamp[top])
+            self._offset_of_max = chunk.last_offset[top]
+        self._last_offset = chunk.last_offset[last]
+        return sum(len(part) for part in parts)
+
+    def _append(self) -> None:
+        if self._parts:
+            self.cleaned.append(self._last_offset, self._max_timestamp, self._offset_of_max, self._parts)
+            self.cleaned.write_behind()  # the disk writes while the next fill is prepared
+        self._fill_end, self._fill_empty, self._parts, self._max_timestamp = -1, True, [], None
+
+    def finish(self) -> None:
+        """Append the open fill: the segment has no more batches."""
+        self._append()
 
 
 class Cleaner:
@@ -274,9 +367,10 @@ class Cleaner:
               distinct_keys: int | None = None) -> CleanResult:
         """Run one cleaning round on `log` (due or not) and return its statistics.
 
-        `dry_run` decides everything and counts what would be written, changing no file, in
-        memory bounded whatever the segment size: segments are decoded a chunk at a time
-        (decode.decode_chunks), once for the offset map and once for the decisions.
+        Memory stays bounded whatever the segment size: segments are decoded a chunk at a
+        time (decode.decode_chunks), for the offset map and again for the decisions, and the
+        retained batches written as each chunk is decided. `dry_run` decides everything and
+        counts what would be written, changing no file.
         `distinct_keys`, an upper bound on the distinct keys in the log (an audit counted
         them), lets the offset map work in a table of that size rather than one per record.
         Raises LogCleaningAbortedError when aborted (the checkpoint then stays where it was),
@@ -315,19 +409,10 @@ class Cleaner:
         omap.clear(base_offset=start, expected_keys=expected)
         tracker = TxnTracker(aborted_txns(dirty))
         full = False
-        cache: dict[int, dec.DecodedBatches] = {}  # a real clean's decoded segments, bounded
-        cached_bytes = 0
+        cache = DecodeCache(DECODE_CACHE_BYTES)
         for i, seg in enumerate(dirty):
             self._check_abort()
-            if dry_run:
-                pieces: Iterable[dec.DecodedBatches] = segment_chunks(seg)
-            else:
-                d = decode_segment(seg)
-                if cached_bytes + seg.size <= DECODE_CACHE_BYTES:
-                    cache[seg.base_offset] = d
-                    cached_bytes += seg.size
-                pieces = (d,)
-            for d in pieces:
+            for d in cache.read(seg):
                 full = map_batches(omap, d.records, d.batches, start, tracker)
                 if full:
                     break
@@ -345,7 +430,7 @@ class Cleaner:
         sizes = [(s.base_offset, s.size, s.offset_index.size_in_bytes, s.time_index.size_in_bytes)
                  for s in to_clean]
         groups = group_segments_by_size(sizes, cfg["segment.bytes"], cfg["segment.index.bytes"], upper)
-        producers = producers_of(log, segments, cache)
+        producers = producers_of(log, segments)
         tracker = TxnTracker(aborted_txns(to_clean))
         removed = np.zeros(len(REASON_NAMES), np.int64)
         for group in groups:
@@ -361,7 +446,7 @@ class Cleaner:
     def _clean_group(self, log: SegmentedLogLike, group: list[LogSegment], now: int, upper: int,
                      producers: Mapping[int, ProducerLastRecord], tracker: TxnTracker,
                      legacy_horizon: int, result: CleanResult, removed: np.ndarray, dry_run: bool,
-                     decoded: dict[int, dec.DecodedBatches]) -> None:
+                     cache: DecodeCache) -> None:
         cfg = log.config
         cleaned = None
         if not dry_run:
@@ -372,14 +457,13 @@ class Cleaner:
         try:
             for seg in group:
                 self._check_abort()
-                d = decoded.pop(seg.base_offset, None)
-                if cleaned is None:  # a dry run: chunk by chunk (decisions are per batch)
-                    pieces: Iterable[dec.DecodedBatches] = segment_chunks(seg) if d is None else (d,)
-                else:
-                    pieces = (decode_segment(seg) if d is None else d,)
-                for d in pieces:
-                    self._clean_segment(d, cleaned, cfg, now, upper, producers, tracker,
-                                        seg.last_modified_ms > legacy_horizon, result, removed)
+                # Decisions are per batch: a chunk at a time (Kafka's buffers restart per segment).
+                appender = None if cleaned is None else ReadBufferAppender(cleaned, self.io_buffer_size)
+                for d in cache.take(seg):
+                    self._clean_chunk(d, appender, cfg, now, upper, producers, tracker,
+                                      seg.last_modified_ms > legacy_horizon, result, removed)
+                if appender is not None:
+                    appender.finish()
             result.segments_cleaned += len(group)
             result.segments_written += 1
             if cleaned is None:
@@ -398,17 +482,17 @@ class Cleaner:
                 _remove_cleaned_files(log.dir, group[0].base_offset)
             raise
 
-    def _clean_segment(self, d: dec.DecodedBatches, cleaned: LogSegment | None, cfg: Any, now: int,
-                       upper: int, producers: Mapping[int, ProducerLastRecord], tracker: TxnTracker,
-                       retain_legacy_deletes: bool, result: CleanResult, removed: np.ndarray) -> None:
-        buf = d.arena
+    def _clean_chunk(self, d: dec.DecodedBatches, appender: ReadBufferAppender | None, cfg: Any,
+                     now: int, upper: int,
+                     producers: Mapping[int, ProducerLastRecord], tracker: TxnTracker,
+                     retain_legacy_deletes: bool, result: CleanResult, removed: np.ndarray) -> None:
         d.batches.legacy_retain_deletes[:] = retain_legacy_deletes
         plan = decide(d.records, d.batches, self.offset_map, now_ms=now,
                       delete_retention_ms=cfg["delete.retention.ms"], upper_bound_offset=upper,
                       active_producers=producers, tracker=tracker)
-        if cleaned is not None:
+        if appender is not None:
             for txn in plan.retained_aborted_txns:
-                cleaned.txn_index.append(txn)
+                appender.cleaned.txn_index.append(txn)
         result.bytes_read += int(d.size.sum())
         result.records_read += len(d.records)
         kept_rows = np.flatnonzero(plan.keep)
@@ -418,7 +502,7 @@ class Cleaner:
         removed += np.bincount(plan.reason, minlength=len(REASON_NAMES))
         action = plan.batch_action
         rewrite = np.flatnonzero((action != COPY) & (action != DROP) & (action != EMPTY))
-        if cleaned is None:  # a dry run only counts the bytes the chunks below would write
+        if appender is None:  # a dry run only counts the bytes the appender would write
             sizes = np.where(action == COPY, d.size, np.where(action == EMPTY, V2_HEADER_SIZE, 0))
             sizes[rewrite] = dec.rebuilt_sizes(d, rewrite, plan.keep, plan.batch_delete_horizon[rewrite])
             result.bytes_written += int(sizes.sum())
@@ -428,39 +512,4 @@ class Cleaner:
         max_ts = d.header["max_timestamp"].astype(np.int64)
         for b, raw in rebuilt.items():
             max_ts[b] = _MAX_TIMESTAMP.unpack_from(raw, MAX_TIMESTAMP_OFFSET)[0]
-        chunks = kafka_read_chunks(d.position, d.size, self.io_buffer_size)
-        chunk_first = np.array([i for i, _ in chunks], np.int64)
-        # Parts written per chunk: each run of copied batches (one view of the source bytes)
-        # and each other batch; a part never crosses a chunk.
-        is_copy = action == COPY
-        boundary = ~is_copy
-        boundary[1:] |= ~is_copy[:-1]
-        boundary[chunk_first] = True
-        part_start = np.flatnonzero(boundary)
-        part_stop = np.append(part_start[1:], len(action)).tolist()
-        first_part = np.searchsorted(part_start, chunk_first).tolist() + [len(part_start)]
-        part_start = part_start.tolist()
-        actions = action.tolist()
-        begin = d.position.tolist()
-        end = (d.position + d.size).tolist()
-        src = memoryview(buf)
-        out = action != DROP
-        for c, (i, j) in enumerate(chunks):
-            kept = np.flatnonzero(out[i:j]) + i
-            if not kept.size:
-                continue
-            parts: list[bytes | memoryview] = []
-            for k in range(first_part[c], first_part[c + 1]):
-                b = part_start[k]
-                if actions[b] == COPY:
-                    parts.append(src[begin[b]:end[part_stop[k] - 1]])
-                elif actions[b] == EMPTY:
-                    parts.append(dec.empty_batch(d.header[b]))
-                elif actions[b] != DROP:
-                    parts.append(rebuilt[b])
-            result.bytes_written += sum(len(part) for part in parts)
-            # The segment's time index takes the first batch with the largest timestamp.
-            top = kept[int(np.argmax(max_ts[kept]))]
-            cleaned.append(int(d.batches.last_offset[kept[-1]]), int(max_ts[top]),
-                           int(d.batches.last_offset[top]), parts)
-            cleaned.write_behind()  # the disk writes while the next chunk is prepared
+        result.bytes_written += appender.add(d, action, rebuilt, max_ts)

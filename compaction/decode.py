@@ -7,10 +7,13 @@ compacted logs, go through logstore.records' legacy reader.
 
 from __future__ import annotations
 
+import mmap
+import os
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from os import PathLike
+from typing import BinaryIO
 
 import numpy as np
 
@@ -72,6 +75,15 @@ class DecodedBatches:
     legacy_records: dict[int, list[Record]]  # batch index -> records (magic 0/1 only)
     valid_end: int  # byte position where complete batches end
     file_position: int = 0  # position in the segment file of the source's first byte
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the decoded arrays (the arena included; legacy Record objects not)."""
+        arrays = [self.arena, self.position, self.size, self.header, self.timestamp, self.rec_start,
+                  self.rec_end]
+        arrays += [getattr(self.batches, f) for f in self.batches.__dataclass_fields__]
+        arrays += [getattr(self.records, f) for f in self.records.__dataclass_fields__]
+        return sum(a.nbytes for a in arrays)
 
 
 def walk(buf: np.ndarray, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
@@ -218,7 +230,7 @@ CHUNK_BYTES = 8 << 20  # source bytes decoded at a time by decode_chunks
 
 
 def decode_chunks(path: str | PathLike[str], *, segment_base: int, size: int,
-                  chunk_bytes: int | None = None, torn_tail_ok: bool = False,
+                  chunk_bytes: int | None = None, torn_tail_ok: bool = False, mapped: bool = False,
                   max_inflated_bytes: int = DEFAULT_MAX_INFLATED_BYTES) -> Iterator[DecodedBatches]:
     """The complete batches of a segment file's first `size` bytes, decoded about `chunk_bytes`
     (default CHUNK_BYTES) of source at a time (a larger batch alone), so memory stays bounded
@@ -226,19 +238,20 @@ def decode_chunks(path: str | PathLike[str], *, segment_base: int, size: int,
 
     Each chunk's positions are relative to its own bytes (`file_position` places them). Bytes
     after the last complete batch raise CorruptRecordError, as `decode` of the whole file would
-    find them, unless `torn_tail_ok` (an active segment's torn write).
+    find them, unless `torn_tail_ok` (an active segment's torn write). `mapped` reads each chunk
+    through a read-only mapping rather than a copy: only for a file nobody truncates meanwhile
+    (a non-active segment), since reading a mapping past a truncation kills the process.
     """
     path = str(path)
     chunk_bytes = max(CHUNK_BYTES if chunk_bytes is None else int(chunk_bytes), LOG_OVERHEAD)
     pos = 0
     want = chunk_bytes
     with open(path, "rb") as f:
+        file_size = os.fstat(f.fileno()).st_size
         while pos < size:
             asked = min(want, size - pos)
-            buf = np.empty(asked, np.uint8)
-            f.seek(pos)
-            got = f.readinto(memoryview(buf))
-            buf = buf[:got]  # a file shorter than `size`: what is there decodes
+            buf = _map(f, pos, min(asked, file_size - pos)) if mapped else _read(f, pos, asked)
+            got = len(buf)  # a file shorter than `size`: what is there decodes
             d = decode(buf, segment_base=segment_base, path=path, file_position=pos,
                        max_inflated_bytes=max_inflated_bytes)
             if d.valid_end:
@@ -253,6 +266,23 @@ def decode_chunks(path: str | PathLike[str], *, segment_base: int, size: int,
     if pos < size and not torn_tail_ok:
         raise CorruptRecordError(f"{size - pos} bytes after the last complete batch", position=pos,
                                  path=path)
+
+
+def _read(f: BinaryIO, pos: int, n: int) -> np.ndarray:
+    """Up to `n` bytes of `f` from `pos`, copied into a new array."""
+    buf = np.empty(n, np.uint8)
+    f.seek(pos)
+    return buf[:f.readinto(memoryview(buf))]
+
+
+def _map(f: BinaryIO, pos: int, n: int) -> np.ndarray:
+    """`n` bytes of `f` from `pos` (all within the file) as a view of a read-only mapping,
+    unmapped once no array refers to it."""
+    if n <= 0:
+        return np.zeros(0, np.uint8)
+    start = pos - pos % mmap.ALLOCATIONGRANULARITY
+    view = mmap.mmap(f.fileno(), pos + n - start, access=mmap.ACCESS_READ, offset=start)
+    return np.frombuffer(view, np.uint8)[pos - start:]
 
 
 def _entry_size(buf: np.ndarray) -> int | None:

@@ -8,15 +8,16 @@ from unittest import mock
 import numpy as np
 import pytest
 
+import compaction.cleaner
 import compaction.decode
-from compaction.cleaner import Cleaner, decode_segment
+from compaction.cleaner import Cleaner, DecodeCache
 from compaction.decode import decode, decode_chunks
 from compaction.distinct_keys import DistinctKeys
 from compaction.offset_map import hash_key
 from logstore import Log
 from logstore.clock import ManualClock
 from logstore.errors import CorruptRecordError
-from logstore.records import Record, build_batch
+from logstore.records import Record, build_batch, build_control_batch, build_legacy_entry
 
 COMPACT = {"cleanup.policy": "compact", "file.delete.delay.ms": 0}
 
@@ -35,11 +36,13 @@ def _segment_file(path, batches=40, seed=0):
     return raw
 
 
+@pytest.mark.parametrize("mapped", [False, True])
 @pytest.mark.parametrize("chunk", [1, 100, 1000, 4096, 1 << 20])
-def test_chunks_decode_the_same_records_as_the_whole_file(tmp_path, chunk):
+def test_chunks_decode_the_same_records_as_the_whole_file(tmp_path, chunk, mapped):
     raw = _segment_file(tmp_path / "s.log")
     whole = decode(np.frombuffer(raw, np.uint8), segment_base=0)
-    parts = list(decode_chunks(tmp_path / "s.log", segment_base=0, size=len(raw), chunk_bytes=chunk))
+    parts = list(decode_chunks(tmp_path / "s.log", segment_base=0, size=len(raw), chunk_bytes=chunk,
+                               mapped=mapped))
     assert len(parts) >= (2 if chunk < len(raw) else 1)
     for name in ("offset", "key_hash1", "key_hash2", "has_key", "is_tombstone"):
         joined = np.concatenate([getattr(p.records, name) for p in parts])
@@ -110,13 +113,112 @@ def test_a_dry_run_in_small_chunks_predicts_the_real_run(tmp_path, map_bytes):
     log.close()
 
 
-def test_decode_segment_and_the_chunks_agree_on_a_segment(tmp_path):
+def test_the_whole_segment_and_its_chunks_decode_alike(tmp_path):
     log = Log.open(tmp_path / "t-0", {**COMPACT}, clock=ManualClock(10**12))
     for i in range(300):
         log.append([(b"k%d" % (i % 7), b"v%d" % i)])
     log.roll()
     seg = log.segments[0]
-    whole = decode_segment(seg)
+    whole = decode(np.frombuffer(seg.log_path.read_bytes(), np.uint8), segment_base=seg.base_offset)
     parts = list(decode_chunks(seg.log_path, segment_base=seg.base_offset, size=seg.size, chunk_bytes=512))
     assert np.concatenate([p.records.offset for p in parts]).tolist() == whole.records.offset.tolist()
+    log.close()
+
+
+DAY = 24 * 3600 * 1000
+
+
+def _mixed_log(path, clock, map_bytes):
+    """A log of every kind of batch the cleaner rewrites: five codecs, tombstones, magic 0/1
+    entries, committed and aborted transactions with their markers, and batches of 12 KiB."""
+    log = Log.open(path, {**COMPACT, "segment.bytes": 96 * 1024, "index.interval.bytes": 700,
+                          "delete.retention.ms": DAY, "log.cleaner.io.buffer.size": 2 * 1500,
+                          "log.cleaner.dedupe.buffer.size": map_bytes}, clock=clock)
+    rng = random.Random(11)
+    offset, seq = log.log_end_offset, 0
+    for _ in range(700):
+        ts = clock.time_ms() - rng.randrange(DAY)
+        kind = rng.choice(["none", "gzip", "snappy", "lz4", "zstd", "magic0", "magic1", "txn", "big"])
+        n = 3 if kind == "big" else rng.randrange(1, 8)
+        records = [Record(offset + i, ts + i, b"k%d" % rng.randrange(60),
+                          None if rng.random() < 0.15 else b"v" * (4000 if kind == "big" else rng.randrange(1, 90)))
+                   for i in range(n)]
+        if kind.startswith("magic"):
+            raw = build_legacy_entry(records, magic=int(kind[-1]), compression="gzip" if n > 1 else "none")
+        elif kind == "txn":
+            raw = build_batch(records, base_offset=offset, producer_id=7, producer_epoch=0,
+                              base_sequence=seq, is_transactional=True, compression="lz4")
+            seq += n
+        else:
+            raw = build_batch(records, base_offset=offset, compression="none" if kind == "big" else kind)
+        log.append_as_follower(raw)
+        offset += n
+        if kind == "txn":
+            log.append_as_follower(build_control_batch(
+                rng.choice(["commit", "abort"]), producer_id=7, producer_epoch=0, coordinator_epoch=0,
+                base_offset=offset, timestamp=ts))
+            offset += 1
+    log.high_watermark = log.log_end_offset
+    log.roll()
+    return log
+
+
+def _segment_files(directory):
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir())
+            if p.suffix in (".log", ".index", ".timeindex", ".txnindex")}
+
+
+@pytest.mark.parametrize("map_bytes", [64 * 20, 1 << 20])
+@pytest.mark.parametrize(("chunk_bytes", "cache_bytes"), [(1, 0), (900, 0), (900, 1 << 30), (5000, 0)])
+def test_cleaning_in_small_chunks_writes_the_same_files_as_whole_segments(tmp_path, chunk_bytes, cache_bytes,
+                                                                          map_bytes):
+    """Three rounds (tombstones get a horizon, then expire; aborted data goes, markers after
+    it) over segments of many chunks, with batches larger than a chunk and read-buffer fills
+    that span chunks: every segment, index and transaction index file is the same byte for
+    byte as when each segment is decoded in one piece (the default chunk holds it whole);
+    the small offset map fills mid-segment; segments decoded once for both passes
+    (DecodeCache) or once per pass."""
+    runs = {}
+    for name, chunk in (("whole", compaction.decode.CHUNK_BYTES), ("chunked", chunk_bytes)):
+        clock = ManualClock(10 * DAY)
+        log = _mixed_log(tmp_path / name / "t-0", clock, map_bytes)
+        assert max(s.size for s in log.segments) > 10 * chunk_bytes
+        files = []
+        with mock.patch.object(compaction.decode, "CHUNK_BYTES", chunk), \
+                mock.patch.object(compaction.cleaner, "DECODE_CACHE_BYTES", cache_bytes):
+            for _ in range(3):
+                result = Cleaner(log.config).clean(log)
+                files.append((_segment_files(log.dir), result.end_offset, result.bytes_written,
+                              result.map_full, result.removed_by_reason))
+                clock.advance(DAY)
+                log.append([(b"k%d" % i, b"later") for i in range(3)])
+                log.roll()
+        runs[name] = files
+        log.close()
+    assert runs["chunked"] == runs["whole"]
+    assert all(any(r[4][reason] for r in runs["whole"])
+               for reason in ("duplicate", "aborted", "tombstone_expired", "marker_expired"))
+    assert runs["whole"][0][3] == (map_bytes < 4096)
+
+
+def test_the_decode_cache_keeps_whole_segments_within_its_limit(tmp_path):
+    log = Log.open(tmp_path / "t-0", {**COMPACT, "segment.bytes": 4096}, clock=ManualClock(10**12))
+    for i in range(200):
+        log.append([(b"k%d" % (i % 7), b"v" * 50)])
+    log.roll()
+    segments = log.segments[:4]
+    with mock.patch.object(compaction.decode, "CHUNK_BYTES", 1000):
+        sizes = [sum(d.nbytes for d in compaction.cleaner.segment_chunks(s)) for s in segments]
+        cache = DecodeCache(sizes[0] + sizes[1] + sizes[2] // 2)
+        read = [list(cache.read(s)) for s in segments[:3]]
+        partial = cache.read(segments[3])
+        next(partial)
+        partial.close()  # a map that filled mid-segment: the segment is not kept
+        assert cache.used == sizes[0] + sizes[1] <= cache.limit
+        taken = [list(cache.take(s)) for s in segments]
+    kept = [(a, b) for k in (0, 1) for a, b in zip(taken[k], read[k], strict=True)]
+    assert all(a is b for a, b in kept)  # the very chunks the map pass read
+    assert not any(a is b for a, b in zip(taken[2], read[2], strict=True))  # decoded again
+    assert [d.records.offset.tolist() for d in taken[2]] == [d.records.offset.tolist() for d in read[2]]
+    assert cache.used == 0
     log.close()

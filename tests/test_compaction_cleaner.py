@@ -8,11 +8,14 @@ import random
 import shutil
 import threading
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from compaction.cleaner import CLEANER_OFFSET_CHECKPOINT, Cleaner, kafka_read_chunks
+from compaction.cleaner import CLEANER_OFFSET_CHECKPOINT, Cleaner, ReadBufferAppender
+from compaction.decode import decode_chunks
+from compaction.plan import COPY
 from logstore import Log
 from logstore.clock import ManualClock
 from logstore.errors import InvalidRecordError, LogCleaningAbortedError
@@ -231,9 +234,36 @@ def test_groups_merge_small_segments_within_segment_bytes(tmp_path):
     assert len(log.segments) < n  # the now-small cleaned segments were grouped into one
 
 
-def test_kafka_read_chunks_follow_the_read_buffer_and_grow_for_big_batches():
-    assert kafka_read_chunks([0, 10, 20, 30], [10, 10, 10, 10], 25) == [(0, 2), (2, 4)]
-    assert kafka_read_chunks([0, 100], [100, 10], 25) == [(0, 1), (1, 2)]
+class _AppendLog:
+    """Stands in for the cleaned segment: records each append's last offset and bytes."""
+
+    def __init__(self):
+        self.appends = []
+
+    def append(self, largest_offset, largest_timestamp, offset_of_max_timestamp, parts):
+        self.appends.append((largest_offset, b"".join(parts)))
+
+    def write_behind(self):
+        pass
+
+
+@pytest.mark.parametrize("chunk_bytes", [1, 150, 1 << 20])
+def test_appends_follow_kafkas_read_buffer_fills_across_chunks(tmp_path, chunk_bytes):
+    """Complete batches within one buffer fill go in one append; a batch larger than the
+    buffer doubles it for the rest of the segment; where the decoded chunks end changes nothing."""
+    sizes = [10, 10, 10, 10, 300, 10, 10, 10, 10]
+    raw = [build_batch([Record(o, 10**12, b"k", b"v" * n)], base_offset=o) for o, n in enumerate(sizes)]
+    (tmp_path / "s.log").write_bytes(b"".join(raw))
+    small = len(raw[0])
+    out = _AppendLog()
+    appender = ReadBufferAppender(out, int(2.5 * small))
+    for d in decode_chunks(tmp_path / "s.log", segment_base=0, size=sum(map(len, raw)),
+                           chunk_bytes=chunk_bytes):
+        appender.add(d, np.full(len(d.position), COPY, np.int8), {}, d.header["max_timestamp"])
+    appender.finish()
+    # Fills of 2 small batches; the big one needs the buffer grown to 5 small batches' worth.
+    assert [last for last, _ in out.appends] == [1, 3, 4, 8]
+    assert [data for _, data in out.appends] == [raw[0] + raw[1], raw[2] + raw[3], raw[4], b"".join(raw[5:])]
 
 
 def _crash_copies(tmp_path, monkeypatch):

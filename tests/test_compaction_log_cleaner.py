@@ -114,24 +114,24 @@ def test_stop_without_waiting_abandons_a_clean_safely(tmp_path):
     before = [(r.offset, r.value) for r in log.records()]
     first_segment_end = log.segments[1].base_offset
     entered, release = threading.Event(), threading.Event()
-    original_segment, original_abort = Cleaner._clean_segment, Cleaner.abort
+    original_chunk, original_abort = Cleaner._clean_chunk, Cleaner.abort
 
     def slow(self, *args, **kw):
         entered.set()
         release.wait(10)
-        return original_segment(self, *args, **kw)
+        return original_chunk(self, *args, **kw)
 
     def abort(self):
         original_abort(self)
         release.set()  # the abort request is in before the first segment finishes
 
-    Cleaner._clean_segment, Cleaner.abort = slow, abort
+    Cleaner._clean_chunk, Cleaner.abort = slow, abort
     try:
         mgr.log_cleaner.start()
         assert entered.wait(20)
         mgr.log_cleaner.stop(wait=False)
     finally:
-        Cleaner._clean_segment, Cleaner.abort = original_segment, original_abort
+        Cleaner._clean_chunk, Cleaner.abort = original_chunk, original_abort
     # The group in hand was finished and swapped; the clean stopped before the next one.
     assert [(r.offset, r.value) for r in log.records()] == [x for x in before if x[0] >= first_segment_end]
     assert not any(p.name.endswith((".cleaned", ".swap")) for p in (tmp_path / "t-0").iterdir())
