@@ -132,11 +132,10 @@ def cleaning_clock() -> float:
 
 def segment_chunks(segment: LogSegment) -> Iterator[dec.DecodedBatches]:
     """A (non-active) segment decoded a chunk of whole batches at a time
-    (`decode.decode_chunks`, through a mapping: the file never changes). Bytes after its last complete batch raise CorruptRecordError:
+    (`decode.decode_chunks`). Bytes after its last complete batch raise CorruptRecordError:
     recovery would have truncated them, so they are corruption, never silently left out of a
     cleaned copy."""
-    return dec.decode_chunks(segment.log_path, segment_base=segment.base_offset, size=segment.size,
-                             mapped=True)
+    return dec.decode_chunks(segment.log_path, segment_base=segment.base_offset, size=segment.size)
 
 
 class DecodeCache:

@@ -7,8 +7,6 @@ compacted logs, go through logstore.records' legacy reader.
 
 from __future__ import annotations
 
-import mmap
-import os
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -230,7 +228,7 @@ CHUNK_BYTES = 8 << 20  # source bytes decoded at a time by decode_chunks
 
 
 def decode_chunks(path: str | PathLike[str], *, segment_base: int, size: int,
-                  chunk_bytes: int | None = None, torn_tail_ok: bool = False, mapped: bool = False,
+                  chunk_bytes: int | None = None, torn_tail_ok: bool = False,
                   max_inflated_bytes: int = DEFAULT_MAX_INFLATED_BYTES) -> Iterator[DecodedBatches]:
     """The complete batches of a segment file's first `size` bytes, decoded about `chunk_bytes`
     (default CHUNK_BYTES) of source at a time (a larger batch alone), so memory stays bounded
@@ -238,19 +236,18 @@ def decode_chunks(path: str | PathLike[str], *, segment_base: int, size: int,
 
     Each chunk's positions are relative to its own bytes (`file_position` places them). Bytes
     after the last complete batch raise CorruptRecordError, as `decode` of the whole file would
-    find them, unless `torn_tail_ok` (an active segment's torn write). `mapped` reads each chunk
-    through a read-only mapping rather than a copy: only for a file nobody truncates meanwhile
-    (a non-active segment), since reading a mapping past a truncation kills the process.
+    find them, unless `torn_tail_ok` (an active segment's torn write). Chunks are read into
+    copies, never mapped: a truncation meanwhile (a follower's, or an embedding caller's) then
+    shortens a read instead of killing the process on a mapped page past the new end.
     """
     path = str(path)
     chunk_bytes = max(CHUNK_BYTES if chunk_bytes is None else int(chunk_bytes), LOG_OVERHEAD)
     pos = 0
     want = chunk_bytes
     with open(path, "rb") as f:
-        file_size = os.fstat(f.fileno()).st_size
         while pos < size:
             asked = min(want, size - pos)
-            buf = _map(f, pos, min(asked, file_size - pos)) if mapped else _read(f, pos, asked)
+            buf = _read(f, pos, asked)
             got = len(buf)  # a file shorter than `size`: what is there decodes
             d = decode(buf, segment_base=segment_base, path=path, file_position=pos,
                        max_inflated_bytes=max_inflated_bytes)
@@ -273,16 +270,6 @@ def _read(f: BinaryIO, pos: int, n: int) -> np.ndarray:
     buf = np.empty(n, np.uint8)
     f.seek(pos)
     return buf[:f.readinto(memoryview(buf))]
-
-
-def _map(f: BinaryIO, pos: int, n: int) -> np.ndarray:
-    """`n` bytes of `f` from `pos` (all within the file) as a view of a read-only mapping,
-    unmapped once no array refers to it."""
-    if n <= 0:
-        return np.zeros(0, np.uint8)
-    start = pos - pos % mmap.ALLOCATIONGRANULARITY
-    view = mmap.mmap(f.fileno(), pos + n - start, access=mmap.ACCESS_READ, offset=start)
-    return np.frombuffer(view, np.uint8)[pos - start:]
 
 
 def _entry_size(buf: np.ndarray) -> int | None:

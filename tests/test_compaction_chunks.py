@@ -36,13 +36,11 @@ def _segment_file(path, batches=40, seed=0):
     return raw
 
 
-@pytest.mark.parametrize("mapped", [False, True])
 @pytest.mark.parametrize("chunk", [1, 100, 1000, 4096, 1 << 20])
-def test_chunks_decode_the_same_records_as_the_whole_file(tmp_path, chunk, mapped):
+def test_chunks_decode_the_same_records_as_the_whole_file(tmp_path, chunk):
     raw = _segment_file(tmp_path / "s.log")
     whole = decode(np.frombuffer(raw, np.uint8), segment_base=0)
-    parts = list(decode_chunks(tmp_path / "s.log", segment_base=0, size=len(raw), chunk_bytes=chunk,
-                               mapped=mapped))
+    parts = list(decode_chunks(tmp_path / "s.log", segment_base=0, size=len(raw), chunk_bytes=chunk))
     assert len(parts) >= (2 if chunk < len(raw) else 1)
     for name in ("offset", "key_hash1", "key_hash2", "has_key", "is_tombstone"):
         joined = np.concatenate([getattr(p.records, name) for p in parts])
