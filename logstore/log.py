@@ -385,7 +385,7 @@ class Log:
                        validated.offset_of_max_timestamp, validated.data)
         self._log_end_offset = validated.last_offset + 1
         self._state.appended(analysis, segment, self._log_end_offset)
-        if self._log_end_offset - self._recovery_point >= config.flush_messages:
+        if self.unflushed_messages >= config.flush_messages:
             self.flush()
 
     # ------------------------------------------------------------------ roll and flush
