@@ -40,3 +40,87 @@ def largest_lower_bound(
         else:
             lo = mid
     return lo
+
+
+# An index's counters, an int64 array the compiled appends read and update (a view into its
+# segment's state, so the segment's compiled append reaches both indexes without more arguments).
+ENTRIES = 0  # valid entries
+MAX_ENTRIES = 1  # slots the mapped file has
+WRITABLE = 2  # 1 unless opened read-only
+LOADED = 3  # 1 while the file is mapped (loaded and not closed)
+META_SIZE = 4
+
+# What an index append did, or why it did nothing.
+APPENDED = 0
+UNCHANGED = 1  # a time-index timestamp no larger than the last entry's: nothing to add
+FULL = 2
+NOT_ASCENDING = 3  # an offset not above the last entry's (offset index)
+OFFSET_BACKWARDS = 4  # an offset below the last entry's (time index)
+TIMESTAMP_BACKWARDS = 5  # a timestamp below the last entry's (time index)
+OVERFLOW = 6  # the offset does not fit relative to the base offset
+READ_ONLY = 7
+NEEDS_GROW = 8  # the time index's reserved slot is needed but the file was trimmed
+POSITION_RANGE = 9  # a file position that does not fit an int32
+
+MAX_RELATIVE_OFFSET = 2**31 - 1  # entries store offset - base offset as an int32
+
+
+@njit(cache=True, inline="always")
+def write_be(buf: np.ndarray, pos: int, width: int, value: int) -> None:
+    """Store `value` as a big-endian integer of `width` bytes at `pos` of a uint8 array."""
+    for i in range(width):
+        buf[pos + width - 1 - i] = (value >> (8 * i)) & 0xFF
+
+
+@njit(cache=True)
+def offset_index_append(meta: np.ndarray, buf: np.ndarray, base_offset: int, offset: int, position: int) -> int:
+    """Add an offset-index entry (offset, position) after the last of meta[ENTRIES], in the
+    order of Kafka's OffsetIndex.append checks; APPENDED or why not."""
+    n = meta[ENTRIES]
+    if n >= min(meta[MAX_ENTRIES], buf.size // 8):
+        return FULL
+    if not meta[WRITABLE]:
+        return READ_ONLY
+    if n and offset <= base_offset + read_be(buf, (n - 1) * 8, 4):
+        return NOT_ASCENDING
+    relative = offset - base_offset
+    if relative < 0 or relative > MAX_RELATIVE_OFFSET:
+        return OVERFLOW
+    if position < 0 or position > MAX_RELATIVE_OFFSET:
+        return POSITION_RANGE
+    write_be(buf, n * 8, 4, relative)
+    write_be(buf, n * 8 + 4, 4, position)
+    meta[ENTRIES] = n + 1
+    return APPENDED
+
+
+@njit(cache=True)
+def time_index_maybe_append(meta: np.ndarray, buf: np.ndarray, base_offset: int, timestamp: int, offset: int,
+                            skip_full_check: bool) -> int:
+    """Add a time-index entry when `timestamp` is above the last entry's (Kafka's
+    TimeIndex.maybeAppend): APPENDED, UNCHANGED, or why not. One slot stays reserved for the
+    roll/close entry unless `skip_full_check`; NEEDS_GROW when that entry finds no slot."""
+    n = meta[ENTRIES]
+    capacity = min(meta[MAX_ENTRIES], buf.size // 12)
+    if n > capacity or (not skip_full_check and n >= capacity - 1):
+        return FULL
+    last_timestamp = -1
+    if n:
+        last_timestamp = read_be(buf, (n - 1) * 12, 8)
+        if offset < base_offset + read_be(buf, (n - 1) * 12 + 8, 4):
+            return OFFSET_BACKWARDS
+        if timestamp < last_timestamp:
+            return TIMESTAMP_BACKWARDS
+    if timestamp <= last_timestamp:
+        return UNCHANGED
+    if not meta[WRITABLE]:
+        return READ_ONLY
+    if n >= capacity:
+        return NEEDS_GROW
+    relative = offset - base_offset
+    if relative < 0 or relative > MAX_RELATIVE_OFFSET:
+        return OVERFLOW
+    write_be(buf, n * 12, 8, timestamp)
+    write_be(buf, n * 12 + 8, 4, relative)
+    meta[ENTRIES] = n + 1
+    return APPENDED

@@ -23,7 +23,15 @@ from typing import ClassVar
 
 import numpy as np
 
-from index._kernels import largest_lower_bound
+from index._kernels import (
+    ENTRIES,
+    LOADED,
+    MAX_ENTRIES,
+    MAX_RELATIVE_OFFSET,
+    META_SIZE,
+    WRITABLE,
+    largest_lower_bound,
+)
 from index.errors import (
     CorruptIndexError,
     IndexOffsetOverflowError,
@@ -31,8 +39,6 @@ from index.errors import (
     LogClosedError,
     ReadOnlyLogError,
 )
-
-MAX_RELATIVE_OFFSET = 2**31 - 1  # entries store offset - base offset as an int32
 
 
 def round_down(number: int, factor: int) -> int:
@@ -59,8 +65,17 @@ class AbstractIndex:
         max_index_size: int = -1,
         *,
         writable: bool = True,
+        meta: np.ndarray | None = None,
     ) -> None:
-        """Describe the index at `path`; the file is opened (and created if missing) on first use."""
+        """Describe the index at `path`; the file is opened (and created if missing) on first use.
+
+        `meta` is where the entry counters are kept (index._kernels' META_SIZE int64 slots): a
+        view into the owning segment's state lets its compiled append update them; default, an
+        array of its own.
+        """
+        self._meta = np.zeros(META_SIZE, np.int64) if meta is None else meta
+        self._meta[:] = 0
+        self._meta[WRITABLE] = writable
         self._path = Path(path)
         self._base_offset = base_offset
         self._max_index_size = max_index_size
@@ -71,8 +86,24 @@ class AbstractIndex:
         self._bytes = np.empty(0, dtype=np.uint8)
         self._view = np.empty(0, dtype=self.ENTRY_DTYPE)
         self._length = 0
-        self._entries = 0
-        self._max_entries = 0
+
+    # ----------------------------------------------------------------- counters (in `_meta`)
+
+    @property
+    def _entries(self) -> int:
+        return int(self._meta[ENTRIES])
+
+    @_entries.setter
+    def _entries(self, entries: int) -> None:
+        self._meta[ENTRIES] = entries
+
+    @property
+    def _max_entries(self) -> int:
+        return int(self._meta[MAX_ENTRIES])
+
+    @_max_entries.setter
+    def _max_entries(self, entries: int) -> None:
+        self._meta[MAX_ENTRIES] = entries
 
     # ----------------------------------------------------------------- properties (no I/O)
 
@@ -180,6 +211,7 @@ class AbstractIndex:
             self._entries = self._ascending_prefix()
         self._advise_free_slots()
         self._loaded = True
+        self._meta[LOADED] = 1
 
     def _map(self, length: int) -> None:
         """Map the first `length` bytes of the file (nothing when 0) and build the numpy views."""
@@ -205,7 +237,9 @@ class AbstractIndex:
             self._mmap.madvise(mmap.MADV_RANDOM, start, self._length - start)
 
     def _unmap(self) -> None:
-        # numpy views export the mmap's buffer; drop them before closing it.
+        # numpy views export the mmap's buffer; drop them before closing it. No slots are left
+        # for a compiled append until the file is mapped again.
+        self._max_entries = 0
         self._view = np.empty(0, dtype=self.ENTRY_DTYPE)
         self._bytes = np.empty(0, dtype=np.uint8)
         if self._mmap is not None:
@@ -283,6 +317,7 @@ class AbstractIndex:
         """Unmap without writing anything (used when the disk may have failed)."""
         self._unmap()
         self._closed = True
+        self._meta[LOADED] = 0
 
     def delete(self) -> bool:
         """Unmap and delete the file; True if a file was deleted."""

@@ -7,8 +7,15 @@ from typing import NamedTuple
 
 import numpy as np
 
-from index.base import MAX_RELATIVE_OFFSET, AbstractIndex
-from index.errors import CorruptIndexError, IndexFullError, InvalidOffsetError
+from index._kernels import APPENDED, FULL, NOT_ASCENDING, OVERFLOW, READ_ONLY, offset_index_append
+from index.base import AbstractIndex
+from index.errors import (
+    CorruptIndexError,
+    IndexFullError,
+    IndexOffsetOverflowError,
+    InvalidOffsetError,
+    ReadOnlyLogError,
+)
 
 # FORMAT.md "Segment files": int32 relativeOffset, int32 position, big-endian.
 OFFSET_INDEX_ENTRY = struct.Struct(">ii")
@@ -68,25 +75,30 @@ class OffsetIndex(AbstractIndex):
         or IndexOffsetOverflowError (offset not representable relative to the base)."""
         if not self._loaded or self._closed:
             self._ensure_loaded()
-        n = self._entries
-        if n >= self._max_entries:
-            raise IndexFullError(
-                f"attempt to append to a full offset index {self.path} ({n} entries)"
-            )
         if not self._writable:
-            self._require_writable("append to")
-        relative = offset - self._base_offset
-        if n:
-            last = self._base_offset + OFFSET_INDEX_ENTRY.unpack_from(self._mmap, (n - 1) * self.ENTRY_SIZE)[0]
-            if offset <= last:
-                raise InvalidOffsetError(
-                    f"attempt to append offset {offset} to slot {n} no larger than the last offset "
-                    f"appended ({last}) to {self.path}"
-                )
-        if not 0 <= relative <= MAX_RELATIVE_OFFSET:
-            relative = self.relative_offset(offset)  # raises IndexOffsetOverflowError
-        OFFSET_INDEX_ENTRY.pack_into(self._mmap, n * self.ENTRY_SIZE, relative, position)
-        self._entries = n + 1
+            status = FULL if self._entries >= self._max_entries else READ_ONLY
+        else:
+            status = offset_index_append(self._meta, self._bytes, self._base_offset, offset, position)
+        if status != APPENDED:
+            raise self.append_error(status, offset, position)
+
+    def append_error(self, status: int, offset: int, position: int) -> Exception:
+        """The error for an append of (offset, position) that returned `status` (index._kernels)."""
+        n = self._entries
+        if status == FULL:
+            return IndexFullError(f"attempt to append to a full offset index {self.path} ({n} entries)")
+        if status == READ_ONLY:
+            return ReadOnlyLogError(f"cannot append to read-only {self.KIND} {self._path}")
+        if status == NOT_ASCENDING:
+            return InvalidOffsetError(
+                f"attempt to append offset {offset} to slot {n} no larger than the last offset "
+                f"appended ({self.last_offset}) to {self.path}"
+            )
+        if status == OVERFLOW:
+            return IndexOffsetOverflowError(
+                f"offset {offset} does not fit relative to base offset {self._base_offset} ({self._path})"
+            )
+        return ValueError(f"position {position} does not fit an int32 entry of {self.path}")
 
     def sanity_check(self) -> None:
         """Raise CorruptIndexError if the file size is not a whole number of entries, the last

@@ -7,8 +7,23 @@ from typing import NamedTuple
 
 import numpy as np
 
-from index.base import MAX_RELATIVE_OFFSET, AbstractIndex
-from index.errors import CorruptIndexError, IndexFullError, InvalidOffsetError
+from index._kernels import (
+    FULL,
+    NEEDS_GROW,
+    OFFSET_BACKWARDS,
+    READ_ONLY,
+    TIMESTAMP_BACKWARDS,
+    UNCHANGED,
+    time_index_maybe_append,
+)
+from index.base import AbstractIndex
+from index.errors import (
+    CorruptIndexError,
+    IndexFullError,
+    IndexOffsetOverflowError,
+    InvalidOffsetError,
+    ReadOnlyLogError,
+)
 
 # FORMAT.md "Segment files": int64 timestamp, int32 relativeOffset, big-endian.
 TIME_INDEX_ENTRY = struct.Struct(">qi")
@@ -78,37 +93,51 @@ class TimeIndex(AbstractIndex):
         """
         if not self._loaded or self._closed:
             self._ensure_loaded()
+        if not self._writable:
+            status = self._read_only_append(timestamp, offset, skip_full_check)
+        else:
+            status = time_index_maybe_append(self._meta, self._bytes, self._base_offset, timestamp, offset,
+                                             skip_full_check)
+            if status == NEEDS_GROW:
+                self.resize(self.length + self.ENTRY_SIZE)
+                status = time_index_maybe_append(self._meta, self._bytes, self._base_offset, timestamp, offset,
+                                                 skip_full_check)
+        if status > UNCHANGED:
+            raise self.append_error(status, timestamp, offset)
+
+    def _read_only_append(self, timestamp: int, offset: int, skip_full_check: bool) -> int:
+        # The kernel's checks, in its order, for a mapping it may not write to.
         n = self._entries
         if not skip_full_check and n >= self._max_entries - 1:
-            raise IndexFullError(
-                f"attempt to append to a full time index {self.path} ({n} entries)"
+            return FULL
+        last = self.last_entry
+        if n and offset < last.offset:
+            return OFFSET_BACKWARDS
+        if n and timestamp < last.timestamp:
+            return TIMESTAMP_BACKWARDS
+        return READ_ONLY if timestamp > last.timestamp else UNCHANGED
+
+    def append_error(self, status: int, timestamp: int, offset: int) -> Exception:
+        """The error for an append of (timestamp, offset) that returned `status` (index._kernels)."""
+        n = self._entries
+        if status == FULL:
+            return IndexFullError(f"attempt to append to a full time index {self.path} ({n} entries)")
+        if status == READ_ONLY:
+            return ReadOnlyLogError(f"cannot append to read-only {self.KIND} {self._path}")
+        last = self.last_entry
+        if status == OFFSET_BACKWARDS:
+            return InvalidOffsetError(
+                f"attempt to append offset {offset} to slot {n} below the last offset "
+                f"appended ({last.offset}) to {self.path}"
             )
-        if n:
-            last_ts, relative = TIME_INDEX_ENTRY.unpack_from(self._mmap, (n - 1) * self.ENTRY_SIZE)
-            last_offset = self._base_offset + relative
-            if offset < last_offset:
-                raise InvalidOffsetError(
-                    f"attempt to append offset {offset} to slot {n} below the last offset "
-                    f"appended ({last_offset}) to {self.path}"
-                )
-            if timestamp < last_ts:
-                raise InvalidOffsetError(
-                    f"attempt to append timestamp {timestamp} to slot {n} below the last timestamp "
-                    f"appended ({last_ts}) to {self.path}"
-                )
-        else:
-            last_ts = NO_TIMESTAMP
-        if timestamp > last_ts:
-            if not self._writable:
-                self._require_writable("append to")
-            if n >= self._max_entries:
-                # Only with skip_full_check, on a trimmed index: grow by the one entry needed.
-                self.resize(self.length + self.ENTRY_SIZE)
-            relative = offset - self._base_offset
-            if not 0 <= relative <= MAX_RELATIVE_OFFSET:
-                relative = self.relative_offset(offset)  # raises IndexOffsetOverflowError
-            TIME_INDEX_ENTRY.pack_into(self._mmap, n * self.ENTRY_SIZE, timestamp, relative)
-            self._entries = n + 1
+        if status == TIMESTAMP_BACKWARDS:
+            return InvalidOffsetError(
+                f"attempt to append timestamp {timestamp} to slot {n} below the last timestamp "
+                f"appended ({last.timestamp}) to {self.path}"
+            )
+        return IndexOffsetOverflowError(
+            f"offset {offset} does not fit relative to base offset {self._base_offset} ({self._path})"
+        )
 
     def sanity_check(self) -> None:
         """Raise CorruptIndexError if the size is not a whole number of entries, the last
