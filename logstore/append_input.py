@@ -1,5 +1,5 @@
 """AppendInput: turns what `Log.append` accepts (batch bytes, Records, (key, value) tuples, an
-Arrow table) into one writable buffer of v2 batches, the form the validator stamps in place."""
+Arrow table) into one writable byte array of v2 batches, the form the validator stamps in place."""
 
 from __future__ import annotations
 
@@ -20,44 +20,45 @@ SCRATCH_TABLE_ROWS = 64
 
 
 class AppendInput:
-    """Builds or copies an append's batches into a writable buffer; keeps one scratch buffer,
-    and a scratch batch table (`table`) for the validator."""
+    """Builds or copies an append's batches into a writable byte array; keeps one scratch
+    buffer, and a scratch batch table (`table`) for the validator."""
 
     def __init__(self) -> None:
         self._scratch = memoryview(bytearray())
+        self._scratch_array = np.frombuffer(self._scratch, np.uint8)
         self.table = np.empty((SCRATCH_TABLE_ROWS, _kernels.COLUMNS), np.int64)
 
-    def to_buffer(self, records: Any, now_ms: int, config: LogConfig) -> bytearray | memoryview:
-        """A writable buffer of v2 batches: a bytearray or writable memoryview as given, bytes
-        and read-only views copied, records built with the topic's compression.type and level
-        and `now_ms` for missing timestamps."""
+    def to_array(self, records: Any, now_ms: int, config: LogConfig) -> np.ndarray:
+        """A writable uint8 array of v2 batches: over a bytearray or writable memoryview as
+        given, bytes and read-only views copied, records built with the topic's
+        compression.type and level and `now_ms` for missing timestamps."""
         if type(records) is bytes and len(records) <= self._scratch.nbytes:
-            view = self._scratch[: len(records)]  # the common case of _copy, inline
-            view[:] = records
-            return view
+            size = len(records)  # the common case of _copy, inline
+            self._scratch[:size] = records
+            return self._scratch_array[:size]
         if isinstance(records, bytearray) or (type(records) is memoryview and not records.readonly):
-            return records  # stamped in place, as Kafka stamps the request's buffer
+            return np.frombuffer(records, np.uint8)  # stamped in place, as Kafka stamps the request's buffer
         if isinstance(records, (bytes, memoryview)):
             return self._copy(records)
         codec = config.compression_codec
         compression = {"compression": "none"} if codec is None else {
             "compression": codec.name, "compression_level": config.compression_level(codec.name)}
         if isinstance(records, pa.Table | pa.RecordBatch):
-            return _build_from_arrow(records, now_ms, compression)
-        return _build_from_items(list(records), now_ms, compression)
+            return np.frombuffer(_build_from_arrow(records, now_ms, compression), np.uint8)
+        return np.frombuffer(_build_from_items(list(records), now_ms, compression), np.uint8)
 
-    def _copy(self, records: bytes | memoryview) -> bytearray | memoryview:
+    def _copy(self, records: bytes | memoryview) -> np.ndarray:
         # The leader rewrites offsets in place, so immutable input is copied, into a reused
         # buffer: its pages are already mapped, which saves a page fault per 4 KiB appended.
         source = records if type(records) is bytes else memoryview(records).cast("B")
         size = len(source)
         if size > SCRATCH_BUFFER_LIMIT:
-            return bytearray(records)
+            return np.frombuffer(bytearray(source), np.uint8)
         if self._scratch.nbytes < size:
             self._scratch = memoryview(bytearray(size))
-        view = self._scratch[:size]
-        view[:] = source
-        return view
+            self._scratch_array = np.frombuffer(self._scratch, np.uint8)
+        self._scratch[:size] = source
+        return self._scratch_array[:size]
 
 
 def _build_from_arrow(table: pa.Table | pa.RecordBatch, now_ms: int, compression: dict) -> bytearray:

@@ -55,13 +55,18 @@ class LeaderEpochFileCache:
         Entries at or above `epoch` or starting at or after `start_offset` are removed first
         (they conflict). Raises ValueError for a negative epoch or offset.
         """
-        entries = self._entries
-        if entries and entries[-1].epoch == epoch and start_offset >= entries[-1].start_offset:
-            return False  # the latest epoch already covers start_offset (every append's case)
+        if self.covers(epoch, start_offset):
+            return False  # every append's case
         if self._assign(EpochEntry(epoch, start_offset)):
             self.flush()
             return True
         return False
+
+    def covers(self, epoch: int, offset: int) -> bool:
+        """True when `epoch` is the latest epoch and starts at or before `offset`: assigning
+        it there would change nothing."""
+        entries = self._entries
+        return bool(entries) and entries[-1].epoch == epoch and offset >= entries[-1].start_offset
 
     def assign_all(self, entries: list[EpochEntry]) -> None:
         """Assign several entries, writing the checkpoint once."""

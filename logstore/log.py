@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from logstore import leader_append
 from logstore.append_input import AppendInput
 from logstore.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
@@ -51,9 +52,10 @@ from logstore.log_loader import (
 from logstore.log_validator import (
     LeaderChecks,
     ValidatedBatches,
+    finish_leader_append,
+    leader_args,
     roll_offset,
     validate_follower_append,
-    validate_leader_append,
 )
 from logstore.partition_state import PartitionState
 from logstore.producer_append import ORIGINS, AppendAnalysis, committed_batches
@@ -108,6 +110,14 @@ def max_segment_ms(config: LogConfig) -> int:
     return config.segment_ms
 
 
+def append_reads(config: LogConfig) -> tuple[LeaderChecks, int, np.ndarray]:
+    """What appends read of a config, read once per config (its properties cost more than a
+    small batch's validation): the leader checks, the roll age, the compiled append's limits."""
+    checks = LeaderChecks.of(config)
+    roll_age = max_segment_ms(config)
+    return checks, roll_age, leader_append.params(checks, config.segment_bytes, roll_age)
+
+
 class Log:
     """An append-only partition log in a Kafka partition directory. Thread-safe: one lock
     serialises appends, reads and maintenance. Open with `Log.open`."""
@@ -117,8 +127,7 @@ class Log:
         self.topic, self.partition = parse_partition_dir(directory.name)
         self._name = f"{self.topic}-{self.partition}"
         self._config = config
-        self._checks = LeaderChecks.of(config)
-        self._max_segment_ms = max_segment_ms(config)
+        self._checks, self._max_segment_ms, self._limits = append_reads(self._config)
         # Where the config came from (logstore.topic_configs ORIGIN_*); None: unknown.
         self.config_origin: str | None = ORIGIN_GIVEN
         self._clock = clock
@@ -229,8 +238,7 @@ class Log:
     @config.setter
     def config(self, config: LogConfig | dict[str, Any]) -> None:
         self._config = LogConfig.coerce(config)
-        self._checks = LeaderChecks.of(self._config)
-        self._max_segment_ms = max_segment_ms(self._config)
+        self._checks, self._max_segment_ms, self._limits = append_reads(self._config)
         self.config_origin = ORIGIN_GIVEN
 
     @property
@@ -331,9 +339,24 @@ class Log:
                 self._require_writable("append")
             config = self._config
             now = self._clock.time_ms()
-            buf = records if type(records) is bytearray else self._input.to_buffer(records, now, config)
-            validated = validate_leader_append(buf, self._checks, self._log_end_offset, now, leader_epoch,
-                                               origin, source=self._name, table=self._input.table)
+            data = self._input.to_array(records, now, config)
+            start, table, active = self._log_end_offset, self._input.table, self._segments[-1]
+            result = leader_append.append(data, table, self._limits, active, start, leader_epoch, origin == "client",
+                                          now, leader_epoch < 0 or self._state.epochs.covers(leader_epoch, start))
+            if result[0] == leader_append.WRITTEN:  # the plain append, written by the one compiled call
+                end = result[7] + 1
+                self._log_end_offset = end
+                self._state.appended_without_producers(end)
+                if self.unflushed_messages >= config.flush_messages:
+                    self.flush()
+                if self.high_watermark_follows_log_end:
+                    self._high_watermark = end
+                return AppendInfo._make((start, end - 1, result[8], -1, result[10], data.size, result[9]))
+            if result[0] == leader_append.FAILED:
+                raise active.append_error(result[1], result[2], result[7])
+            validated = finish_leader_append(memoryview(data), table, self._checks, result[3:],
+                                             leader_args(self._checks, start, now, leader_epoch, origin), origin,
+                                             self._name)
             analysis = self._state.analyze(validated, origin)
             duplicate = analysis.duplicate
             if duplicate is not None:

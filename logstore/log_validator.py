@@ -149,18 +149,32 @@ def validate_leader_append(buf: bytearray | memoryview, config: LogConfig | Lead
     if view.format != "B" or view.ndim != 1:
         view = view.cast("B")
     data = np.frombuffer(view, np.uint8)
-    flags = checks.flags | _kernels.CLIENT if origin == "client" else checks.flags
     if table is None:
         table = np.empty((_TABLE_ROWS, _kernels.COLUMNS), np.int64)
-    args = (next_offset, leader_epoch, checks.max_message_bytes, flags, now_ms, checks.before_max_ms,
-            checks.after_max_ms)
+    args = leader_args(checks, next_offset, now_ms, leader_epoch, origin)
     result = _kernels.leader_batches(data, table, checks.target_code, *args)
+    return finish_leader_append(view, table, checks, result, args, origin, source)
+
+
+def leader_args(checks: LeaderChecks, next_offset: int, now_ms: int, leader_epoch: int, origin: str) -> tuple:
+    """leader_batches' arguments after the target codec, for an append from `origin`."""
+    flags = checks.flags | _kernels.CLIENT if origin == "client" else checks.flags
+    return (next_offset, leader_epoch, checks.max_message_bytes, flags, now_ms, checks.before_max_ms,
+            checks.after_max_ms)
+
+
+def finish_leader_append(view: memoryview, table: np.ndarray, checks: LeaderChecks, result: tuple, args: tuple,
+                         origin: str, source: str, *, crc_checked: bool = False) -> ValidatedBatches:
+    """validate_leader_append after its kernel (`leader_batches` with `args` after the target
+    codec) returned `result` over `view` and `table`: CRCs (the single batch's unless
+    `crc_checked`), compressed, legacy or recompressed batches, LogAppendTime, errors."""
+    next_offset, leader_epoch = args[0], args[1]
     rows = result[-1]
     if result[0] != OK:
-        view, table, result = _finish_leader_append(view, table, checks, result, args, origin, source)
+        view, table, result = _settle_unusual_append(view, table, checks, result, args, origin, source)
     elif rows == 1:  # the common append, one batch filling the buffer: its CRC spans the rest
         table = table[:1]
-        if crc32c(view[ATTRIBUTES_OFFSET:]) != table[0, _kernels.CRC]:
+        if not crc_checked and crc32c(view[ATTRIBUTES_OFFSET:]) != table[0, _kernels.CRC]:
             _check_crcs(view, table, 0, 1)
     else:
         table = table[:rows]
@@ -177,7 +191,7 @@ _TABLE_ROWS = 8  # batches a leader append usually holds at most
 _REWRITES = (_kernels.NO_BATCHES, _kernels.LEGACY, _kernels.RECOMPRESS)
 
 
-def _finish_leader_append(view: memoryview, table: np.ndarray, leader: LeaderChecks, result: tuple,
+def _settle_unusual_append(view: memoryview, table: np.ndarray, leader: LeaderChecks, result: tuple,
                           checks: tuple, origin: str, source: str) -> tuple[memoryview, np.ndarray, tuple]:
     """The leader appends `leader_batches` did not settle (its non-OK `result`): a bigger
     table, legacy conversion, recompression, compressed records, or an error to raise.

@@ -146,11 +146,14 @@ class PartitionState:
 
     def appended(self, analysis: AppendAnalysis, active: LogSegment, log_end_offset: int) -> None:
         """Commit an analysed append just written to `active`."""
-        psm = self._producer_state
         if analysis.updated_producers or analysis.completed_txns:
-            psm.apply(analysis, active.txn_index, log_end_offset)
+            self._producer_state.apply(analysis, active.txn_index, log_end_offset)
         else:
-            psm.update_map_end_offset(log_end_offset)  # all apply() does with nothing to commit
+            self.appended_without_producers(log_end_offset)
+
+    def appended_without_producers(self, log_end_offset: int) -> None:
+        """Commit an append with no producer batches (all apply() does with nothing to commit)."""
+        self._producer_state.update_map_end_offset(log_end_offset)
 
     def rolled(self, new_segment: LogSegment) -> None:
         """A new active segment was created: snapshot producer state at its base offset."""

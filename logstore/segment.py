@@ -14,8 +14,11 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple, TypeAlias
 
+import numpy as np
+
 from index import NO_TIMESTAMP, OffsetIndex, TimeIndex, TimestampOffset
 from index.base import MAX_RELATIVE_OFFSET
+from logstore import _segment_kernels as segment_kernels
 from logstore.clock import Clock, SystemClock
 from logstore.errors import (
     CorruptIndexError,
@@ -33,11 +36,14 @@ from logstore.log_files import (
 )
 from logstore.log_input_stream import scan_entries
 from logstore.records import BatchHeader, RecordBatch, read_batch, read_batch_header
+from logstore.segment_state import SegmentState
 from logstore.txn_index import TransactionIndex
 
 # What append() writes: anything exposing a contiguous byte buffer.
 Buffer: TypeAlias = bytes | bytearray | memoryview
 
+
+_NO_BYTES = np.empty(0, np.uint8)
 
 # Buffers per pwritev call (the kernel's UIO_MAXIOV on Linux).
 IOV_MAX = os.sysconf("SC_IOV_MAX")
@@ -107,6 +113,7 @@ class LogSegment:
         """Describe the segment's files; nothing is opened until used (see `open`/`create`)."""
         self._dir = Path(directory)
         self._base_offset = base_offset
+        self._state = SegmentState(base_offset, writable=not read_only)
         self.index_interval_bytes = index_interval_bytes
         self.max_index_size = max_index_size
         self.roll_jitter_ms = roll_jitter_ms
@@ -119,25 +126,40 @@ class LogSegment:
             base_offset,
             max_index_size,
             writable=writable,
+            meta=self._state.offset_index_counters,
         )
         self._time_index = TimeIndex(
             self._dir / segment_file_name(base_offset, TIME_INDEX_SUFFIX, file_suffix),
             base_offset,
             max_index_size,
             writable=writable,
+            meta=self._state.time_index_counters,
         )
         self._txn_index = TransactionIndex(
             base_offset, self._dir / segment_file_name(base_offset, TXN_INDEX_SUFFIX, file_suffix)
         )
-        self._fd: int | None = None
         self._closed = False
-        self._size = self._log_path.stat().st_size if self._log_path.exists() else 0
-        self._created_ms = self._clock.time_ms()
-        self._rolling_based_timestamp: int | None = None
-        self._max_timestamp_and_offset: TimestampOffset | None = None
-        self._bytes_since_last_index_entry = 0
-        self._next_offset: int | None = None
+        self._state.size = self._log_path.stat().st_size if self._log_path.exists() else 0
+        self._state.created_ms = self._clock.time_ms()
         self._written_behind = 0  # bytes write_behind() has already sent to the disk
+
+    @property
+    def index_interval_bytes(self) -> int:
+        """Bytes appended between two index entries (index.interval.bytes)."""
+        return self._state.index_interval_bytes
+
+    @index_interval_bytes.setter
+    def index_interval_bytes(self, interval: int) -> None:
+        self._state.index_interval_bytes = interval
+
+    @property
+    def roll_jitter_ms(self) -> int:
+        """What this segment's roll age is shortened by (its draw of segment.jitter.ms)."""
+        return self._state.roll_jitter_ms
+
+    @roll_jitter_ms.setter
+    def roll_jitter_ms(self, jitter: int) -> None:
+        self._state.roll_jitter_ms = jitter
 
     # ----------------------------------------------------------------- construction
 
@@ -159,16 +181,8 @@ class LogSegment:
         Raises FileNotFoundError if the `.log` file is missing (a missing index is created
         empty on first use unless read-only; call `sanity_check()` to detect it).
         """
-        segment = cls(
-            directory,
-            base_offset,
-            index_interval_bytes=index_interval_bytes,
-            max_index_size=max_index_size,
-            roll_jitter_ms=roll_jitter_ms,
-            clock=clock,
-            file_suffix=file_suffix,
-            read_only=read_only,
-        )
+        segment = cls(directory, base_offset, index_interval_bytes=index_interval_bytes, max_index_size=max_index_size,
+                      roll_jitter_ms=roll_jitter_ms, clock=clock, file_suffix=file_suffix, read_only=read_only)
         if not segment.log_path.exists():
             raise FileNotFoundError(f"segment log file {segment.log_path} does not exist")
         return segment
@@ -190,15 +204,8 @@ class LogSegment:
         Stale index files of the same name are replaced (they index nothing); raises
         FileExistsError if a non-empty `.log` of that name exists.
         """
-        segment = cls(
-            directory,
-            base_offset,
-            index_interval_bytes=index_interval_bytes,
-            max_index_size=max_index_size,
-            roll_jitter_ms=roll_jitter_ms,
-            clock=clock,
-            file_suffix=file_suffix,
-        )
+        segment = cls(directory, base_offset, index_interval_bytes=index_interval_bytes, max_index_size=max_index_size,
+                      roll_jitter_ms=roll_jitter_ms, clock=clock, file_suffix=file_suffix)
         if segment.size:
             raise FileExistsError(f"segment log file {segment.log_path} already holds data")
         for index in (segment._offset_index, segment._time_index):
@@ -217,7 +224,7 @@ class LogSegment:
     @property
     def size(self) -> int:
         """Bytes in the `.log` file."""
-        return self._size
+        return self._state.size
 
     @property
     def log_path(self) -> Path:
@@ -252,13 +259,13 @@ class LogSegment:
     @property
     def created_ms(self) -> int:
         """Clock time when this object was created or last truncated to empty."""
-        return self._created_ms
+        return self._state.created_ms
 
     def _read_max_timestamp_and_offset(self) -> TimestampOffset:
         # Loaded from the time index's last entry on first use, then kept up to date.
-        if self._max_timestamp_and_offset is None:
-            self._max_timestamp_and_offset = self._time_index.last_entry
-        return self._max_timestamp_and_offset
+        if self._state.largest is None:
+            self._state.largest = self._time_index.last_entry
+        return self._state.largest
 
     @property
     def max_timestamp_so_far(self) -> int:
@@ -298,9 +305,9 @@ class LogSegment:
     @property
     def next_offset(self) -> int:
         """Offset after the last batch, or the base offset when empty (cached after first read)."""
-        if self._next_offset is None:
-            self._next_offset = self.read_next_offset()
-        return self._next_offset
+        if self._state.next_offset is None:
+            self._state.next_offset = self.read_next_offset()
+        return self._state.next_offset
 
     def read_next_offset(self) -> int:
         """Scan from the last offset-index entry to the last batch: its last offset + 1."""
@@ -344,14 +351,14 @@ class LogSegment:
 
     def _file(self) -> int:
         self._require_open()
-        if self._fd is None:
+        if self._state.fd is None:
             flags = os.O_RDONLY if self._read_only else os.O_RDWR | os.O_CREAT
-            self._fd = os.open(self._log_path, flags, 0o644)
-        return self._fd
+            self._state.fd = os.open(self._log_path, flags, 0o644)
+        return self._state.fd
 
     def read_bytes(self, position: int, size: int) -> bytes:
         """Up to `size` bytes of the `.log` from `position` (fewer at the end of the file)."""
-        size = min(size, self._size - position)
+        size = min(size, self._state.size - position)
         if size <= 0:
             return b""
         return os.pread(self._file(), size, position)
@@ -365,14 +372,14 @@ class LogSegment:
         header = None
         for position, header, _, _ in self._scan(start, full=False):
             yield position, header
-        if start == 0 and self._read_only and self._next_offset is None:
-            self._next_offset = self._base_offset if header is None else header.next_offset
+        if start == 0 and self._read_only and self._state.next_offset is None:
+            self._state.next_offset = self._base_offset if header is None else header.next_offset
 
     def _scan(
         self, start: int, *, full: bool, max_entry_size: int | None = None
     ) -> Iterator[tuple[int, BatchHeader, bytes, int]]:
         """Every entry of the `.log` from `start` (see log_input_stream.scan_entries)."""
-        return scan_entries(self.read_bytes, self._size, start, full=full, max_entry_size=max_entry_size,
+        return scan_entries(self.read_bytes, self._state.size, start, full=full, max_entry_size=max_entry_size,
                             path=str(self._log_path))
 
     def hide_from(self, position: int, next_offset: int) -> None:
@@ -381,8 +388,8 @@ class LogSegment:
         self._require_open()
         if not self._read_only:
             raise ReadOnlyLogError(f"hide_from is for read-only segments, not {self._log_path}")
-        self._size = min(self._size, position)
-        self._next_offset = next_offset
+        self._state.size = min(self._state.size, position)
+        self._state.next_offset = next_offset
 
     def iter_batches(self, start_position: int = 0) -> Iterator[RecordBatch]:
         """Every complete batch from `start_position`, each a RecordBatch over its own bytes."""
@@ -406,38 +413,59 @@ class LogSegment:
         last entry exceed `index_interval_bytes`. Raises IndexOffsetOverflowError if
         `largest_offset` does not fit a relative offset.
         """
-        if self._closed or self._read_only:
-            self._require_writable("append to")
-        if type(records) is memoryview:
-            parts, nbytes = [records], records.nbytes
-        elif isinstance(records, (list, tuple)):
+        args = (largest_offset, largest_timestamp, offset_of_max_timestamp)
+        if isinstance(records, (list, tuple)):  # checked, written with pwritev, then committed
             parts = list(records)
             nbytes = sum(_nbytes(part) for part in parts)
-        else:
-            parts = [records]
-            nbytes = _nbytes(records)
-        if not nbytes:
+            self._compiled_append(_NO_BYTES, nbytes, args, segment_kernels.PREPARE)
+            if nbytes:
+                self._write(parts, nbytes, self._state.size)
+                self._compiled_append(_NO_BYTES, nbytes, args, segment_kernels.COMMIT)
             return
-        position = self._size
-        if position == 0:
-            self._rolling_based_timestamp = largest_timestamp
-        if not 0 <= largest_offset - self._base_offset <= MAX_RELATIVE_OFFSET:
-            raise IndexOffsetOverflowError(
-                f"offset {largest_offset} does not fit relative to base offset "
-                f"{self._base_offset} of segment {self._log_path}"
-            )
-        self._write(parts, nbytes, position)
-        largest = self._max_timestamp_and_offset or self._read_max_timestamp_and_offset()
-        if largest_timestamp > largest.timestamp:
-            largest = self._max_timestamp_and_offset = TimestampOffset(
-                largest_timestamp, offset_of_max_timestamp
-            )
-        if self._bytes_since_last_index_entry > self.index_interval_bytes:
-            self._offset_index.append(largest_offset, position)
-            self._time_index.maybe_append(largest.timestamp, largest.offset)
-            self._bytes_since_last_index_entry = 0
-        self._bytes_since_last_index_entry += nbytes
-        self._next_offset = largest_offset + 1
+        data = np.frombuffer(records, np.uint8)
+        self._compiled_append(data, data.size, args, segment_kernels.WRITE)
+
+    def compiled_append_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """What the compiled appends take: the state array and both indexes' mapped bytes."""
+        return self._state.array, self._offset_index._bytes, self._time_index._bytes
+
+    def _compiled_append(self, data: np.ndarray, nbytes: int, args: tuple[int, int, int], mode: int) -> None:
+        status, value = segment_kernels.append(*self.compiled_append_arrays(), data, nbytes, *args, mode)
+        if status == segment_kernels.NOT_READY:
+            self.prepare_append()
+            status, value = segment_kernels.append(*self.compiled_append_arrays(), data, nbytes, *args, mode)
+        if status != segment_kernels.OK:
+            raise self.append_error(status, value, args[0])
+
+    def prepare_append(self) -> None:
+        """Open and load what the compiled append and roll rule read (the `.log` descriptor,
+        both indexes, the largest and the first batch's timestamps). Raises LogClosedError or
+        ReadOnlyLogError when the segment cannot be appended to."""
+        self._require_writable("append to")
+        self._file()
+        self._load_append_state()
+
+    def _load_append_state(self) -> None:
+        self._offset_index.max_entries  # noqa: B018 -- loads the mapping
+        self._time_index.max_entries  # noqa: B018 -- loads the mapping
+        self._read_max_timestamp_and_offset()
+        self._load_first_batch_timestamp()
+        if self._state.rolling_timestamp is None and self._state.size:
+            self._state.rolling_timestamp = NO_TIMESTAMP  # no batch to date the roll age by
+
+    def append_error(self, status: int, value: int, largest_offset: int) -> Exception:
+        """The error for a compiled append of batches up to `largest_offset` that returned
+        (status, value) (logstore._segment_kernels)."""
+        if status == segment_kernels.OFFSET_OVERFLOW:
+            return IndexOffsetOverflowError(f"offset {largest_offset} does not fit relative to base offset "
+                                            f"{self._base_offset} of segment {self._log_path}")
+        if status == segment_kernels.WRITE_ERROR:
+            return OSError(value, os.strerror(value), str(self._log_path))
+        if status == segment_kernels.OFFSET_INDEX_ERROR:
+            return self._offset_index.append_error(value, largest_offset, self._state.size)
+        if status == segment_kernels.TIME_INDEX_ERROR:
+            return self._time_index.append_error(value, self.max_timestamp_so_far, self.offset_of_max_timestamp)
+        return RuntimeError(f"segment {self._log_path} is not ready for a compiled append")
 
     def append_batches(self, records: bytes | bytearray | memoryview) -> None:
         """Append one or more complete batches, taking offsets and timestamps from their headers.
@@ -461,30 +489,24 @@ class LogSegment:
         self.append(largest_offset, max_timestamp, offset_of_max, data)
 
     def _write(self, parts: list[Buffer], nbytes: int, position: int) -> None:
-        """pwritev `parts` (`nbytes` in all) at `position`, resuming after short writes; `size`
-        follows each write."""
-        fd = self._fd if self._fd is not None else self._file()
-        if len(parts) == 1:  # one buffer, the leader's append: no iovec list built per call
-            written = os.pwrite(fd, parts[0], position)
-            self._size = position + written
-            if written == nbytes:
-                return
-            parts[0] = memoryview(parts[0]).cast("B")[written:]
-            position += written
-            nbytes -= written
-        first = 0
-        while first < len(parts):
-            written = os.pwritev(fd, parts[first : first + IOV_MAX], position)
-            position += written
-            self._size = position
-            nbytes -= written
-            if not nbytes:
-                return
-            while first < len(parts) and written >= _nbytes(parts[first]):
-                written -= _nbytes(parts[first])
-                first += 1
-            if written:
-                parts[first] = memoryview(parts[first]).cast("B")[written:]
+        """pwritev `parts` (`nbytes` in all) at `position`, resuming after short writes; on an
+        error `size` covers what was written (on success the compiled commit moves it)."""
+        fd = self._file()
+        first, done = 0, 0
+        try:
+            while first < len(parts):
+                written = os.pwritev(fd, parts[first : first + IOV_MAX], position + done)
+                done += written
+                if done == nbytes:
+                    return
+                while first < len(parts) and written >= _nbytes(parts[first]):
+                    written -= _nbytes(parts[first])
+                    first += 1
+                if written:
+                    parts[first] = memoryview(parts[first]).cast("B")[written:]
+        except BaseException:
+            self._state.size = position + done
+            raise
 
     def write_behind(self) -> None:
         """Start writing the bytes appended since the last call to disk, without waiting, once
@@ -492,11 +514,11 @@ class LogSegment:
         Not a durability point (`flush()` is): the device works while the caller prepares
         the next bytes."""
         start = self._written_behind
-        if _SYNC_FILE_RANGE is None or self._fd is None or self._size - start < WRITE_BEHIND_MIN_BYTES:
+        if _SYNC_FILE_RANGE is None or self._state.fd is None or self._state.size - start < WRITE_BEHIND_MIN_BYTES:
             return
         # Only a hint: a write error surfaces at flush()'s fsync.
-        _SYNC_FILE_RANGE(self._fd, start, self._size - start, SYNC_FILE_RANGE_WRITE)
-        self._written_behind = self._size
+        _SYNC_FILE_RANGE(self._state.fd, start, self._state.size - start, SYNC_FILE_RANGE_WRITE)
+        self._written_behind = self._state.size
 
     # ----------------------------------------------------------------- read and search
 
@@ -530,7 +552,7 @@ class LogSegment:
             return None
         adjusted = max(max_size, mapping.size) if min_one_message else max_size
         if max_position is None:
-            max_position = self._size
+            max_position = self._state.size
         if adjusted == 0:
             return SegmentReadResult(b"", start_offset, mapping.position, False)
         fetch_size = min(max_position - mapping.position, adjusted)
@@ -590,7 +612,7 @@ class LogSegment:
         self._require_writable("recover")
         self._offset_index.reset()
         self._time_index.reset()
-        self._max_timestamp_and_offset = TimestampOffset(NO_TIMESTAMP, self._base_offset)
+        self._state.largest = TimestampOffset(NO_TIMESTAMP, self._base_offset)
         valid_bytes = 0
         last_index_entry = 0
         next_offset = self._base_offset
@@ -606,7 +628,7 @@ class LogSegment:
                         f"relative to base offset {self._base_offset} of {self._log_path}"
                     )
                 if header.max_timestamp > self.max_timestamp_so_far:
-                    self._max_timestamp_and_offset = TimestampOffset(
+                    self._state.largest = TimestampOffset(
                         header.max_timestamp, header.last_offset
                     )
                 if valid_bytes - last_index_entry > self.index_interval_bytes:
@@ -621,15 +643,15 @@ class LogSegment:
                     on_batch(batch)
         except CorruptRecordError:
             pass  # everything from valid_bytes on is dropped below
-        truncated = self._size - valid_bytes
+        truncated = self._state.size - valid_bytes
         self._truncate_log(valid_bytes)
         self._txn_index.truncate_to(next_offset)
         self._offset_index.trim_to_valid_size()
         # A cleanly closed segment always ends with its largest timestamp; recovery does too.
         self._time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp, True)
         self._time_index.trim_to_valid_size()
-        self._bytes_since_last_index_entry = valid_bytes - last_index_entry
-        self._next_offset = next_offset
+        self._state.bytes_since_index = valid_bytes - last_index_entry
+        self._state.next_offset = next_offset
         return truncated
 
     def truncate_to(self, offset: int) -> int:
@@ -645,13 +667,13 @@ class LogSegment:
         self._offset_index.resize(self.max_index_size)
         self._time_index.resize(self.max_index_size)
         truncated = 0 if mapping is None else self._truncate_log(mapping.position)
-        if self._size == 0:
-            self._created_ms = self._clock.time_ms()
-            self._rolling_based_timestamp = None
-        self._bytes_since_last_index_entry = 0
+        if self._state.size == 0:
+            self._state.created_ms = self._clock.time_ms()
+            self._state.rolling_timestamp = None
+        self._state.bytes_since_index = 0
         if self.max_timestamp_so_far >= 0:
-            self._max_timestamp_and_offset = self._read_largest_timestamp()
-        self._next_offset = None
+            self._state.largest = self._read_largest_timestamp()
+        self._state.next_offset = None
         return truncated
 
     def _read_largest_timestamp(self) -> TimestampOffset:
@@ -662,36 +684,36 @@ class LogSegment:
 
     def _truncate_log(self, size: int) -> int:
         """Cut the `.log` to `size` bytes (never grows it); return the bytes removed."""
-        removed = self._size - size
+        removed = self._state.size - size
         if removed > 0:
             os.ftruncate(self._file(), size)
-            self._size = size
+            self._state.size = size
             self._written_behind = min(self._written_behind, size)
         return max(removed, 0)
 
     # ----------------------------------------------------------------- roll decisions
 
     def _load_first_batch_timestamp(self) -> None:
-        if self._rolling_based_timestamp is None:
+        if self._state.rolling_timestamp is None:
             for _, header in self.batch_headers(0):
-                self._rolling_based_timestamp = header.max_timestamp
+                self._state.rolling_timestamp = header.max_timestamp
                 break
 
     def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
         """Time since the first batch's timestamp (or, without one, since creation)."""
-        ts = self._rolling_based_timestamp
+        ts = self._state.rolling_timestamp
         if ts is None:
             self._load_first_batch_timestamp()
-            ts = self._rolling_based_timestamp
+            ts = self._state.rolling_timestamp
         if ts is not None and ts >= 0:
             return message_timestamp - ts
-        return now_ms - self._created_ms
+        return now_ms - self._state.created_ms
 
     @property
     def first_batch_timestamp(self) -> int | None:
         """Max timestamp of the first batch, or None when empty or without timestamps."""
         self._load_first_batch_timestamp()
-        ts = self._rolling_based_timestamp
+        ts = self._state.rolling_timestamp
         return ts if ts is not None and ts >= 0 else None
 
     def should_roll(
@@ -706,17 +728,13 @@ class LogSegment:
         """Kafka's roll rule for an append of `messages_size` bytes: the segment would pass
         `segment.bytes`, is non-empty and older than `segment.ms` minus this segment's jitter,
         has a full index, or cannot hold `max_offset_in_messages` as a relative offset."""
-        size = self._size
-        if size > max_segment_bytes - messages_size:
-            return True
-        if size > 0 and (self.time_waited_for_roll(now_ms, max_timestamp_in_messages)
-                         > max_segment_ms - self.roll_jitter_ms):
-            return True
-        return (
-            self._offset_index.is_full
-            or self._time_index.is_full
-            or not 0 <= max_offset_in_messages - self._base_offset <= MAX_RELATIVE_OFFSET
-        )
+        args = (max_segment_bytes, max_segment_ms, messages_size, max_timestamp_in_messages,
+                max_offset_in_messages, now_ms)
+        verdict = segment_kernels.should_roll(self._state.array, *args)
+        if verdict == segment_kernels.NOT_READY:
+            self._load_append_state()
+            verdict = segment_kernels.should_roll(self._state.array, *args)
+        return verdict == segment_kernels.ROLL
 
     def resize_indexes(self, size: int) -> None:
         """Resize both index files (to `max_index_size` when the segment becomes active)."""
@@ -744,8 +762,8 @@ class LogSegment:
     def flush(self) -> None:
         """fsync the `.log` and the indexes."""
         self._require_open()
-        if self._fd is not None and not self._read_only:
-            os.fsync(self._fd)
+        if self._state.fd is not None and not self._read_only:
+            os.fsync(self._state.fd)
         self._offset_index.flush()
         self._time_index.flush()
         if not self._read_only:
@@ -755,10 +773,10 @@ class LogSegment:
         """Add the final time-index entry if needed, trim and unmap the indexes, close the log."""
         if self._closed:
             return
-        if self._max_timestamp_and_offset is not None and not self._read_only:
+        if self._state.largest is not None and not self._read_only:
             self._time_index.maybe_append(
-                self._max_timestamp_and_offset.timestamp,
-                self._max_timestamp_and_offset.offset,
+                self._state.largest.timestamp,
+                self._state.largest.offset,
                 True,
             )
         self._offset_index.close()
@@ -773,10 +791,12 @@ class LogSegment:
         self._close_file()
 
     def _close_file(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        fd = self._state.fd
         self._closed = True
+        self._state.writable = False
+        if fd is not None:
+            self._state.fd = None
+            os.close(fd)
 
     def delete(self) -> None:
         """Close (if still open) and delete the `.log`, `.index`, `.timeindex` and `.txnindex`
@@ -810,7 +830,7 @@ class LogSegment:
         self._txn_index.path = self._dir / self._txn_index.path.name
 
     def __repr__(self) -> str:
-        return f"LogSegment(base_offset={self._base_offset}, size={self._size}, path={str(self._log_path)!r})"
+        return f"LogSegment(base_offset={self._base_offset}, size={self._state.size}, path={str(self._log_path)!r})"
 
 
 def _nbytes(buffer: Buffer) -> int:

@@ -15,7 +15,8 @@ import pytest
 from compaction.cleaner import cleaning_clock
 
 ROOT = Path(__file__).resolve().parent.parent
-KERNEL_MODULES = ("logstore._kernels", "logstore.records._kernels", "compaction._kernels", "spark_tools._kernels")
+KERNEL_MODULES = ("logstore._kernels", "logstore._segment_kernels", "index._kernels", "logstore.records._kernels",
+                  "compaction._kernels", "spark_tools._kernels")
 
 
 def kernels() -> dict[str, object]:

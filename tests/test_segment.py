@@ -453,7 +453,7 @@ def test_opening_a_thousand_segments_maps_and_opens_nothing(tmp_path):
             (tmp_path / segment_file_name(base, suffix)).write_bytes(b"")
     segments = [LogSegment.open(tmp_path, base) for base in range(0, 10_000, 10)]
     assert not any(s.offset_index.is_loaded or s.time_index.is_loaded for s in segments)
-    assert all(s._fd is None for s in segments)
+    assert all(s._state.fd is None for s in segments)
     for s in segments:
         s.close()
     assert all((tmp_path / segment_file_name(b, ".index")).stat().st_size == 0 for b in (0, 9990))

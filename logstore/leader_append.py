@@ -1,0 +1,75 @@
+"""The leader's common append in one compiled call: validate and stamp the batches (the
+validator's kernel), apply the roll rule and append them to the active segment (the segment's
+kernels), so a 16 KiB producer batch costs one Python-to-numba call besides its CRC.
+
+Only the plain case is finished here: one batch filling the buffer with a matching CRC, no
+producer id, no timestamp to rewrite, an epoch the cache already holds, no roll. Anything
+else comes back validated but unwritten, for Log's general path to finish.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+from numba import njit
+
+from logstore import _kernels
+from logstore import _segment_kernels as segment_kernels
+from logstore.log_validator import LeaderChecks
+from logstore.records import crc32c
+from logstore.records.header import ATTRIBUTES_OFFSET, LOG_OVERHEAD, V2_HEADER_SIZE
+from logstore.segment import LogSegment
+
+# What append() did: the first value of its result, followed by the segment kernel's status
+# and value, then the validator's result (logstore._kernels.leader_batches).
+WRITTEN = 0
+NOT_WRITTEN = 1  # validated (or failed validation) only: the general path takes over
+FAILED = 2  # the segment append failed after validation: raise the segment's error
+
+# The params array: a topic config's validation and roll limits.
+_TARGET_CODE, _MAX_MESSAGE_BYTES, _FLAGS, _BEFORE_MAX, _AFTER_MAX, _SEGMENT_BYTES, _MAX_SEGMENT_MS = range(7)
+
+_BATCH_LENGTH = struct.Struct(">i")
+_LENGTH_OFFSET = 8
+
+
+def params(checks: LeaderChecks, segment_bytes: int, max_segment_ms: int) -> np.ndarray:
+    """A config's limits as the kernel reads them (kept by Log per config)."""
+    return np.array([checks.target_code, checks.max_message_bytes, checks.flags, checks.before_max_ms,
+                     checks.after_max_ms, segment_bytes, max_segment_ms], np.int64)
+
+
+def append(data: np.ndarray, table: np.ndarray, limits: np.ndarray, segment: LogSegment, first_offset: int,
+           leader_epoch: int, client: bool, now_ms: int, epoch_known: bool) -> tuple:
+    """Validate `data` (a writable uint8 array of batches, stamped in place from
+    `first_offset`) and, in the plain case, write it to `segment`. `epoch_known`: the epoch
+    cache already starts `leader_epoch` at or before `first_offset`. Returns
+    (WRITTEN/NOT_WRITTEN/FAILED, segment status, segment value, *the validator's result)."""
+    size = data.size
+    single = size >= V2_HEADER_SIZE and _BATCH_LENGTH.unpack_from(data, _LENGTH_OFFSET)[0] + LOG_OVERHEAD == size
+    crc = crc32c(data[ATTRIBUTES_OFFSET:]) if single else -1
+    return _append(data, table, limits, *segment.compiled_append_arrays(), first_offset, leader_epoch, client, now_ms,
+                   crc, epoch_known)
+
+
+@njit(cache=True, nogil=True)
+def _append(buf, table, limits, state, offset_index, time_index, first_offset, leader_epoch, client, now, crc,
+            epoch_known):
+    flags = limits[_FLAGS] | _kernels.CLIENT if client else limits[_FLAGS]
+    result = _kernels.leader_batches(buf, table, limits[_TARGET_CODE], first_offset, leader_epoch,
+                                     limits[_MAX_MESSAGE_BYTES], flags, now, limits[_BEFORE_MAX], limits[_AFTER_MAX])
+    size = buf.size
+    # result: status, row, value, at, last offset, max timestamp, its offset, record count,
+    # any producer id, any max timestamp to rewrite, rows
+    if (result[0] != _kernels.OK or result[10] != 1 or table[0, _kernels.CRC] != crc or result[8] or result[9]
+            or flags & _kernels.LOG_APPEND_TIME or not epoch_known or size > limits[_SEGMENT_BYTES]):
+        return (NOT_WRITTEN, 0, 0) + result
+    if segment_kernels.should_roll(state, limits[_SEGMENT_BYTES], limits[_MAX_SEGMENT_MS], size, result[5], result[4],
+                                   now) != segment_kernels.OK:
+        return (NOT_WRITTEN, 0, 0) + result
+    status, value = segment_kernels.append(state, offset_index, time_index, buf, size, result[4], result[5],
+                                           result[6], segment_kernels.WRITE)
+    if status == segment_kernels.NOT_READY:
+        return (NOT_WRITTEN, 0, 0) + result
+    return (WRITTEN if status == segment_kernels.OK else FAILED, status, value) + result
