@@ -10,7 +10,7 @@ import numpy as np
 from numba import njit
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def read_be(buf: np.ndarray, pos: int, width: int) -> int:
     """Signed big-endian integer of `width` (4 or 8) bytes at `pos` of a uint8 array."""
     value = np.uint64(0)

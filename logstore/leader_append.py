@@ -49,7 +49,8 @@ def append(data: np.ndarray, table: np.ndarray, limits: np.ndarray, segment: Log
     size = data.size
     single = size >= V2_HEADER_SIZE and _BATCH_LENGTH.unpack_from(data, _LENGTH_OFFSET)[0] + LOG_OVERHEAD == size
     crc = crc32c(data[ATTRIBUTES_OFFSET:]) if single else -1
-    return _append(data, table, limits, *segment.compiled_append_arrays(), first_offset, leader_epoch, client, now_ms,
+    state, offset_index, time_index = segment.compiled_append_arrays()
+    return _append(data, table, limits, state, offset_index, time_index, first_offset, leader_epoch, client, now_ms,
                    crc, epoch_known)
 
 

@@ -93,6 +93,20 @@ def warm_log(directory: Path, name: str, *, compressed: bool) -> Path:
     return path
 
 
+def warm_append_paths(directory: Path) -> None:
+    """What the plain appends of `warm_log` skip: an append of more batches than the scratch
+    table holds, and recovery adding index entries one by one."""
+    from logstore import Log
+    from logstore.clock import ManualClock
+    from logstore.records import Record, build_batch
+
+    many = b"".join(build_batch([Record(0, NOW, b"k%d" % i, b"v")]) for i in range(100))
+    with Log.open(directory / "warmup-2", {"index.interval.bytes": 0}, clock=ManualClock(NOW)) as log:
+        log.append(many)
+        for segment in log.segments:
+            segment.recover()
+
+
 def warm_compaction(path: Path) -> None:
     """A dry run and a real cleaning round over the log `warm_log` wrote."""
     from compaction.cleaner import Cleaner
@@ -124,6 +138,7 @@ def warm_up() -> float:
             path = warm_log(Path(tmp), name, compressed=compressed)
             warm_compaction(path)
             warm_audit_reader(path)
+        warm_append_paths(Path(tmp))
     return time.perf_counter() - started
 
 
