@@ -40,16 +40,17 @@ def _batch(count: int, size: int, timestamp: int, producer: bool, sequence: int)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(appends, st.integers(0, 3000), st.integers(6000, 20_000), st.sampled_from([48, 120, 10 * 1024 * 1024]))
+@given(appends, st.integers(0, 3000), st.integers(6000, 20_000), st.sampled_from([48, 120, 10 * 1024 * 1024]),
+       st.sampled_from([4_000, 600_000]))
 def test_appended_segments_and_indexes_are_what_recovery_rebuilds(tmp_path, ops, interval, segment_bytes,
-                                                                  index_bytes):
+                                                                  index_bytes, segment_ms):
     """Whatever path each append takes (plain ones compiled; producer batches, new epochs and
     rolls by size, index fullness or age in Python), the files equal a rebuild from the .log
     files alone: Kafka's recovery rules for index entries and the final time-index entry."""
     shutil.rmtree(tmp_path / "t-0", ignore_errors=True)
     shutil.rmtree(tmp_path / "copy", ignore_errors=True)
     config = LogConfig({"index.interval.bytes": interval, "segment.bytes": segment_bytes,
-                        "segment.index.bytes": index_bytes, "segment.ms": 600_000})
+                        "segment.index.bytes": index_bytes, "segment.ms": segment_ms})
     clock = ManualClock(NOW)
     log = Log.open(tmp_path / "t-0", config=config, clock=clock)
     timestamp, epoch, sequence, expected = NOW, 0, 0, []
