@@ -9,8 +9,6 @@ else comes back validated but unwritten, for Log's general path to finish.
 
 from __future__ import annotations
 
-import struct
-
 import numpy as np
 from numba import njit
 
@@ -18,7 +16,13 @@ from logstore import _kernels
 from logstore import _segment_kernels as segment_kernels
 from logstore.log_validator import LeaderChecks
 from logstore.records import crc32c
-from logstore.records.header import ATTRIBUTES_OFFSET, LOG_OVERHEAD, V2_HEADER_SIZE
+from logstore.records.header import (
+    ATTRIBUTES_OFFSET,
+    LOG_OVERHEAD,
+    SIZE_FIELD,
+    SIZE_OFFSET,
+    V2_HEADER_SIZE,
+)
 from logstore.segment import LogSegment
 
 # What append() did: the first value of its result, followed by the segment kernel's status
@@ -27,30 +31,27 @@ WRITTEN = 0
 NOT_WRITTEN = 1  # validated (or failed validation) only: the general path takes over
 FAILED = 2  # the segment append failed after validation: raise the segment's error
 
-# The params array: a topic config's validation and roll limits.
+# The limits array: a topic config's validation and roll limits.
 _TARGET_CODE, _MAX_MESSAGE_BYTES, _FLAGS, _BEFORE_MAX, _AFTER_MAX, _SEGMENT_BYTES, _MAX_SEGMENT_MS = range(7)
 
-_BATCH_LENGTH = struct.Struct(">i")
-_LENGTH_OFFSET = 8
 
-
-def params(checks: LeaderChecks, segment_bytes: int, max_segment_ms: int) -> np.ndarray:
+def limits(checks: LeaderChecks, segment_bytes: int, max_segment_ms: int) -> np.ndarray:
     """A config's limits as the kernel reads them (kept by Log per config)."""
     return np.array([checks.target_code, checks.max_message_bytes, checks.flags, checks.before_max_ms,
                      checks.after_max_ms, segment_bytes, max_segment_ms], np.int64)
 
 
-def append(data: np.ndarray, table: np.ndarray, limits: np.ndarray, segment: LogSegment, first_offset: int,
+def append(data: np.ndarray, table: np.ndarray, config_limits: np.ndarray, segment: LogSegment, first_offset: int,
            leader_epoch: int, client: bool, now_ms: int, epoch_known: bool) -> tuple:
     """Validate `data` (a writable uint8 array of batches, stamped in place from
     `first_offset`) and, in the plain case, write it to `segment`. `epoch_known`: the epoch
     cache already starts `leader_epoch` at or before `first_offset`. Returns
     (WRITTEN/NOT_WRITTEN/FAILED, segment status, segment value, *the validator's result)."""
     size = data.size
-    single = size >= V2_HEADER_SIZE and _BATCH_LENGTH.unpack_from(data, _LENGTH_OFFSET)[0] + LOG_OVERHEAD == size
+    single = size >= V2_HEADER_SIZE and SIZE_FIELD.unpack_from(data, SIZE_OFFSET)[0] + LOG_OVERHEAD == size
     crc = crc32c(data[ATTRIBUTES_OFFSET:]) if single else -1
     state, offset_index, time_index = segment.compiled_append_arrays()
-    return _append(data, table, limits, state, offset_index, time_index, first_offset, leader_epoch, client, now_ms,
+    return _append(data, table, config_limits, state, offset_index, time_index, first_offset, leader_epoch, client, now_ms,
                    crc, epoch_known)
 
 

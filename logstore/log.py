@@ -115,7 +115,7 @@ def append_reads(config: LogConfig) -> tuple[LeaderChecks, int, np.ndarray]:
     small batch's validation): the leader checks, the roll age, the compiled append's limits."""
     checks = LeaderChecks.of(config)
     roll_age = max_segment_ms(config)
-    return checks, roll_age, leader_append.params(checks, config.segment_bytes, roll_age)
+    return checks, roll_age, leader_append.limits(checks, config.segment_bytes, roll_age)
 
 
 class Log:
