@@ -1,11 +1,13 @@
-"""Per-append cost of `Log.append` beside `os.write` of the same bytes, min of N runs.
+"""Per-append cost of `Log.append` beside `os.write` of the same bytes, interleaved in blocks.
 
-The pytest-benchmark group "append 16KiB batches" times 64 MiB rounds whose plain-write
-baseline runs after gigabytes of earlier appends and shares the disk with their writeback,
-so its ratio moves with the machine's load. This takes the minimum over alternating runs of
-wall time and of process CPU time (which a busy shared machine disturbs least):
+The pytest-benchmark group "append 16KiB batches" times 64 MiB rounds, ours and the plain-write
+baseline minutes apart, so on a shared machine its ratio moves with whatever else runs. Here
+each run opens a plain file and two logs (appended as `bytes` and as a `bytearray`) and
+alternates blocks of a few hundred operations between them, so all three see the same
+moments of the machine; it reports the minimum and the median per-operation time over the
+blocks, by wall time and by process CPU time:
 
-    python -m benchmarks.append_micro [--appends 5000] [--runs 9]
+    python -m benchmarks.append_micro [--appends 5000] [--runs 9] [--block 250]
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
 import tempfile
 import time
 from collections.abc import Callable
@@ -23,61 +26,67 @@ from logstore import Log
 from logstore.clock import ManualClock
 
 
-def _timed(loop: Callable[[], None]) -> tuple[float, float]:
-    wall, cpu = time.perf_counter(), time.process_time()
-    loop()
-    return time.perf_counter() - wall, time.process_time() - cpu
+class _Target:
+    """One thing being timed: a write of `data` per call, and its blocks' (wall, cpu) times."""
+
+    def __init__(self, write: Callable[[], object], close: Callable[[], object]) -> None:
+        self.write, self.close = write, close
+        self.blocks: list[tuple[float, float]] = []
+
+    def block(self, count: int) -> None:
+        write = self.write
+        wall, cpu = time.perf_counter(), time.process_time()
+        for _ in range(count):
+            write()
+        self.blocks.append(((time.perf_counter() - wall) / count, (time.process_time() - cpu) / count))
 
 
-def _ours(root: Path, data: bytes | bytearray, count: int) -> tuple[float, float]:
-    shutil.rmtree(root, ignore_errors=True)
+def _log(root: Path, data: bytes | bytearray) -> _Target:
     log = Log.open(root / "bench-0", clock=ManualClock(NOW))
     log.append(data)  # an existing log, as in bench_log
-
-    def loop() -> None:
-        for _ in range(count):
-            log.append(data)
-
-    try:
-        return _timed(loop)
-    finally:
-        log.close()
+    return _Target(lambda: log.append(data), log.close)
 
 
-def _plain(root: Path, data: bytes, count: int) -> tuple[float, float]:
-    shutil.rmtree(root, ignore_errors=True)
+def _plain(root: Path, data: bytes) -> _Target:
     root.mkdir(parents=True)
     fd = os.open(root / "plain.log", os.O_WRONLY | os.O_CREAT, 0o644)
-    os.write(fd, data)
+    os.write(fd, data)  # the same first write as the log's
+    return _Target(lambda: os.write(fd, data), lambda: os.close(fd))
 
-    def loop() -> None:
-        for _ in range(count):
-            os.write(fd, data)
 
-    try:
-        return _timed(loop)
-    finally:
-        os.close(fd)
+def measure(raw: bytes, count: int, runs: int, block: int) -> dict[str, list[tuple[float, float]]]:
+    """Per-operation (wall, cpu) seconds of every block of every run, by target."""
+    blocks: dict[str, list[tuple[float, float]]] = {"write": [], "bytes": [], "bytearray": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for run in range(runs):
+            root = Path(tmp) / str(run)
+            targets = {"write": _plain(root / "plain", raw), "bytes": _log(root / "b", raw),
+                       "bytearray": _log(root / "ba", bytearray(raw))}
+            try:
+                for _ in range(max(count // block, 1)):
+                    for target in targets.values():
+                        target.block(block)
+            finally:
+                for name, target in targets.items():
+                    target.close()
+                    blocks[name].extend(target.blocks)
+            shutil.rmtree(root)
+    return blocks
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--appends", type=int, default=5000, help="16 KiB appends per run (1 MiB: /64)")
     parser.add_argument("--runs", type=int, default=9)
+    parser.add_argument("--block", type=int, default=250, help="16 KiB appends per block (1 MiB: /64)")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp) / "data"
-        for size, count in (("16KiB", args.appends), ("1MiB", max(args.appends // 64, 40))):
-            raw = BATCHES[size]
-            runs: dict[str, list[tuple[float, float]]] = {"write": [], "bytes": [], "bytearray": []}
-            for _ in range(args.runs):
-                runs["write"].append(_plain(root, raw, count))
-                runs["bytes"].append(_ours(root, raw, count))
-                runs["bytearray"].append(_ours(root, bytearray(raw), count))
-            for kind, index in (("wall", 0), ("cpu", 1)):
-                best = {name: min(r[index] for r in times) / count for name, times in runs.items()}
+    for size, scale in (("16KiB", 1), ("1MiB", 64)):
+        blocks = measure(BATCHES[size], max(args.appends // scale, 40), args.runs, max(args.block // scale, 4))
+        for kind, index in (("wall", 0), ("cpu", 1)):
+            for stat, pick in (("min", min), ("median", statistics.median)):
+                best = {name: pick(b[index] for b in times) for name, times in blocks.items()}
                 write = best["write"]
-                print(f"{size} {kind:4s}: write {write * 1e6:.1f} us"
+                print(f"{size} {kind:4s} {stat:6s}: write {write * 1e6:.1f} us"
                       f" | bytes {best['bytes'] * 1e6:.1f} us ({write / best['bytes']:.2f}x)"
                       f" | bytearray {best['bytearray'] * 1e6:.1f} us ({write / best['bytearray']:.2f}x)")
 

@@ -28,37 +28,44 @@ class AppendInput:
         self._scratch_array = np.frombuffer(self._scratch, np.uint8)
         self.table = np.empty((SCRATCH_TABLE_ROWS, _kernels.COLUMNS), np.int64)
 
-    def to_array(self, records: Any, now_ms: int, config: LogConfig) -> np.ndarray:
-        """A writable uint8 array of v2 batches: over a bytearray or writable memoryview as
-        given, bytes and read-only views copied, records built with the topic's
-        compression.type and level and `now_ms` for missing timestamps."""
+    def to_buffer(self, records: Any, now_ms: int, config: LogConfig) -> tuple[np.ndarray, memoryview, int]:
+        """The append's v2 batches in writable memory, as (array, view, size): a uint8 array
+        and a byte view over the same memory, whose first `size` bytes are the batches (the
+        reused scratch buffer is returned whole: no slice per append). A bytearray or writable
+        memoryview is used as given, bytes and read-only views are copied, records are built
+        with the topic's compression.type and level and `now_ms` for missing timestamps."""
         if type(records) is bytes and len(records) <= self._scratch.nbytes:
             size = len(records)  # the common case of _copy, inline
             self._scratch[:size] = records
-            return self._scratch_array[:size]
+            return self._scratch_array, self._scratch, size
         if isinstance(records, bytearray) or (type(records) is memoryview and not records.readonly):
-            return np.frombuffer(records, np.uint8)  # stamped in place, as Kafka stamps the request's buffer
+            return _whole(records)  # stamped in place, as Kafka stamps the request's buffer
         if isinstance(records, (bytes, memoryview)):
             return self._copy(records)
         codec = config.compression_codec
         compression = {"compression": "none"} if codec is None else {
             "compression": codec.name, "compression_level": config.compression_level(codec.name)}
         if isinstance(records, pa.Table | pa.RecordBatch):
-            return np.frombuffer(_build_from_arrow(records, now_ms, compression), np.uint8)
-        return np.frombuffer(_build_from_items(list(records), now_ms, compression), np.uint8)
+            return _whole(_build_from_arrow(records, now_ms, compression))
+        return _whole(_build_from_items(list(records), now_ms, compression))
 
-    def _copy(self, records: bytes | memoryview) -> np.ndarray:
+    def _copy(self, records: bytes | memoryview) -> tuple[np.ndarray, memoryview, int]:
         # The leader rewrites offsets in place, so immutable input is copied, into a reused
         # buffer: its pages are already mapped, which saves a page fault per 4 KiB appended.
         source = records if type(records) is bytes else memoryview(records).cast("B")
         size = len(source)
         if size > SCRATCH_BUFFER_LIMIT:
-            return np.frombuffer(bytearray(source), np.uint8)
+            return _whole(bytearray(source))
         if self._scratch.nbytes < size:
             self._scratch = memoryview(bytearray(size))
             self._scratch_array = np.frombuffer(self._scratch, np.uint8)
         self._scratch[:size] = source
-        return self._scratch_array[:size]
+        return self._scratch_array, self._scratch, size
+
+
+def _whole(buffer: bytearray | memoryview) -> tuple[np.ndarray, memoryview, int]:
+    array = np.frombuffer(buffer, np.uint8)
+    return array, memoryview(array), array.size
 
 
 def _build_from_arrow(table: pa.Table | pa.RecordBatch, now_ms: int, compression: dict) -> bytearray:

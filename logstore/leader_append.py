@@ -41,27 +41,28 @@ def limits(checks: LeaderChecks, segment_bytes: int, max_segment_ms: int) -> np.
                      checks.after_max_ms, segment_bytes, max_segment_ms], np.int64)
 
 
-def append(data: np.ndarray, table: np.ndarray, config_limits: np.ndarray, segment: LogSegment, first_offset: int,
-           leader_epoch: int, client: bool, now_ms: int, epoch_known: bool) -> tuple:
-    """Validate `data` (a writable uint8 array of batches, stamped in place from
-    `first_offset`) and, in the plain case, write it to `segment`. `epoch_known`: the epoch
-    cache already starts `leader_epoch` at or before `first_offset`. Returns
-    (WRITTEN/NOT_WRITTEN/FAILED, segment status, segment value, *the validator's result)."""
-    size = data.size
-    single = size >= V2_HEADER_SIZE and SIZE_FIELD.unpack_from(data, SIZE_OFFSET)[0] + LOG_OVERHEAD == size
-    crc = crc32c(data[ATTRIBUTES_OFFSET:]) if single else -1
+def append(data: np.ndarray, view: memoryview, size: int, table: np.ndarray, config_limits: np.ndarray,
+           segment: LogSegment, first_offset: int, leader_epoch: int, client: bool, now_ms: int,
+           epoch_known: bool) -> tuple:
+    """Validate the first `size` bytes of `data` (a writable uint8 array of batches, `view`
+    a byte view of the same memory), stamped in place from `first_offset`, and in the plain
+    case write them to `segment`. `epoch_known`: the epoch cache already starts
+    `leader_epoch` at or before `first_offset`. Returns (WRITTEN/NOT_WRITTEN/FAILED, segment
+    status, segment value, *the validator's result)."""
+    single = size >= V2_HEADER_SIZE and SIZE_FIELD.unpack_from(view, SIZE_OFFSET)[0] + LOG_OVERHEAD == size
+    crc = crc32c(view[ATTRIBUTES_OFFSET:size]) if single else -1
     state, offset_index, time_index = segment.compiled_append_arrays()
-    return _append(data, table, config_limits, state, offset_index, time_index, first_offset, leader_epoch, client, now_ms,
-                   crc, epoch_known)
+    return _append(data, size, table, config_limits, state, offset_index, time_index, first_offset, leader_epoch,
+                   client, now_ms, crc, epoch_known)
 
 
 @njit(cache=True, nogil=True)
-def _append(buf, table, limits, state, offset_index, time_index, first_offset, leader_epoch, client, now, crc,
-            epoch_known):
+def _append(data, size, table, limits, state, offset_index, time_index, first_offset, leader_epoch, client, now,
+            crc, epoch_known):
+    buf = data[:size]
     flags = limits[_FLAGS] | _kernels.CLIENT if client else limits[_FLAGS]
     result = _kernels.leader_batches(buf, table, limits[_TARGET_CODE], first_offset, leader_epoch,
                                      limits[_MAX_MESSAGE_BYTES], flags, now, limits[_BEFORE_MAX], limits[_AFTER_MAX])
-    size = buf.size
     # result: status, row, value, at, last offset, max timestamp, its offset, record count,
     # any producer id, any max timestamp to rewrite, rows
     if (result[0] != _kernels.OK or result[10] != 1 or table[0, _kernels.CRC] != crc or result[8] or result[9]

@@ -339,10 +339,11 @@ class Log:
                 self._require_writable("append")
             config = self._config
             now = self._clock.time_ms()
-            data = self._input.to_array(records, now, config)
+            data, view, size = self._input.to_buffer(records, now, config)
             start, table, active = self._log_end_offset, self._input.table, self._segments[-1]
-            result = leader_append.append(data, table, self._limits, active, start, leader_epoch, origin == "client",
-                                          now, leader_epoch < 0 or self._state.epochs.covers(leader_epoch, start))
+            result = leader_append.append(data, view, size, table, self._limits, active, start, leader_epoch,
+                                          origin == "client", now,
+                                          leader_epoch < 0 or self._state.epochs.covers(leader_epoch, start))
             if result[0] == leader_append.WRITTEN:  # the plain append, written by the one compiled call
                 end = result[7] + 1
                 self._log_end_offset = end
@@ -351,10 +352,10 @@ class Log:
                     self.flush()
                 if self.high_watermark_follows_log_end:
                     self._high_watermark = end
-                return AppendInfo._make((start, end - 1, result[8], -1, result[10], data.size, result[9]))
+                return AppendInfo._make((start, end - 1, result[8], -1, result[10], size, result[9]))
             if result[0] == leader_append.FAILED:
                 raise active.append_error(result[1], result[2], result[7])
-            validated = finish_leader_append(memoryview(data), table, self._checks, result[3:],
+            validated = finish_leader_append(view[:size], table, self._checks, result[3:],
                                              leader_args(self._checks, start, now, leader_epoch, origin), origin,
                                              self._name)
             analysis = self._state.analyze(validated, origin)
