@@ -72,6 +72,22 @@ def write_be(buf: np.ndarray, pos: int, width: int, value: int) -> None:
         buf[pos + width - 1 - i] = (value >> (8 * i)) & 0xFF
 
 
+@njit(cache=True, inline="always")
+def _fits_int32(value: int) -> bool:
+    """True for a non-negative value an entry's int32 field holds."""
+    return 0 <= value <= MAX_RELATIVE_OFFSET
+
+
+@njit(cache=True, inline="always")
+def _add_entry(meta: np.ndarray, buf: np.ndarray, n: int, key_width: int, key: int, entry_size: int,
+               value: int) -> int:
+    """Write entry `n` (a big-endian key of `key_width` bytes, then an int32 value) and count it."""
+    write_be(buf, n * entry_size, key_width, key)
+    write_be(buf, n * entry_size + key_width, 4, value)
+    meta[ENTRIES] = n + 1
+    return APPENDED
+
+
 @njit(cache=True)
 def offset_index_append(meta: np.ndarray, buf: np.ndarray, base_offset: int, offset: int, position: int) -> int:
     """Add an offset-index entry (offset, position) after the last of meta[ENTRIES], in the
@@ -83,15 +99,11 @@ def offset_index_append(meta: np.ndarray, buf: np.ndarray, base_offset: int, off
         return READ_ONLY
     if n and offset <= base_offset + read_be(buf, (n - 1) * 8, 4):
         return NOT_ASCENDING
-    relative = offset - base_offset
-    if relative < 0 or relative > MAX_RELATIVE_OFFSET:
+    if not _fits_int32(offset - base_offset):
         return OVERFLOW
-    if position < 0 or position > MAX_RELATIVE_OFFSET:
+    if not _fits_int32(position):
         return POSITION_RANGE
-    write_be(buf, n * 8, 4, relative)
-    write_be(buf, n * 8 + 4, 4, position)
-    meta[ENTRIES] = n + 1
-    return APPENDED
+    return _add_entry(meta, buf, n, 4, offset - base_offset, 8, position)
 
 
 @njit(cache=True)
@@ -117,10 +129,6 @@ def time_index_maybe_append(meta: np.ndarray, buf: np.ndarray, base_offset: int,
         return READ_ONLY
     if n >= capacity:
         return NEEDS_GROW
-    relative = offset - base_offset
-    if relative < 0 or relative > MAX_RELATIVE_OFFSET:
+    if not _fits_int32(offset - base_offset):
         return OVERFLOW
-    write_be(buf, n * 12, 8, timestamp)
-    write_be(buf, n * 12 + 8, 4, relative)
-    meta[ENTRIES] = n + 1
-    return APPENDED
+    return _add_entry(meta, buf, n, 8, timestamp, 12, offset - base_offset)
