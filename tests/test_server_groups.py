@@ -270,6 +270,12 @@ def test_three_kafka_python_members_rebalance_and_consume_every_record_once(serv
         members.append(KafkaPythonMember(index, bootstrap, "kp-work", counted, lock))
         members[-1].start()
         time.sleep(1.0)
+        # kafka-python's first member can take longer than a second to join and fetch (its
+        # first assignment may even come before the topic's metadata): let it consume before
+        # the others join, so that each member really holds partitions at some time.
+        deadline = time.monotonic() + 20
+        while index == 0 and time.monotonic() < deadline and not counted:
+            time.sleep(0.1)
     members[0].stop.set()  # the first member leaves; the others take its partitions over
     members[0].join(10)
     produce(bootstrap, "kp-work", 200, 6, start=total)
