@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -36,6 +37,13 @@ def produce(bootstrap: str, topic: str, count: int, partitions: int, start: int 
     for i in range(start, start + count):
         producer.produce(topic, value=b"%d" % i, partition=i % partitions)
     assert producer.flush(10) == 0
+
+
+def wait_until(condition: Callable[[], bool], seconds: float = 20) -> None:
+    """Poll `condition` until it holds or `seconds` pass (the assertions after say which)."""
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.1)
 
 
 class Member(threading.Thread):
@@ -82,9 +90,7 @@ def test_three_members_rebalance_and_consume_every_record_once(server):
     members[0].join(10)
     produce(bootstrap, "work", 300, 6, start=total)
     total += 300
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and len(set(counted)) < total:
-        time.sleep(0.2)
+    wait_until(lambda: len(set(counted)) >= total)
     for member in members[1:]:
         member.stop.set()
         member.join(10)
@@ -270,19 +276,16 @@ def test_three_kafka_python_members_rebalance_and_consume_every_record_once(serv
         members.append(KafkaPythonMember(index, bootstrap, "kp-work", counted, lock))
         members[-1].start()
         time.sleep(1.0)
-        # kafka-python's first member can take longer than a second to join and fetch (its
-        # first assignment may even come before the topic's metadata): let it consume before
-        # the others join, so that each member really holds partitions at some time.
-        deadline = time.monotonic() + 20
-        while index == 0 and time.monotonic() < deadline and not counted:
-            time.sleep(0.1)
+        if index == 0:
+            # kafka-python's first member can take longer than a second to join and fetch (its
+            # first assignment may even come before the topic's metadata): let it consume before
+            # the others join, so that each member really holds partitions at some time.
+            wait_until(lambda: bool(counted))
     members[0].stop.set()  # the first member leaves; the others take its partitions over
     members[0].join(10)
     produce(bootstrap, "kp-work", 200, 6, start=total)
     total += 200
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and len(counted) < total:
-        time.sleep(0.1)
+    wait_until(lambda: len(counted) >= total)
     for member in members[1:]:
         member.stop.set()
         member.join(10)
