@@ -11,6 +11,7 @@ import pyarrow as pa
 from logstore import _kernels
 from logstore.config import LogConfig
 from logstore.errors import InvalidRecordError
+from logstore.leader_append import VALIDATED_FIELDS
 from logstore.records import Record, build_batch_columnar
 
 # Appends of immutable bytes up to this size are copied into one reused buffer per log.
@@ -21,12 +22,13 @@ SCRATCH_TABLE_ROWS = 64
 
 class AppendInput:
     """Builds or copies an append's batches into a writable byte array; keeps one scratch
-    buffer, and a scratch batch table (`table`) for the validator."""
+    buffer, and for the validator a scratch batch table (`table`) and result (`validated`)."""
 
     def __init__(self) -> None:
         self._scratch = memoryview(bytearray())
         self._scratch_array = np.frombuffer(self._scratch, np.uint8)
         self.table = np.empty((SCRATCH_TABLE_ROWS, _kernels.COLUMNS), np.int64)
+        self.validated = np.empty(VALIDATED_FIELDS, np.int64)
 
     def to_buffer(self, records: Any, now_ms: int, config: LogConfig) -> tuple[np.ndarray, memoryview, int]:
         """The append's v2 batches in writable memory, as (array, view, size): a uint8 array

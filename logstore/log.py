@@ -341,23 +341,24 @@ class Log:
             now = self._clock.time_ms()
             data, view, size = self._input.to_buffer(records, now, config)
             start, table, active = self._log_end_offset, self._input.table, self._segments[-1]
-            result = leader_append.append(data, view, size, table, self._limits, active, start, leader_epoch,
-                                          origin == "client", now,
+            result = leader_append.append(data, view, size, table, self._input.validated, self._limits, active, start,
+                                          leader_epoch, origin == "client", now,
                                           leader_epoch < 0 or self._state.epochs.covers(leader_epoch, start))
             if result[0] == leader_append.WRITTEN:  # the plain append, written by the one compiled call
-                end = result[7] + 1
-                self._log_end_offset = end
-                self._state.appended_without_producers(end)
-                if self.unflushed_messages >= config.flush_messages:
+                _, last, max_timestamp, offset_of_max, count = result
+                self._log_end_offset = last + 1
+                self._state.appended_without_producers(last + 1)
+                if last + 1 - self._recovery_point >= config.flush_messages:
                     self.flush()
                 if self.high_watermark_follows_log_end:
-                    self._high_watermark = end
-                return AppendInfo._make((start, end - 1, result[8], -1, result[10], size, result[9]))
+                    self._high_watermark = last + 1
+                return AppendInfo._make((start, last, max_timestamp, -1, count, size, offset_of_max))
             if result[0] == leader_append.FAILED:
-                raise active.append_error(result[1], result[2], result[7])
-            validated = finish_leader_append(view[:size], table, self._checks, result[3:],
+                raise active.append_error(result[1], result[2], result[3])
+            *result, crc_checked = self._input.validated.tolist()
+            validated = finish_leader_append(view[:size], table, self._checks, tuple(result),
                                              leader_args(self._checks, start, now, leader_epoch, origin), origin,
-                                             self._name)
+                                             self._name, crc_checked=bool(crc_checked))
             analysis = self._state.analyze(validated, origin)
             duplicate = analysis.duplicate
             if duplicate is not None:

@@ -184,7 +184,7 @@ def finish_leader_append(view: memoryview, table: np.ndarray, checks: LeaderChec
     if checks.log_append or result[9]:
         _rewrite_max_timestamps(view, table, checks.log_append)
     return ValidatedBatches(table, view, next_offset, result[4], result[5], result[6], result[7], leader_epoch,
-                            result[8])
+                            bool(result[8]))
 
 
 _TABLE_ROWS = 8  # batches a leader append usually holds at most

@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 
 from logstore import Log, LogConfig, Record
 from logstore.clock import ManualClock
+from logstore.errors import CorruptRecordError
 from logstore.log_files import INDEX_SUFFIX, TIME_INDEX_SUFFIX
-from logstore.records import build_batch
+from logstore.records import build_batch, native_crc
 
 NOW = 1_700_000_000_000
 
@@ -92,3 +93,21 @@ def test_a_failed_write_names_the_file_and_leaves_the_log_end(tmp_path):
     finally:
         os.close(read_only)
         log.close()
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["crc in the kernel", "crc in Python"])
+def test_a_plain_append_checks_its_crc(tmp_path, monkeypatch, native):
+    """With or without the compiled CRC (ADDRESS 0: the package's function was not usable),
+    a good batch is written and a batch whose bytes do not match its CRC is refused."""
+    if not native:
+        monkeypatch.setattr(native_crc, "ADDRESS", 0)
+    log = Log.open(tmp_path / "t-0", clock=ManualClock(NOW))
+    good = _batch(3, 100, NOW, False, 0)
+    assert log.append(good).last_offset == 2
+    corrupt = bytearray(good)
+    corrupt[-1] ^= 0x01
+    with pytest.raises(CorruptRecordError, match="CRC"):
+        log.append(corrupt)
+    assert log.log_end_offset == 3
+    assert [r.offset for r in log.records(0)] == [0, 1, 2]
+    log.close()
