@@ -9,15 +9,30 @@ calls `assign` on every append that carries a new epoch, `truncate_from_end` on 
 
 from __future__ import annotations
 
+import operator
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from logstore.checkpoint import read_checkpoint, write_checkpoint
+from logstore.records.header import INT32_MAX, NO_PARTITION_LEADER_EPOCH
 
 CHECKPOINT_FILE_NAME = "leader-epoch-checkpoint"
 # OffsetsForLeaderEpoch's "unknown" answers.
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
+# The epochs a leader may stamp: Kafka's are int32, and -1 is none.
+EPOCHS = range(NO_PARTITION_LEADER_EPOCH, INT32_MAX + 1)
+
+
+def epoch_argument(value: Any) -> int:
+    """`value` as a leader epoch in EPOCHS, or ValueError saying what it is instead."""
+    try:
+        epoch = operator.index(value)
+    except TypeError:
+        raise ValueError(f"leader_epoch must be an integer, not {value!r}") from None
+    if epoch not in EPOCHS:
+        raise ValueError(f"leader_epoch must be -1 (none) or 0..{INT32_MAX}, not {epoch}")
+    return epoch
 
 
 class EpochEntry(NamedTuple):

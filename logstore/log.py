@@ -32,7 +32,7 @@ from logstore.checkpoint import (
 )
 from logstore.clock import Clock, SystemClock
 from logstore.config import TIMESTAMP_TYPE_LOG_APPEND, LogConfig
-from logstore.epoch import LeaderEpochFileCache
+from logstore.epoch import EPOCHS, LeaderEpochFileCache, epoch_argument
 from logstore.errors import (
     InvalidRecordError,
     LogClosedError,
@@ -329,11 +329,14 @@ class Log:
         LogAppendTime when configured, roll and flush as configured.
 
         `records`: raw batch bytes (a bytearray or writable memoryview is modified in place),
-        Records, (key, value) tuples or a pyarrow table (key, value[, timestamp][, headers]). Raises
-        InvalidRecordError (RecordTooLargeError, bad timestamps, bad counts) or CorruptRecordError.
+        Records, (key, value) tuples or a pyarrow table (key, value[, timestamp][, headers]).
+        `leader_epoch`: an int32, or -1 for none. Raises InvalidRecordError (RecordTooLargeError,
+        bad timestamps, bad counts) or CorruptRecordError.
         """
         if origin not in _LEADER_ORIGINS:
             raise ValueError(f"origin must be 'client' or 'coordinator', not {origin!r}")
+        if type(leader_epoch) is not int or leader_epoch not in EPOCHS:  # the type first: `in` a range scans
+            leader_epoch = epoch_argument(leader_epoch)
         with self._lock:
             if self._closed or self._read_only:
                 self._require_writable("append")

@@ -8,11 +8,13 @@ import errno
 import os
 import shutil
 
+import numba
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from logstore import Log, LogConfig, Record
+from logstore import Log, LogConfig, Record, leader_append
 from logstore.clock import ManualClock
 from logstore.errors import CorruptRecordError
 from logstore.log_files import INDEX_SUFFIX, TIME_INDEX_SUFFIX
@@ -110,4 +112,39 @@ def test_a_plain_append_checks_its_crc(tmp_path, monkeypatch, native):
         log.append(corrupt)
     assert log.log_end_offset == 3
     assert [r.offset for r in log.records(0)] == [0, 1, 2]
+    log.close()
+
+
+def test_every_input_form_reaches_the_compiled_call_with_the_types_it_was_compiled_for(tmp_path, monkeypatch):
+    """The kernel is called without numba's per-call typing, so every argument must already
+    have the compiled signature's type, whatever form the records came in."""
+    real = leader_append._compiled or leader_append._compile()
+    seen = []
+
+    def typed(*args):
+        seen.append(tuple(numba.typeof(arg) for arg in args))
+        return real(*args)
+
+    monkeypatch.setattr(leader_append, "_compiled", typed)
+    log = Log.open(tmp_path / "t-0", clock=ManualClock(NOW))
+    batch = _batch(2, 10, NOW, False, 0)
+    for records in (batch, bytearray(batch), memoryview(bytearray(batch)), memoryview(batch),
+                    [(b"k", b"v")], [Record(0, NOW, b"k", b"v")]):
+        log.append(records, leader_epoch=np.int64(0))
+    log.append(batch, leader_epoch=-1)
+    log.close()
+    assert len(seen) == 7
+    assert set(seen) == {leader_append._SIGNATURE}
+
+
+@pytest.mark.parametrize("epoch", [1.5, "3", None, 2**31, -2, True])
+def test_a_leader_epoch_that_is_not_an_int32_is_refused_before_anything_is_written(tmp_path, epoch):
+    log = Log.open(tmp_path / "t-0", clock=ManualClock(NOW))
+    if epoch is True:  # bool is an int: epoch 1
+        assert log.append(_batch(1, 1, NOW, False, 0), leader_epoch=epoch).last_offset == 0
+        assert log.leader_epoch_cache.latest_epoch() == 1
+    else:
+        with pytest.raises(ValueError, match="leader_epoch"):
+            log.append(_batch(1, 1, NOW, False, 0), leader_epoch=epoch)
+        assert log.log_end_offset == 0
     log.close()
