@@ -80,8 +80,10 @@ class LeaderEpochFileCache:
     def covers(self, epoch: int, offset: int) -> bool:
         """True when `epoch` is the latest epoch and starts at or before `offset`: assigning
         it there would change nothing."""
-        entries = self._entries
-        return bool(entries) and entries[-1].epoch == epoch and offset >= entries[-1].start_offset
+        if not self._entries:
+            return False
+        latest_epoch, start_offset = self._entries[-1]
+        return latest_epoch == epoch and offset >= start_offset
 
     def assign_all(self, entries: list[EpochEntry]) -> None:
         """Assign several entries, writing the checkpoint once."""

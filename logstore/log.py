@@ -337,7 +337,8 @@ class Log:
             raise ValueError(f"origin must be 'client' or 'coordinator', not {origin!r}")
         if type(leader_epoch) is not int or leader_epoch not in EPOCHS:  # the type first: `in` a range scans
             leader_epoch = epoch_argument(leader_epoch)
-        with self._lock:
+        self._lock.acquire()  # not `with`: it costs twice as much, on the hottest call
+        try:
             if self._closed or self._read_only:
                 self._require_writable("append")
             config = self._config
@@ -375,6 +376,8 @@ class Log:
             return AppendInfo(validated.first_offset, validated.last_offset, validated.max_timestamp,
                               now if config.message_timestamp_type == TIMESTAMP_TYPE_LOG_APPEND else -1,
                               validated.record_count, validated.data.nbytes, validated.offset_of_max_timestamp)
+        finally:
+            self._lock.release()
 
     def append_as_follower(self, batch_bytes: bytes | bytearray | memoryview) -> AppendInfo:
         """Append batches fetched from a leader, keeping their offsets and epochs.
