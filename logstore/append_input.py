@@ -30,16 +30,16 @@ class AppendInput:
         self.table = np.empty((SCRATCH_TABLE_ROWS, _kernels.COLUMNS), np.int64)
         self.validated = np.empty(VALIDATED_FIELDS, np.int64)
 
-    def to_buffer(self, records: Any, now_ms: int, config: LogConfig) -> tuple[np.ndarray, memoryview, int]:
-        """The append's v2 batches in writable memory, as (array, view, size): a uint8 array
-        and a byte view over the same memory, whose first `size` bytes are the batches (the
-        reused scratch buffer is returned whole: no slice per append). A bytearray or writable
-        memoryview is used as given, bytes and read-only views are copied, records are built
-        with the topic's compression.type and level and `now_ms` for missing timestamps."""
+    def to_buffer(self, records: Any, now_ms: int, config: LogConfig) -> tuple[np.ndarray, int]:
+        """The append's v2 batches in writable memory, as (array, size): a uint8 array whose
+        first `size` bytes are the batches (the reused scratch buffer is returned whole: no
+        slice per append). A bytearray or writable memoryview is used as given, bytes and
+        read-only views are copied, records are built with the topic's compression.type and
+        level and `now_ms` for missing timestamps."""
         if type(records) is bytes and len(records) <= self._scratch.nbytes:
             size = len(records)  # the common case of _copy, inline
             self._scratch[:size] = records
-            return self._scratch_array, self._scratch, size
+            return self._scratch_array, size
         if isinstance(records, bytearray) or (type(records) is memoryview and not records.readonly):
             return _whole(records)  # stamped in place, as Kafka stamps the request's buffer
         if isinstance(records, (bytes, memoryview)):
@@ -51,7 +51,7 @@ class AppendInput:
             return _whole(_build_from_arrow(records, now_ms, compression))
         return _whole(_build_from_items(list(records), now_ms, compression))
 
-    def _copy(self, records: bytes | memoryview) -> tuple[np.ndarray, memoryview, int]:
+    def _copy(self, records: bytes | memoryview) -> tuple[np.ndarray, int]:
         # The leader rewrites offsets in place, so immutable input is copied, into a reused
         # buffer: its pages are already mapped, which saves a page fault per 4 KiB appended.
         source = records if type(records) is bytes else memoryview(records).cast("B")
@@ -62,12 +62,12 @@ class AppendInput:
             self._scratch = memoryview(bytearray(size))
             self._scratch_array = np.frombuffer(self._scratch, np.uint8)
         self._scratch[:size] = source
-        return self._scratch_array, self._scratch, size
+        return self._scratch_array, size
 
 
-def _whole(buffer: bytearray | memoryview) -> tuple[np.ndarray, memoryview, int]:
+def _whole(buffer: bytearray | memoryview) -> tuple[np.ndarray, int]:
     array = np.frombuffer(buffer, np.uint8)
-    return array, memoryview(array), array.size
+    return array, array.size
 
 
 def _build_from_arrow(table: pa.Table | pa.RecordBatch, now_ms: int, compression: dict) -> bytearray:

@@ -46,21 +46,21 @@ def limits(checks: LeaderChecks, segment_bytes: int, max_segment_ms: int) -> np.
                      checks.after_max_ms, segment_bytes, max_segment_ms], np.int64)
 
 
-def append(data: np.ndarray, view: memoryview, size: int, table: np.ndarray, validated: np.ndarray,
-           config_limits: np.ndarray, segment: LogSegment, first_offset: int, leader_epoch: int, client: bool,
-           now_ms: int, epoch_known: bool) -> tuple[int, int, int, int, int]:
-    """Validate the first `size` bytes of `data` (a writable uint8 array of batches, `view`
-    a byte view of the same memory), stamped in place from `first_offset`, and in the plain
-    case write them to `segment`. `epoch_known`: the epoch cache already starts
-    `leader_epoch` at or before `first_offset`. Returns five ints, WRITTEN/NOT_WRITTEN/FAILED
-    first (see there); the validator's result goes to `validated` (VALIDATED_FIELDS int64s).
-    Five ints, not the validator's whole tuple: boxing each returned value costs the call."""
+def append(data: np.ndarray, size: int, table: np.ndarray, validated: np.ndarray, config_limits: np.ndarray,
+           segment: LogSegment, first_offset: int, leader_epoch: int, client: bool, now_ms: int,
+           epoch_known: bool) -> tuple[int, int, int, int, int]:
+    """Validate the first `size` bytes of `data` (a writable uint8 array of batches), stamped
+    in place from `first_offset`, and in the plain case write them to `segment`.
+    `epoch_known`: the epoch cache already starts `leader_epoch` at or before `first_offset`.
+    Returns five ints, WRITTEN/NOT_WRITTEN/FAILED first (see there); the validator's result
+    goes to `validated` (VALIDATED_FIELDS int64s). Five ints, not the validator's whole
+    tuple: boxing each returned value costs the call."""
     address = native_crc.ADDRESS
     if address:
         crc = -1  # the kernel computes it
     else:
-        single = size >= V2_HEADER_SIZE and SIZE_FIELD.unpack_from(view, SIZE_OFFSET)[0] + LOG_OVERHEAD == size
-        crc = crc32c(view[ATTRIBUTES_OFFSET:size]) if single else -1
+        single = size >= V2_HEADER_SIZE and SIZE_FIELD.unpack_from(data, SIZE_OFFSET)[0] + LOG_OVERHEAD == size
+        crc = crc32c(data[ATTRIBUTES_OFFSET:size]) if single else -1
     state, offset_index, time_index = segment.compiled_append_arrays()
     return (_compiled or _compile())(data, size, table, validated, config_limits, state, offset_index, time_index,
                                      first_offset, leader_epoch, client, now_ms, address, crc, epoch_known)
