@@ -4,6 +4,14 @@ from __future__ import annotations
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
+# For kafka-python group members. kafka-python can lose a metadata update asked for while
+# another refresh is in flight (ClusterMetadata.update_metadata sets its need-update flag from
+# the answer alone). Subscribing while the bootstrap's refresh (asked without the topic) is
+# out then leaves the member without the topic's partitions until the next periodic refresh,
+# five minutes by default, and as group leader it assigns nobody anything ("No partition
+# metadata"). A refresh each second brings the topic, and a rejoin, within a second.
+KAFKA_PYTHON_MEMBER = {"metadata_max_age_ms": 1000}
+
 
 def create_topic(bootstrap: str, name: str, partitions: int) -> None:
     """Create `name` with `partitions` partitions through librdkafka's admin client."""

@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient  # noqa: E402
 from logstore.internal_topics.records import decode_offsets_record  # noqa: E402
 from logstore.server import KafkaServer  # noqa: E402
 from tests.group_wire import Wire  # noqa: E402
-from tests.server_topics import create_topic  # noqa: E402
+from tests.server_topics import KAFKA_PYTHON_MEMBER, create_topic  # noqa: E402
 
 MEMBER_ID_REQUIRED, REBALANCE_IN_PROGRESS = 79, 27
 
@@ -243,7 +243,8 @@ class KafkaPythonMember(threading.Thread):
         self.stop = threading.Event()
         self.consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id="kp-members",
                                       enable_auto_commit=False, auto_offset_reset="earliest",
-                                      session_timeout_ms=6000, heartbeat_interval_ms=300)
+                                      session_timeout_ms=6000, heartbeat_interval_ms=300,
+                                      **KAFKA_PYTHON_MEMBER)
         self.consumer.subscribe([topic])
 
     def run(self) -> None:
