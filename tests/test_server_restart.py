@@ -16,6 +16,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 
 from logstore.cli import main as logstore_main  # noqa: E402
+from logstore.server import KafkaServer
 from tests.test_server_static_members import Wire
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -99,3 +100,60 @@ def test_data_and_offsets_survive_restart_and_sigkill(tmp_path):
         process.send_signal(signal.SIGTERM)
         assert process.wait(30) == 0
     assert logstore_main(["verify", "--deep", str(data_dir)]) == 0
+
+
+def test_the_coordinator_topics_keep_their_partition_count_when_the_config_changes(tmp_path):
+    """As Kafka: offsets.topic.num.partitions and transaction.state.log.num.partitions only size
+    the topics when they are created; a restart with other values finds every group and
+    transaction where it was stored."""
+    data_dir = tmp_path / "data"
+    groups = [f"group-{i}" for i in range(8)]  # spread over several of the 5 partitions
+    first = {"offsets.topic.num.partitions": 5, "transaction.state.log.num.partitions": 5}
+    with KafkaServer(data_dir, port=0, config=first) as server:
+        for i, group in enumerate(groups):
+            commit(server.bootstrap_servers, group, i + 1)
+        producer = Producer({"bootstrap.servers": server.bootstrap_servers, "transactional.id": "txn-5"})
+        producer.init_transactions(10)
+        producer.begin_transaction()
+        producer.produce("kept", value=b"pending")
+        producer.flush(10)
+    assert {p.name for p in data_dir.glob("__consumer_offsets-*")} == {f"__consumer_offsets-{p}" for p in range(5)}
+
+    with KafkaServer(data_dir, port=0, config={"offsets.topic.num.partitions": 1,
+                                               "transaction.state.log.num.partitions": 1}) as server:
+        assert [committed(server.bootstrap_servers, group) for group in groups] == list(range(1, 9))
+        commit(server.bootstrap_servers, groups[3], 40)
+        assert committed(server.bootstrap_servers, groups[3]) == 40
+        fenced = Producer({"bootstrap.servers": server.bootstrap_servers, "transactional.id": "txn-5"})
+        fenced.init_transactions(10)  # the open transaction is found and aborted, not forgotten
+        fenced.begin_transaction()
+        fenced.produce("kept", value=b"after")
+        fenced.commit_transaction(10)
+        assert read_values(server.bootstrap_servers, "kept", committed=True) == [b"after"]
+    with KafkaServer(data_dir, port=0, config=first) as server:
+        assert committed(server.bootstrap_servers, groups[3]) == 40
+    assert {p.name for p in data_dir.glob("__consumer_offsets-*")} == {f"__consumer_offsets-{p}" for p in range(5)}
+    assert {p.name for p in data_dir.glob("__transaction_state-*")} == \
+        {f"__transaction_state-{p}" for p in range(5)}
+
+
+def commit(bootstrap: str, group: str, offset: int) -> None:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    consumer.commit(offsets=[TopicPartition("kept", 0, offset)], asynchronous=False)
+    consumer.close()
+
+
+def committed(bootstrap: str, group: str) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    offset = consumer.committed([TopicPartition("kept", 0)], timeout=10)[0].offset
+    consumer.close()
+    return offset
+
+
+def read_values(bootstrap: str, topic: str, *, committed: bool) -> list[bytes]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader",
+                         "isolation.level": "read_committed" if committed else "read_uncommitted"})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    values = [m.value() for m in consumer.consume(10, 3) if not m.error()]
+    consumer.close()
+    return values

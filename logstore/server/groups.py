@@ -94,7 +94,7 @@ class GroupCoordinator:
         self._ctx = ctx
         self._groups: dict[str, Group] = {}
         self._expiry: asyncio.Task | None = None
-        self._partitions = ctx.config.offsets_topic_num_partitions
+        self._partitions = ctx.topics.coordinator_partition_count(OFFSETS_TOPIC, ctx.config.offsets_topic_num_partitions)
         self._offsets_checked_ms = self._now_ms()
         for p in range(self._partitions):
             log = ctx.manager.get(OFFSETS_TOPIC, p)
@@ -125,11 +125,11 @@ class GroupCoordinator:
     # ------------------------------------------------------------------ storage
 
     def _offsets_log(self, group_id: str) -> Log:
-        self._ctx.topics.ensure_internal(OFFSETS_TOPIC, self._partitions)
-        return self._ctx.topics.log(OFFSETS_TOPIC, partition_for(group_id, self._partitions))
+        return self._ctx.topics.log(OFFSETS_TOPIC, self.offsets_partition(group_id))
 
     def offsets_partition(self, group_id: str) -> int:
-        """The __consumer_offsets partition of `group_id`."""
+        """The __consumer_offsets partition of `group_id` (the topic is created on first use)."""
+        self._ctx.topics.ensure_internal(OFFSETS_TOPIC, self._partitions)
         return partition_for(group_id, self._partitions)
 
     def _now_ms(self) -> int:

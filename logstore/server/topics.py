@@ -168,6 +168,12 @@ class Topics:
         if not validate_only:
             self._manager.set_topic_config(topic, overrides)
 
+    def coordinator_partition_count(self, topic: str, configured: int) -> int:
+        """Partitions of a coordinator topic: as found on disk, else `configured` (as Kafka,
+        `offsets.topic.num.partitions` and its twin size the topic only when it is created,
+        since every group or transactional id is stored by a hash modulo this count)."""
+        return self._partitions.get(topic, configured)
+
     def ensure_internal(self, topic: str, partitions: int) -> None:
         """Create an internal topic on first use."""
         if topic not in self._partitions:

@@ -55,7 +55,8 @@ class TransactionCoordinator:
         self._groups = groups
         self._ids = producer_ids
         self._txns: dict[str, TxnMetadata] = {}
-        self._partitions = ctx.config.transaction_state_log_num_partitions
+        self._partitions = ctx.topics.coordinator_partition_count(TRANSACTION_TOPIC,
+                                                                  ctx.config.transaction_state_log_num_partitions)
         self._timeouts: asyncio.Task | None = None
         for p in range(self._partitions):
             log = ctx.manager.get(TRANSACTION_TOPIC, p)
@@ -231,7 +232,6 @@ class TransactionCoordinator:
         body = req.body
         txn, error = self._validate(body.transactional_id, body.producer_id, body.producer_epoch)
         if txn is not None:
-            self._ctx.topics.ensure_internal(OFFSETS_TOPIC, self._ctx.config.offsets_topic_num_partitions)
             error = self._add(txn, {(OFFSETS_TOPIC, self._groups.offsets_partition(body.group_id))})
         return req.response(throttle_time_ms=0, error_code=error)
 
