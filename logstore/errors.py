@@ -47,6 +47,10 @@ class InvalidTopicError(LogstoreError):
     """A topic name Kafka would refuse, or a partition that is not a non-negative int."""
 
 
+class ReservedTopicError(InvalidTopicError):
+    """A topic a data directory's logs may not take: KRaft's own metadata log."""
+
+
 class UnknownTopicConfigError(LogstoreError):
     """Retention or cleaning asked of a log whose topic configs are neither stored nor given:
     logstore never deletes data on the strength of a default nobody chose."""

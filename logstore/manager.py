@@ -34,7 +34,8 @@ from logstore.checkpoint import (
 )
 from logstore.clock import Clock, SystemClock
 from logstore.config import LONG_MAX, LogConfig
-from logstore.errors import InvalidTopicError, LogClosedError
+from logstore.errors import InvalidTopicError, LogClosedError, ReservedTopicError
+from logstore.internal_topics.metadata_schemas import METADATA_TOPIC
 from logstore.lock import DirectoryLock
 from logstore.log import Log
 from logstore.log_files import (
@@ -64,6 +65,15 @@ DELETE_CHECK_INTERVAL_MS = 1000
 # The background thread re-reads the clock at least this often, so a clock that is moved by
 # hand (ManualClock) is noticed.
 THREAD_POLL_MS = 100
+
+
+def refuse_reserved(topic: str) -> None:
+    """InvalidTopicError for a bad name; ReservedTopicError for `__cluster_metadata`, the
+    directory a KRaft broker keeps its metadata log in, which is not a topic of the log layer."""
+    validate_topic(topic)
+    if topic == METADATA_TOPIC:
+        raise ReservedTopicError(f"creation of internal topic {METADATA_TOPIC} is prohibited: it is KRaft's "
+                                 "metadata log, not a topic")
 
 
 @dataclass
@@ -181,6 +191,8 @@ class LogManager:
                 key = parse_partition_dir(entry.name)
             except InvalidTopicError:
                 continue  # not a partition directory (Kafka keeps other things here too)
+            if key[0] == METADATA_TOPIC:
+                continue  # KRaft's metadata log: Kafka's LogManager leaves it to the Raft layer too
             state = LoadState(
                 recovery_point=recovery_points.get(key, 0),
                 log_start_offset=start_offsets.get(key, 0),
@@ -315,8 +327,9 @@ class LogManager:
         """The log of `topic`-`partition`, created if missing. `config` holds the topic's
         overrides of the default config (Kafka key names); given, it becomes the topic's config
         (every open partition of the topic, and the stored configs). A new partition without
-        `config` takes its topic's stored configs, or the defaults, which are then stored."""
-        validate_topic(topic)
+        `config` takes its topic's stored configs, or the defaults, which are then stored.
+        ReservedTopicError for KRaft's metadata log, which no client write may reach."""
+        refuse_reserved(topic)
         if isinstance(partition, bool) or not isinstance(partition, int) or partition < 0:
             raise InvalidTopicError(f"partition must be a non-negative int, got {partition!r}")
         with self._lock:

@@ -4,10 +4,10 @@ import os
 
 import pytest
 
-from logstore import LogManager, Record
+from logstore import Log, LogManager, Record
 from logstore.checkpoint import read_offsets_checkpoint
 from logstore.clock import ManualClock
-from logstore.errors import InvalidTopicError, LogLockedError
+from logstore.errors import InvalidTopicError, LogLockedError, ReservedTopicError
 from logstore.manager import Scheduler
 from logstore.records import build_batch
 from retention import apply_retention
@@ -41,6 +41,22 @@ def test_topic_names_are_validated_as_kafka_does(tmp_path, clock, topic):
         manager.get_or_create(topic, 0)
     assert sorted(os.listdir(tmp_path)) == [".kafka_cleanshutdown", ".lock", "log-start-offset-checkpoint",
                                              "recovery-point-offset-checkpoint", "replication-offset-checkpoint"]
+
+
+def test_a_kraft_metadata_log_is_left_to_kafkas_raft_layer(tmp_path, clock):
+    """As Kafka's LogManager: `__cluster_metadata-0` is neither loaded (so no retention,
+    cleaning, flush or checkpoint reaches it) nor created."""
+    with Log.open(tmp_path / "__cluster_metadata-0", clock=clock) as log:
+        log.append(batch(), leader_epoch=1)
+    files = sorted(os.listdir(tmp_path / "__cluster_metadata-0"))
+    with LogManager(tmp_path, clock=clock, retention=apply_retention) as manager:
+        manager.get_or_create("orders", 0)
+        assert [log.topic for log in manager.logs()] == ["orders"]
+        with pytest.raises(ReservedTopicError, match="__cluster_metadata"):
+            manager.get_or_create("__cluster_metadata", 0)
+        manager.scheduler.run_pending(NOW + 10**12)
+    assert sorted(os.listdir(tmp_path / "__cluster_metadata-0")) == files
+    assert ("__cluster_metadata", 0) not in read_offsets_checkpoint(tmp_path / "recovery-point-offset-checkpoint")
 
 
 def test_bad_partitions_are_rejected(tmp_path, clock):

@@ -1,6 +1,7 @@
 """`logstore serve` over a log directory Apache Kafka wrote: real clients read Kafka's records
 as Kafka's producer handed them over, appends continue Kafka's offsets, and nothing is deleted
-although the records are years past the default retention, until the topic is given configs."""
+although the records are years past the default retention, until the topic is given configs.
+A KRaft broker's metadata log in the same directory is neither served nor touched."""
 
 from __future__ import annotations
 
@@ -9,15 +10,22 @@ import json
 import time
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
 from kafka.record import MemoryRecords
 
 from compaction import LogCleaner
 from logstore.cli import main as logstore_main
 from logstore.server import KafkaServer
 from retention import apply_retention
-from tests.kafka_dirs import SAMPLES, kafka_sample
+from tests.kafka_dirs import SAMPLES, broker_dir, kafka_sample
 
 Message = tuple[bytes | None, bytes | None, tuple, int]
 APPENDED = 5
@@ -50,8 +58,8 @@ def consume(bootstrap: str, count: int) -> list[Message]:
     return messages
 
 
-def digests(partition: Path) -> dict[str, str]:
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in partition.glob("*.log")}
+def digests(partition: Path, pattern: str = "*.log") -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in partition.glob(pattern)}
 
 
 def test_clients_read_kafkas_records_and_append_after_them_and_nothing_is_deleted(tmp_path):
@@ -90,3 +98,25 @@ def test_clients_read_kafkas_records_and_append_after_them_and_nothing_is_delete
     assert {name: kept[name] for name in before if name != active} == \
         {name: digest for name, digest in before.items() if name != active}
     assert logstore_main(["verify", str(partition)]) == 0
+
+
+def test_a_kraft_brokers_metadata_log_is_not_a_topic_and_is_left_as_it_was(tmp_path):
+    root = broker_dir(tmp_path / "broker")
+    metadata = root / "__cluster_metadata-0"
+    before = digests(metadata, "*")
+    with KafkaServer(root, port=0) as server:
+        admin = AdminClient({"bootstrap.servers": server.bootstrap_servers})
+        topics = admin.list_topics(timeout=10).topics
+        assert "orders" in topics and "__cluster_metadata" not in topics
+        created = admin.create_topics([NewTopic("__cluster_metadata", 1)])["__cluster_metadata"]
+        with pytest.raises(KafkaException) as refused:
+            created.result(10)
+        assert refused.value.args[0].code() == KafkaError.INVALID_REQUEST
+        producer = Producer({"bootstrap.servers": server.bootstrap_servers, "message.timeout.ms": 2000})
+        failures: list[KafkaError] = []
+        producer.produce("__cluster_metadata", b"not metadata", partition=0,
+                         on_delivery=lambda err, _m: failures.append(err))
+        producer.flush(10)
+        assert failures and failures[0] is not None
+    assert digests(metadata, "*") == before
+    assert logstore_main(["verify", str(root)]) == 0

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from logstore.config import CONFIG_KEYS, LogConfig
-from logstore.errors import InvalidConfigError, InvalidTopicError, LogstoreError
+from logstore.errors import InvalidConfigError, InvalidTopicError, LogstoreError, ReservedTopicError
 from logstore.log_files import validate_topic
 from logstore.server import error_codes as ec
 from logstore.server.context import ServerContext
@@ -38,6 +38,8 @@ def _error_of(exc: BaseException) -> int:
         return ec.UNKNOWN_TOPIC_OR_PARTITION
     if isinstance(exc, InvalidPartitionsError):
         return ec.INVALID_PARTITIONS
+    if isinstance(exc, ReservedTopicError):
+        return ec.INVALID_REQUEST  # Kafka's controller answers so for __cluster_metadata
     return ec.for_exception(exc)
 
 

@@ -14,8 +14,7 @@ from logstore.config import LogConfig
 from logstore.errors import LogstoreError
 from logstore.internal_topics.coordinator_schemas import OFFSETS_TOPIC, TRANSACTION_TOPIC
 from logstore.log import Log
-from logstore.log_files import validate_topic
-from logstore.manager import LogManager
+from logstore.manager import LogManager, refuse_reserved
 from logstore.topic_configs import INTERNAL_TOPIC_CONFIGS, store_topic_configs, stored_topic_configs
 
 PARTITION_METADATA = "partition.metadata"
@@ -116,9 +115,10 @@ class Topics:
                *, validate_only: bool = False) -> None:
         """Create `topic` with `partitions` partitions and config overrides.
 
-        Raises InvalidTopicError, TopicExistsError, InvalidPartitionsError or InvalidConfigError.
+        Raises InvalidTopicError (ReservedTopicError for KRaft's metadata log), TopicExistsError,
+        InvalidPartitionsError or InvalidConfigError.
         """
-        validate_topic(topic)
+        refuse_reserved(topic)
         if topic in self._partitions:
             raise TopicExistsError(f"topic {topic!r} already exists")
         if not 1 <= partitions <= MAX_PARTITIONS:
