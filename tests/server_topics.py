@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from confluent_kafka.admin import AdminClient, NewTopic
 
 # For kafka-python group members. kafka-python can lose a metadata update asked for while
@@ -9,8 +11,17 @@ from confluent_kafka.admin import AdminClient, NewTopic
 # the answer alone). Subscribing while the bootstrap's refresh (asked without the topic) is
 # out then leaves the member without the topic's partitions until the next periodic refresh,
 # five minutes by default, and as group leader it assigns nobody anything ("No partition
-# metadata"). A refresh each second brings the topic, and a rejoin, within a second.
+# metadata"). Members therefore refresh each second, and `subscribe_kafka_python` has the
+# topics' partitions fetched before subscribing (on a loaded machine the refresh alone still
+# left a leader without partitions for 20 s).
 KAFKA_PYTHON_MEMBER = {"metadata_max_age_ms": 1000}
+
+
+def subscribe_kafka_python(consumer: Any, topics: list[str], **kwargs: Any) -> None:
+    """Subscribe a kafka-python consumer once it knows every topic's partitions."""
+    for topic in topics:
+        assert consumer.partitions_for_topic(topic), f"no partitions for {topic}"
+    consumer.subscribe(topics, **kwargs)
 
 
 def create_topic(bootstrap: str, name: str, partitions: int) -> None:

@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient  # noqa: E402
 from logstore.internal_topics.records import decode_offsets_record  # noqa: E402
 from logstore.server import KafkaServer  # noqa: E402
 from tests.group_wire import Wire  # noqa: E402
-from tests.server_topics import KAFKA_PYTHON_MEMBER, create_topic  # noqa: E402
+from tests.server_topics import KAFKA_PYTHON_MEMBER, create_topic, subscribe_kafka_python  # noqa: E402
 
 MEMBER_ID_REQUIRED, REBALANCE_IN_PROGRESS = 79, 27
 
@@ -245,7 +245,7 @@ class KafkaPythonMember(threading.Thread):
                                       enable_auto_commit=False, auto_offset_reset="earliest",
                                       session_timeout_ms=6000, heartbeat_interval_ms=300,
                                       **KAFKA_PYTHON_MEMBER)
-        self.consumer.subscribe([topic])
+        subscribe_kafka_python(self.consumer, [topic])
 
     def run(self) -> None:
         from kafka import OffsetAndMetadata

@@ -21,7 +21,7 @@ from kafka.protocol.consumer import (
 
 from logstore.server import KafkaServer
 from tests.group_wire import Wire
-from tests.server_topics import KAFKA_PYTHON_MEMBER, create_topic
+from tests.server_topics import KAFKA_PYTHON_MEMBER, create_topic, subscribe_kafka_python
 
 FENCED_INSTANCE_ID, UNKNOWN_MEMBER_ID = 82, 25
 CONFIG = {"group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 1,
@@ -216,7 +216,7 @@ class KafkaPythonStaticMember(threading.Thread):
         self.consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id="kp-static-group",
                                       group_instance_id=name, session_timeout_ms=10_000,
                                       heartbeat_interval_ms=300, **KAFKA_PYTHON_MEMBER)
-        self.consumer.subscribe(["kp-static"], listener=Listener())
+        subscribe_kafka_python(self.consumer, ["kp-static"], listener=Listener())
 
     def run(self) -> None:
         while not self.stop.is_set():
