@@ -280,8 +280,9 @@ def test_three_kafka_python_members_rebalance_and_consume_every_record_once(serv
         if index == 0:
             # kafka-python's first member can take longer than a second to join and fetch (its
             # first assignment may even come before the topic's metadata): let it consume before
-            # the others join, so that each member really holds partitions at some time.
-            wait_until(lambda: bool(counted))
+            # the others join, so that each member really holds partitions at some time (on a
+            # loaded machine that has taken over 20 s).
+            wait_until(lambda: bool(counted), 60)
     members[0].stop.set()  # the first member leaves; the others take its partitions over
     members[0].join(10)
     produce(bootstrap, "kp-work", 200, 6, start=total)

@@ -209,6 +209,7 @@ class KafkaPythonStaticMember(threading.Thread):
         class Listener(ConsumerRebalanceListener):
             def on_partitions_revoked(self, revoked) -> None:
                 member.revoked += 1
+                member.assigned = set()  # eager rebalancing: nothing is held until the next assignment
 
             def on_partitions_assigned(self, assigned) -> None:
                 member.assigned = {tp.partition for tp in assigned}
@@ -224,10 +225,20 @@ class KafkaPythonStaticMember(threading.Thread):
         self.consumer.close()  # a static member sends no LeaveGroup
 
 
-def wait_for_partitions(members: list[KafkaPythonStaticMember], partitions: int, timeout_s: float = 20) -> None:
+def wait_for_partitions(members: list[KafkaPythonStaticMember], partitions: int, timeout_s: float = 30,
+                        quiet_s: float = 1.0) -> None:
+    """Wait until every member holds partitions, `partitions` in all, and nothing was revoked or
+    assigned for `quiet_s` (so a rebalance still on its way is not taken for the settled state)."""
     deadline = time.monotonic() + timeout_s
-    while sum(len(m.assigned) for m in members) != partitions or not all(m.assigned for m in members):
-        assert time.monotonic() < deadline, f"no full assignment: {[m.assigned for m in members]}"
+    state, since = None, time.monotonic()
+    while True:
+        now_state = [(frozenset(m.assigned), m.revoked) for m in members]
+        if now_state != state:
+            state, since = now_state, time.monotonic()
+        full = sum(len(m.assigned) for m in members) == partitions and all(m.assigned for m in members)
+        if full and time.monotonic() - since >= quiet_s:
+            return
+        assert time.monotonic() < deadline, f"no settled full assignment: {[m.assigned for m in members]}"
         time.sleep(0.05)
 
 
