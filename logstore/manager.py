@@ -13,6 +13,7 @@ Background work runs from a Scheduler driven by the injected clock: tests call
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import threading
@@ -147,6 +148,8 @@ class LogManager:
         cleans nor deletes old segments. Raises LogLockedError if another owner holds the directory.
         """
         self._dir = Path(data_dir)
+        if self._dir.exists() and not self._dir.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, "a data directory is a directory, not a file", str(self._dir))
         self._dir.mkdir(parents=True, exist_ok=True)
         self._default_config = LogConfig.coerce(default_config)
         self._clock = clock or SystemClock()

@@ -40,3 +40,12 @@ def test_listen_addresses(text, expected):
 def test_serve_rejects_a_bad_listen_address_as_a_usage_error(tmp_path, args, capsys):
     assert logstore_main(["serve", str(tmp_path), *args]) == 2
     assert "listen" in capsys.readouterr().err
+
+
+def test_serve_of_a_file_is_one_line_naming_it(tmp_path, capsys):
+    path = tmp_path / "data"
+    path.write_text("not a directory")
+    assert logstore_main(["serve", str(path)]) == 3
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not a file" in err and str(path) in err
+    assert path.read_text() == "not a directory"
