@@ -12,6 +12,7 @@ from pathlib import Path
 
 from logstore.clock import Clock
 from logstore.epoch import LeaderEpochFileCache
+from logstore.errors import CorruptRecordError
 from logstore.log_validator import ValidatedBatches
 from logstore.producer_append import AppendAnalysis, BatchInfo, batch_info
 from logstore.producer_state import ProducerStateManager
@@ -32,7 +33,11 @@ def segment_sources(
             for position, header in segment.batch_headers():
                 info = BatchInfo.from_header(header)
                 if info.is_control and info.has_producer_id:
-                    info = batch_info(read_batch(segment.read_bytes(position, header.size_in_bytes), 0))
+                    try:
+                        info = batch_info(read_batch(segment.read_bytes(position, header.size_in_bytes), 0))
+                    except CorruptRecordError as exc:  # name the segment and the file position
+                        raise CorruptRecordError(exc.detail, position=position + (exc.position or 0),
+                                                 path=str(segment.log_path)) from exc
                 yield info
 
         return infos
@@ -84,14 +89,17 @@ class PartitionState:
         self._recovering = (psm, segment)
 
     def recovered_batch(self, batch: RecordBatch) -> None:
-        """Each valid batch re-read while recovering a segment, in offset order."""
+        """Each valid batch re-read while recovering a segment, in offset order. Raises
+        CorruptRecordError, before changing any state, for a control batch whose marker does
+        not decode."""
+        info = batch_info(batch) if self._recovering is not None else None
         if batch.magic >= 2 and batch.partition_leader_epoch >= 0:
             latest = self.epochs.latest_epoch()
             if latest is None or batch.partition_leader_epoch > latest:
                 self.epochs.assign(batch.partition_leader_epoch, batch.base_offset)
         if self._recovering is not None:
             psm, segment = self._recovering
-            psm.load_batch(batch_info(batch), segment.txn_index)
+            psm.load_batch(info, segment.txn_index)
 
     def _finish_segment_recovery(self) -> None:
         if self._recovering is not None:

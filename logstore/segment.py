@@ -606,7 +606,7 @@ class LogSegment:
         the first invalid or torn batch, and return the number of bytes dropped.
 
         `on_batch` sees each valid batch in order (to rebuild producer state or the epoch
-        cache). The transaction index is truncated to the recovered end. Raises
+        cache); a CorruptRecordError it raises makes that batch the first invalid one. The transaction index is truncated to the recovered end. Raises
         IndexOffsetOverflowError for a batch whose offset does not fit the indexes.
         """
         self._require_writable("recover")
@@ -627,6 +627,10 @@ class LogSegment:
                         f"offset {header.last_offset} at position {position} does not fit "
                         f"relative to base offset {self._base_offset} of {self._log_path}"
                     )
+                if on_batch is not None:
+                    # Before the batch counts as valid: records it cannot decode (a control
+                    # batch's marker) make it the first invalid batch, as in Kafka.
+                    on_batch(batch)
                 if header.max_timestamp > self.max_timestamp_so_far:
                     self._state.largest = TimestampOffset(
                         header.max_timestamp, header.last_offset
@@ -639,8 +643,6 @@ class LogSegment:
                     last_index_entry = valid_bytes
                 valid_bytes += header.size_in_bytes
                 next_offset = header.next_offset
-                if on_batch is not None:
-                    on_batch(batch)
         except CorruptRecordError:
             pass  # everything from valid_bytes on is dropped below
         truncated = self._state.size - valid_bytes

@@ -167,3 +167,31 @@ def test_loader_on_its_own_reports_offsets_and_dropped_bytes(tmp_path, clock):
     assert loaded.log_end_offset == loaded.segments[-1].next_offset == 8
     assert loaded.recovery_point == 0  # not clean: nothing past the checkpoint is vouched for
     assert state.producer_state.map_end_offset == 8
+
+
+def test_recovery_truncates_at_a_control_batch_whose_marker_does_not_decode(tmp_path, clock):
+    # Found by tests/test_cli_damage_fuzz.py: the CRC recomputed over a garbled marker record.
+    # Recovery kept the batch and the producer-state rebuild after it failed without a file name.
+    import struct
+
+    from logstore.records import build_control_batch
+    from logstore.records.crc import crc32c
+    from logstore.records.header import ATTRIBUTES_OFFSET, CRC_OFFSET, V2_HEADER_SIZE
+
+    with open_log(tmp_path, clock) as log:
+        log.append(batch(2, producer_id=1, producer_epoch=0, base_sequence=0, is_transactional=True))
+        marker_position = log.segments[0].size
+        log.append(build_control_batch("commit", producer_id=1, producer_epoch=0, coordinator_epoch=0,
+                                       timestamp=NOW), origin="coordinator")
+        log.append(batch(1))
+    path = tmp_path / "t-0" / segment_file_name(0, ".log")
+    data = bytearray(path.read_bytes())
+    end = marker_position + struct.unpack_from(">i", data, marker_position + 8)[0] + 12
+    data[marker_position + V2_HEADER_SIZE] = 0x7F  # the record's length varint: past the batch
+    struct.pack_into(">I", data, marker_position + CRC_OFFSET,
+                     crc32c(bytes(data[marker_position + ATTRIBUTES_OFFSET:end])))
+    path.write_bytes(bytes(data))
+    with Log.open(tmp_path / "t-0", clock=clock,
+                  load_state=LoadState(recovery_point=0, log_start_offset=0, clean_shutdown=False)) as log:
+        assert offsets(log) == [0, 1]
+    assert path.stat().st_size == marker_position
