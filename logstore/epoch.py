@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from logstore.checkpoint import read_checkpoint, write_checkpoint
+from logstore.errors import CorruptCheckpointError
 from logstore.records.header import INT32_MAX, NO_PARTITION_LEADER_EPOCH
 
 CHECKPOINT_FILE_NAME = "leader-epoch-checkpoint"
@@ -54,7 +55,10 @@ class LeaderEpochFileCache:
         self.read_only = read_only
         self._entries: list[EpochEntry] = []
         if self.path is not None:
-            for epoch, start_offset in read_checkpoint(self.path, (int, int)):
+            for number, (epoch, start_offset) in enumerate(read_checkpoint(self.path, (int, int)), 3):
+                if epoch < 0 or start_offset < 0:  # entries start on line 3, after version and count
+                    raise CorruptCheckpointError(
+                        f"{self.path} line {number}: negative epoch or start offset {epoch} {start_offset}")
                 self._assign(EpochEntry(epoch, start_offset))
 
     @classmethod

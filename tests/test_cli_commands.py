@@ -246,3 +246,49 @@ def test_recover_of_an_empty_partition_directory_is_not_a_repair(tmp_path: Path)
     result = run("recover", str(tmp_path / "data"), cwd=tmp_path)
     assert result.returncode == 0, result.stdout
     assert result.stdout == f"{tmp_path / 'data' / 'fresh-0'}: nothing to recover\n"
+
+
+def _two_partitions(data_dir: Path) -> None:
+    for name in ("a-0", "b-0"):
+        with Log.open(data_dir / name) as log:
+            log.append(build_batch([Record(0, 1, b"k", b"v")]))
+
+
+def test_recover_reads_an_unreadable_root_checkpoint_as_kafka_does(tmp_path: Path, capsys, monkeypatch):
+    # Found by tests/test_cli_damage_fuzz.py: a torn log-start-offset-checkpoint made every
+    # partition fail, one error line each, naming the checkpoint's temporary copy.
+    data_dir = tmp_path / "data"
+    _two_partitions(data_dir)
+    checkpoint = data_dir / "log-start-offset-checkpoint"
+    checkpoint.write_bytes(b"0\n")
+    result = run_in_process("recover", "--in-place", str(data_dir), cwd=tmp_path, capsys=capsys, monkeypatch=monkeypatch)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == (f"logstore: note: {checkpoint}: truncated checkpoint (expected a version and "
+                             "a count line); read as empty, as Kafka does: each log starts at its first segment\n")
+    assert checkpoint.read_bytes() == b"0\n"
+
+
+def test_recover_replaces_a_corrupt_producer_snapshot(tmp_path: Path, capsys, monkeypatch):
+    # Found by tests/test_cli_damage_fuzz.py: recovery kept a snapshot whose CRC fails, so verify
+    # still named it afterwards; Kafka deletes a corrupt snapshot and rebuilds from the log (the
+    # latest one is written again at the close).
+    data_dir = tmp_path / "data"
+    _two_partitions(data_dir)
+    snapshot = next((data_dir / "a-0").glob("*.snapshot"))
+    snapshot.write_bytes(snapshot.read_bytes() + b"\x00")
+    result = run_in_process("recover", "--in-place", str(data_dir), cwd=tmp_path, capsys=capsys, monkeypatch=monkeypatch)
+    assert result.returncode == 1, result.stderr
+    assert f"{snapshot}: rebuilt (now 10 bytes)" in result.stdout
+    assert run_in_process("verify", str(data_dir), cwd=tmp_path, capsys=capsys, monkeypatch=monkeypatch).returncode == 0
+
+
+def test_recover_refuses_a_negative_epoch_in_one_line_naming_the_checkpoint(tmp_path: Path, capsys, monkeypatch):
+    # Found by tests/test_cli_damage_fuzz.py: "internal error: ValueError", without the file.
+    data_dir = tmp_path / "data"
+    _two_partitions(data_dir)
+    checkpoint = data_dir / "a-0" / "leader-epoch-checkpoint"
+    checkpoint.write_text("0\n1\n-1 0\n")
+    result = run_in_process("recover", "--in-place", str(data_dir), cwd=tmp_path, capsys=capsys,
+                            monkeypatch=monkeypatch)
+    assert result.returncode == 3
+    assert result.stderr == f"logstore: error: {checkpoint} line 3: negative epoch or start offset -1 0\n"

@@ -177,3 +177,11 @@ def test_missing_checkpoint_is_an_empty_cache(tmp_path):
     assert cache.entries() == []
     assert cache.latest_epoch() is None
     assert not (tmp_path / CHECKPOINT_FILE_NAME).exists()
+
+
+def test_a_negative_epoch_in_the_checkpoint_is_a_corrupt_checkpoint_naming_the_line(tmp_path):
+    # Found by tests/test_cli_damage_fuzz.py: `recover` ended in "internal error: ValueError".
+    path = tmp_path / "leader-epoch-checkpoint"
+    path.write_text("0\n2\n0 0\n-1 5\n")
+    with pytest.raises(CorruptCheckpointError, match=r"leader-epoch-checkpoint line 4: negative epoch"):
+        LeaderEpochFileCache(path)

@@ -177,40 +177,69 @@ def is_repair(change: dict[str, Any], original: Path, recovered: Path, log_end: 
     return True
 
 
-def recover_partition(path: Path, config: Any, now_ms: int | None, full: bool) -> int:
-    """Open `path` read-write, recovering as after a crash from the recovery point in its
-    parent's checkpoint (from offset 0 with `full`), and close it; returns its log end offset."""
-    from logstore.checkpoint import (
-        LOG_START_OFFSET_CHECKPOINT,
-        RECOVERY_POINT_CHECKPOINT,
-        read_offsets_checkpoint,
-    )
+def recover_partition(path: Path, config: Any, now_ms: int | None, point: int, start: int) -> int:
+    """Open `path` read-write, recovering as after a crash from the recovery point `point` with
+    the log start offset `start`, and close it; returns its log end offset."""
     from logstore.clock import ManualClock
     from logstore.log import Log
-    from logstore.log_files import parse_partition_dir
     from logstore.log_loader import LoadState
 
-    key = parse_partition_dir(path.name)
-    start = read_offsets_checkpoint(path.parent / LOG_START_OFFSET_CHECKPOINT).get(key, 0)
-    point = 0 if full else read_offsets_checkpoint(path.parent / RECOVERY_POINT_CHECKPOINT).get(key, 0)
     state = LoadState(recovery_point=point, log_start_offset=start, clean_shutdown=False)
     clock = ManualClock(now_ms) if now_ms is not None else None
     with Log.open(path, config, clock=clock, load_state=state) as log:
         return log.log_end_offset
 
 
-def damage_below_recovery_point(path: Path) -> list[dict[str, Any]]:
+def corrupt_snapshots(path: Path) -> set[str]:
+    """Names of the producer snapshots of `path` that do not decode (version, size, CRC). Kafka
+    deletes a corrupt snapshot when it loads it and rebuilds the state from the log; a snapshot
+    holds nothing the log does not, so recovery deletes every corrupt one."""
+    from logstore.errors import CorruptSnapshotError
+    from logstore.producer_snapshot import decode_snapshot, list_snapshot_files
+
+    corrupt = set()
+    for snapshot in list_snapshot_files(path).values():
+        try:
+            decode_snapshot(snapshot.read_bytes(), snapshot)
+        except CorruptSnapshotError:
+            corrupt.add(snapshot.name)
+    return corrupt
+
+
+def data_dir_offsets(data_dir: Path) -> dict[str, dict[tuple[str, int], int]]:
+    """The recovery points and log start offsets of `data_dir` (checkpoint name -> offsets),
+    read as Kafka's LogManager reads them at start-up: a checkpoint that does not parse is
+    named in a note on stderr and read as empty (recovery from offset 0, the log starting at
+    its first segment). The file itself is left as it is."""
+    from logstore.checkpoint import (
+        LOG_START_OFFSET_CHECKPOINT,
+        RECOVERY_POINT_CHECKPOINT,
+        read_offsets_checkpoint,
+    )
+    from logstore.errors import CorruptCheckpointError
+
+    offsets = {}
+    for name, meaning in ((RECOVERY_POINT_CHECKPOINT, "every segment is recovered"),
+                          (LOG_START_OFFSET_CHECKPOINT, "each log starts at its first segment")):
+        try:
+            offsets[name] = read_offsets_checkpoint(data_dir / name)
+        except CorruptCheckpointError as exc:
+            sys.stdout.flush()
+            sys.stderr.write(f"logstore: note: {exc}; read as empty, as Kafka does: {meaning}\n")
+            offsets[name] = {}
+    return offsets
+
+
+def damage_below_recovery_point(path: Path, point: int) -> list[dict[str, Any]]:
     """The segments of `path` wholly below the segment holding the checkpointed recovery point
     whose batches do not all validate (Kafka's recovery never looks there), as notes naming
     the first invalid byte; read-only."""
     import bisect
 
-    from logstore.checkpoint import RECOVERY_POINT_CHECKPOINT, read_offsets_checkpoint
-    from logstore.log_files import parse_partition_dir, segment_file_name, segment_log_offsets
+    from logstore.log_files import segment_file_name, segment_log_offsets
     from logstore.read_only_recovery import valid_extent
     from logstore.segment import LogSegment
 
-    point = read_offsets_checkpoint(path.parent / RECOVERY_POINT_CHECKPOINT).get(parse_partition_dir(path.name), 0)
     bases = segment_log_offsets(os.listdir(path))
     found = []
     for base in bases[: max(bisect.bisect_right(bases, point) - 1, 0)]:
@@ -226,18 +255,12 @@ def damage_below_recovery_point(path: Path) -> list[dict[str, Any]]:
 
 
 def copy_partition(source: Path, target_parent: Path) -> Path:
-    """Copy the partition directory's regular files (writable, whatever the source's modes)
-    and the data directory's recovery-point and log-start checkpoints."""
-    from logstore.checkpoint import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
-
+    """Copy the partition directory's regular files (writable, whatever the source's modes)."""
     target = target_parent / source.name
     target.mkdir()
     for entry in os.scandir(source):
         if entry.is_file() and entry.name not in IGNORED:
             shutil.copyfile(entry.path, target / entry.name)
-    for name in (LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT):
-        if (source.parent / name).is_file():
-            shutil.copyfile(source.parent / name, target_parent / name)
     return target
 
 
@@ -297,10 +320,11 @@ def run(args: argparse.Namespace) -> int:
     partitions = partition_dirs(args.paths)
     note_skipped_dirs(args.paths)
     repaired = failed = 0
+    offsets = {parent: data_dir_offsets(parent) for parent in sorted({p.parent for p in partitions})}
     with Progress(total=len(partitions), desc="recover", unit="partition", quiet_when_stdout_tty=True) as bar:
         for path in partitions:
             try:
-                repairs = recover_one(path, given, args)
+                repairs = recover_one(path, given, args, offsets[path.parent])
             except (LogstoreError, OSError) as exc:
                 if len(partitions) == 1:
                     raise
@@ -315,18 +339,29 @@ def run(args: argparse.Namespace) -> int:
     return ExitCode.ERROR if failed else ExitCode.PROBLEMS if repaired else ExitCode.OK
 
 
-def recover_one(path: Path, given: Any, args: argparse.Namespace) -> list[dict[str, Any]]:
-    """The repairs recovery makes to one partition (applied with --in-place)."""
+def recover_one(path: Path, given: Any, args: argparse.Namespace,
+                offsets: dict[str, dict[tuple[str, int], int]]) -> list[dict[str, Any]]:
+    """The repairs recovery makes to one partition (applied with --in-place); `offsets` are its
+    data directory's checkpoints as `data_dir_offsets` read them."""
+    from logstore.checkpoint import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
+    from logstore.log_files import parse_partition_dir
+
+    key = parse_partition_dir(path.name)
+    point = offsets[RECOVERY_POINT_CHECKPOINT].get(key, 0)
+    start = offsets[LOG_START_OFFSET_CHECKPOINT].get(key, 0)
     with tempfile.TemporaryDirectory(prefix="logstore-recover-") as tmp:
         copy = copy_partition(path, Path(tmp))
         try:
             config = topic_config(given, path).config
-            log_end = recover_partition(copy, config, args.now, args.full)
+            log_end = recover_partition(copy, config, args.now, 0 if args.full else point, start)
         except LogstoreError as exc:  # name the user's file, not the temporary copy
             exc.args = (str(exc).replace(str(copy), str(path)),)
             raise
-        repairs = [c for c in changes(snapshot_dir(path), snapshot_dir(copy))
-                   if is_repair(c, path, copy, log_end)]
+        found = changes(snapshot_dir(path), snapshot_dir(copy))
+        corrupt = corrupt_snapshots(path)
+        found += [{"file": name, "action": "delete", "bytes": (path / name).stat().st_size}
+                  for name in sorted(corrupt - {c["file"] for c in found})]
+        repairs = [c for c in found if c["file"] in corrupt or is_repair(c, path, copy, log_end)]
         if args.in_place and repairs:
             apply(repairs, path, copy)
-    return repairs if args.full else repairs + damage_below_recovery_point(path)
+    return repairs if args.full else repairs + damage_below_recovery_point(path, point)
