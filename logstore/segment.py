@@ -605,9 +605,14 @@ class LogSegment:
         """Validate every batch (sizes, magic, CRC, header sanity), rebuild both indexes, truncate the log at
         the first invalid or torn batch, and return the number of bytes dropped.
 
+        A batch whose offsets do not increase (its last offset below its base offset, or its
+        base offset below the previous batch's next offset) is invalid too: its CRC may hold,
+        but no index or fetch could find its records, and `verify` reports it.
+
         `on_batch` sees each valid batch in order (to rebuild producer state or the epoch
-        cache); a CorruptRecordError it raises makes that batch the first invalid one. The transaction index is truncated to the recovered end. Raises
-        IndexOffsetOverflowError for a batch whose offset does not fit the indexes.
+        cache); a CorruptRecordError it raises makes that batch the first invalid one. The
+        transaction index is truncated to the recovered end. Raises IndexOffsetOverflowError
+        for a batch whose offset does not fit the indexes.
         """
         self._require_writable("recover")
         self._offset_index.reset()
@@ -622,6 +627,10 @@ class LogSegment:
             ):
                 batch = read_batch(buf, off)
                 batch.validate()
+                if batch.last_offset < batch.base_offset or (valid_bytes and batch.base_offset < next_offset):
+                    raise CorruptRecordError(
+                        f"offsets {batch.base_offset}..{batch.last_offset} do not increase past {next_offset}",
+                        position=position, path=str(self._log_path))
                 if not self.can_convert_to_relative_offset(header.last_offset):
                     raise IndexOffsetOverflowError(
                         f"offset {header.last_offset} at position {position} does not fit "

@@ -195,3 +195,32 @@ def test_recovery_truncates_at_a_control_batch_whose_marker_does_not_decode(tmp_
                   load_state=LoadState(recovery_point=0, log_start_offset=0, clean_shutdown=False)) as log:
         assert offsets(log) == [0, 1]
     assert path.stat().st_size == marker_position
+
+
+@pytest.mark.parametrize("field, value", [("base", 1), ("last_delta", -1)])
+def test_recovery_truncates_at_a_batch_whose_offsets_do_not_increase(tmp_path, clock, field, value):
+    # Found by tests/test_cli_damage_fuzz.py: a batch's offsets rewritten, its CRC recomputed.
+    # Recovery kept it, and `verify` went on reporting "offset ... does not increase".
+    import struct
+
+    from logstore.records.crc import crc32c
+    from logstore.records.header import ATTRIBUTES_OFFSET, CRC_OFFSET
+
+    with open_log(tmp_path, clock) as log:
+        log.append(batch(2))
+        second = log.segments[0].size
+        log.append(batch(2))
+        log.append(batch(1))
+    path = tmp_path / "t-0" / segment_file_name(0, ".log")
+    data = bytearray(path.read_bytes())
+    end = second + struct.unpack_from(">i", data, second + 8)[0] + 12
+    if field == "base":
+        struct.pack_into(">q", data, second, value)  # below offset 2, where the first batch ended
+    else:
+        struct.pack_into(">i", data, second + ATTRIBUTES_OFFSET + 2, value)  # last offset delta
+    struct.pack_into(">I", data, second + CRC_OFFSET, crc32c(bytes(data[second + ATTRIBUTES_OFFSET:end])))
+    path.write_bytes(bytes(data))
+    with Log.open(tmp_path / "t-0", clock=clock,
+                  load_state=LoadState(recovery_point=0, log_start_offset=0, clean_shutdown=False)) as log:
+        assert offsets(log) == [0, 1]
+    assert path.stat().st_size == second
