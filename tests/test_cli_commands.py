@@ -292,3 +292,31 @@ def test_recover_refuses_a_negative_epoch_in_one_line_naming_the_checkpoint(tmp_
                             monkeypatch=monkeypatch)
     assert result.returncode == 3
     assert result.stderr == f"logstore: error: {checkpoint} line 3: negative epoch or start offset -1 0\n"
+
+
+def test_recover_refuses_a_batch_that_reaches_into_the_next_segment(tmp_path: Path, capsys, monkeypatch):
+    # Found by tests/test_cli_damage_fuzz.py: a last offset delta raised (CRC recomputed) in a
+    # segment's last batch; each segment recovered clean alone and verify kept reporting the
+    # overlap. Which of the two is damaged cannot be told, so recover keeps both and refuses.
+    import struct
+
+    from logstore.records.crc import crc32c
+    from logstore.records.header import ATTRIBUTES_OFFSET, CRC_OFFSET
+
+    data_dir = tmp_path / "data"
+    with Log.open(data_dir / "a-0", {"segment.bytes": 200}) as log:
+        for _ in range(4):
+            log.append(build_batch([Record(0, 1, b"k", b"v" * 60)]))
+        first = log.segments[0]
+        path, position = first.log_path, max(p for p, _ in first.batch_headers())
+    data = bytearray(path.read_bytes())
+    struct.pack_into(">i", data, position + ATTRIBUTES_OFFSET + 2, 5)  # last offset delta
+    struct.pack_into(">I", data, position + CRC_OFFSET, crc32c(bytes(data[position + ATTRIBUTES_OFFSET:])))
+    path.write_bytes(bytes(data))
+    before = {p.name: p.read_bytes() for p in (data_dir / "a-0").iterdir()}
+    result = run_in_process("recover", "--full", "--in-place", str(data_dir), cwd=tmp_path, capsys=capsys,
+                            monkeypatch=monkeypatch)
+    assert result.returncode == 1  # the data has a problem recover did not repair
+    assert result.stderr.startswith("logstore: error: batch ends at offset 5, past the next segment's base offset 1")
+    assert result.stderr.endswith(f"({path}, position {position})\n") and result.stderr.count("\n") == 1
+    assert {p.name: p.read_bytes() for p in (data_dir / "a-0").iterdir()} == before

@@ -254,6 +254,28 @@ def damage_below_recovery_point(path: Path, point: int) -> list[dict[str, Any]]:
     return found
 
 
+def check_segments_do_not_overlap(path: Path) -> None:
+    """CorruptRecordError naming the batch of a segment of `path` that ends at or past the
+    next segment's base offset. Recovery checks each segment on its own (as Kafka's does) and
+    cannot tell whether the batch or the next file name is wrong, so it keeps both and refuses."""
+    from logstore.errors import CorruptRecordError
+    from logstore.log_files import segment_log_offsets
+    from logstore.segment import LogSegment
+
+    bases = segment_log_offsets(os.listdir(path))
+    for base, next_base in zip(bases, bases[1:], strict=False):
+        segment = LogSegment.open(path, base, read_only=True)
+        try:
+            for position, header in segment.batch_headers():
+                if header.last_offset >= next_base:
+                    raise CorruptRecordError(
+                        f"batch ends at offset {header.last_offset}, past the next segment's base offset "
+                        f"{next_base}; recovery cannot tell which of the two is damaged",
+                        position=position, path=str(segment.log_path))
+        finally:
+            segment.close_handlers()
+
+
 def copy_partition(source: Path, target_parent: Path) -> Path:
     """Copy the partition directory's regular files (writable, whatever the source's modes)."""
     target = target_parent / source.name
@@ -354,6 +376,7 @@ def recover_one(path: Path, given: Any, args: argparse.Namespace,
         try:
             config = topic_config(given, path).config
             log_end = recover_partition(copy, config, args.now, 0 if args.full else point, start)
+            check_segments_do_not_overlap(copy)
         except LogstoreError as exc:  # name the user's file, not the temporary copy
             exc.args = (str(exc).replace(str(copy), str(path)),)
             raise
