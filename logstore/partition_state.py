@@ -12,7 +12,7 @@ from pathlib import Path
 
 from logstore.clock import Clock
 from logstore.epoch import LeaderEpochFileCache
-from logstore.errors import CorruptRecordError
+from logstore.errors import CorruptRecordError, InvalidTxnStateError
 from logstore.log_validator import ValidatedBatches
 from logstore.producer_append import AppendAnalysis, BatchInfo, batch_info
 from logstore.producer_state import ProducerStateManager
@@ -91,15 +91,18 @@ class PartitionState:
     def recovered_batch(self, batch: RecordBatch) -> None:
         """Each valid batch re-read while recovering a segment, in offset order. Raises
         CorruptRecordError, before changing any state, for a control batch whose marker does
-        not decode."""
-        info = batch_info(batch) if self._recovering is not None else None
+        not decode and for a batch no leader could have written (a plain batch from a producer
+        whose transaction is open: Kafka's InvalidTxnStateException)."""
+        if self._recovering is not None:
+            psm, segment = self._recovering
+            try:
+                psm.load_batch(batch_info(batch), segment.txn_index)  # validates before it updates
+            except InvalidTxnStateError as exc:
+                raise CorruptRecordError(str(exc)) from exc
         if batch.magic >= 2 and batch.partition_leader_epoch >= 0:
             latest = self.epochs.latest_epoch()
             if latest is None or batch.partition_leader_epoch > latest:
                 self.epochs.assign(batch.partition_leader_epoch, batch.base_offset)
-        if self._recovering is not None:
-            psm, segment = self._recovering
-            psm.load_batch(info, segment.txn_index)
 
     def _finish_segment_recovery(self) -> None:
         if self._recovering is not None:

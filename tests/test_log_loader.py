@@ -224,3 +224,27 @@ def test_recovery_truncates_at_a_batch_whose_offsets_do_not_increase(tmp_path, c
                   load_state=LoadState(recovery_point=0, log_start_offset=0, clean_shutdown=False)) as log:
         assert offsets(log) == [0, 1]
     assert path.stat().st_size == second
+
+
+def test_recovery_truncates_at_a_plain_batch_inside_an_open_transaction(tmp_path, clock):
+    # Found by tests/test_cli_damage_fuzz.py: a transactional batch's attributes zeroed (CRC
+    # recomputed). No leader writes a plain batch from a producer whose transaction is open
+    # (Kafka's InvalidTxnStateException); recover failed with that message and no file name.
+    import struct
+
+    from logstore.records.crc import crc32c
+    from logstore.records.header import ATTRIBUTES_OFFSET, CRC_OFFSET
+
+    with open_log(tmp_path, clock) as log:
+        log.append(batch(2, producer_id=1, producer_epoch=0, base_sequence=0, is_transactional=True))
+        second = log.segments[0].size
+        log.append(batch(1, producer_id=1, producer_epoch=0, base_sequence=2, is_transactional=True))
+    path = tmp_path / "t-0" / segment_file_name(0, ".log")
+    data = bytearray(path.read_bytes())
+    struct.pack_into(">h", data, second + ATTRIBUTES_OFFSET, 0)
+    struct.pack_into(">I", data, second + CRC_OFFSET, crc32c(bytes(data[second + ATTRIBUTES_OFFSET:])))
+    path.write_bytes(bytes(data))
+    with Log.open(tmp_path / "t-0", clock=clock,
+                  load_state=LoadState(recovery_point=0, log_start_offset=0, clean_shutdown=False)) as log:
+        assert offsets(log) == [0, 1]
+    assert path.stat().st_size == second
