@@ -81,6 +81,28 @@ def test_a_fetch_with_nothing_to_return_waits_out_max_wait(server):
     assert len(response.responses[0].partitions[0].records or b"") == 0
 
 
+@pytest.mark.parametrize("min_bytes", [0, -1, -2**31])
+def test_a_fetch_wanting_no_bytes_is_answered_at_once(server, min_bytes):
+    end = server.manager.get("wire", 0).log_end_offset
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        started = time.monotonic()
+        send(sock, fetch_request(end, max_wait_ms=2**31 - 1, min_bytes=min_bytes), 1)
+        response = receive(sock, FetchResponse[11])
+    assert time.monotonic() - started < 2
+    assert response.responses[0].partitions[0].error_code == 0
+
+
+def test_a_fetch_of_no_partitions_is_answered_at_once(server):
+    request = fetch_request(0, max_wait_ms=2**31 - 1)
+    request.topics = []
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        started = time.monotonic()
+        send(sock, request, 1)
+        response = receive(sock, FetchResponse[11])
+    assert time.monotonic() - started < 2
+    assert response.error_code == 0 and response.responses == []
+
+
 def _produce_elsewhere(server, value: bytes) -> None:
     with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
         send(sock, produce_request(1, value), 9)

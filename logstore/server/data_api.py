@@ -117,7 +117,9 @@ class DataApi:
         while True:
             topics, total, errors = self._fetch_round(cls, targets, body.max_bytes, committed, full)
             remaining = deadline - time.monotonic()
-            if total >= max(body.min_bytes, 1) or errors or remaining <= 0:
+            # Kafka's ReplicaManager answers at once when no partition is asked for or min_bytes
+            # (zero or negative included) is met; otherwise it waits up to max_wait_ms
+            if not targets or total >= body.min_bytes or errors or remaining <= 0:
                 break
             await self._ctx.data.wait(remaining)
         if session is not None:
