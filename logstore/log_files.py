@@ -37,6 +37,7 @@ FUTURE_DIR_SUFFIX = "-future"
 STRAY_DIR_SUFFIX = "-stray"
 
 MAX_TOPIC_LENGTH = 249
+MAX_DIR_NAME_LENGTH = 255  # what file systems allow one path component
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 _KRAFT_SNAPSHOT_NAME = re.compile(rf"^([0-9]{{{OFFSET_DIGITS}}})-([0-9]{{{EPOCH_DIGITS}}})\{CHECKPOINT_SUFFIX}$")
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -109,6 +110,15 @@ def validate_topic(topic: str) -> None:
 def partition_dir_name(topic: str, partition: int) -> str:
     """The directory name of a partition: `<topic>-<partition>`."""
     return f"{topic}-{partition}"
+
+
+def delete_dir_name(topic: str, partition: int, unique_id: str) -> str:
+    """The name a deleted partition's directory is renamed to, `<topic>-<partition>.<id>-delete`,
+    with the topic cut short so the name fits in MAX_DIR_NAME_LENGTH (Kafka's
+    LocalLog.logDeleteDirName: a 249-character topic would otherwise fail the rename)."""
+    suffix = f".{unique_id}{DELETE_DIR_SUFFIX}"
+    prefix = max(0, min(len(topic), MAX_DIR_NAME_LENGTH - len(suffix) - 1 - len(str(partition))))
+    return f"{topic[:prefix]}-{partition}{suffix}"
 
 
 def parse_partition_dir(name: str) -> tuple[str, int]:

@@ -44,6 +44,7 @@ from logstore.log_files import (
     DELETE_DIR_SUFFIX,
     FUTURE_DIR_SUFFIX,
     STRAY_DIR_SUFFIX,
+    delete_dir_name,
     parse_partition_dir,
     partition_dir_name,
     validate_topic,
@@ -396,7 +397,7 @@ class LogManager:
                 raise KeyError(f"no log for {topic}-{partition} in {self._dir}")
             delay = log.config.file_delete_delay_ms
             log.close()
-            target = self._dir / f"{partition_dir_name(topic, partition)}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+            target = self._dir / delete_dir_name(topic, partition, uuid.uuid4().hex)
             os.replace(log.dir, target)
             fsync_dir(self._dir)
             if not any(name == topic for name, _partition in self._logs):

@@ -128,6 +128,19 @@ def test_delete_renames_then_removes_the_directory_later(tmp_path, clock):
             manager.delete("t", 0)
 
 
+def test_deleting_a_topic_of_the_longest_name_renames_within_the_file_name_limit(tmp_path, clock):
+    topic = "t" * 249
+    with LogManager(tmp_path, clock=clock) as manager:
+        manager.get_or_create(topic, 12).append(batch())
+        renamed = manager.delete(topic, 12)
+        assert len(renamed.name) == 255 and renamed.name.endswith("-delete") and renamed.is_dir()
+        assert renamed.name.startswith("t" * 200) and "-12." in renamed.name
+    with LogManager(tmp_path, clock=clock) as manager:  # found again as a directory to remove
+        assert manager.logs() == []
+        manager.delete_expired_files(NOW + 60_000)
+        assert not renamed.exists()
+
+
 def test_leftover_delete_directories_are_removed_in_the_background(tmp_path, clock):
     (tmp_path / "t-0.abc-delete").mkdir()
     (tmp_path / "not a partition").mkdir()

@@ -8,6 +8,7 @@ import socket
 import struct
 
 import pytest
+from kafka.protocol.admin import DeleteTopicsRequest, DeleteTopicsResponse
 from kafka.protocol.metadata import (
     ApiVersionsRequest,
     ApiVersionsResponse,
@@ -151,3 +152,16 @@ def test_the_in_flight_budget_holds_requests_that_do_not_fit():
     assert events[:2] == ["a in (80)", "a out"]  # b waited for a's bytes
     assert "c in (500)" in events  # a request larger than the budget runs alone
     assert max(int(e.split("(")[1][:-1]) for e in events if "in" in e) <= 500
+
+
+def test_a_topic_of_the_longest_legal_name_can_be_deleted(server):
+    name = "x" * 249  # `<name>-0.<uuid>-delete` would pass the 255-byte file name limit
+    server_topics = server.context.topics
+    with connect(server) as sock:
+        metadata = roundtrip(sock, MetadataRequest[4](topics=[MetadataRequest[4].MetadataRequestTopic(name=name)],
+                                                      allow_auto_topic_creation=True), MetadataResponse[4])
+        assert metadata.topics[0].error_code == 0
+        deleted = roundtrip(sock, DeleteTopicsRequest[4](topic_names=[name], timeout_ms=1000), DeleteTopicsResponse[4])
+    assert deleted.responses[0].error_code == 0
+    assert name not in server_topics
+    assert still_serving(server)
