@@ -28,6 +28,7 @@ from logstore.server.protocol import API_VERSIONS
 INT_RANGES = {Int8: (-2**7, 2**7 - 1), Int16: (-2**15, 2**15 - 1), Int32: (-2**31, 2**31 - 1),
               Int64: (-2**63, 2**63 - 1), UnsignedInt16: (0, 2**16 - 1)}
 SMALL_ARRAY = 3
+LONGER_THAN_INT16 = "w" * 40_000
 BULK_ARRAY = 2_000  # "thousands of entries", once per request so the frame stays about a MiB
 CONFIG_NAMES = ("cleanup.policy", "retention.ms", "retention.bytes", "segment.bytes", "segment.ms",
                 "max.message.bytes", "compression.type", "message.timestamp.type", "min.insync.replicas",
@@ -108,10 +109,11 @@ def pick(pool: list, fallback: st.SearchStrategy) -> st.SearchStrategy:
     return st.tuples(st.integers(0, 255), fallback).map(lambda d: pool[d[0] % len(pool)] if pool else d[1])
 
 
-def hostile_strings(plausible: list[str]) -> st.SearchStrategy[str]:
-    """Plausible names half the time; else invalid and over-long names, or arbitrary text."""
+def hostile_strings(plausible: list[str], compact: bool) -> st.SearchStrategy[str]:
+    """Plausible names half the time; else invalid and over-long names, or arbitrary text.
+    Compact (flexible-version) strings may pass the int16 length older versions have."""
     invalid = ("", ".", "..", "../escape", "a/b", "sp ace", "nul\x00", "é", "x" * 249, "y" * 300,
-               "z" * 2_000, "__consumer_offsets", "__transaction_state")
+               "z" * 2_000, "__consumer_offsets", "__transaction_state", *((LONGER_THAN_INT16,) if compact else ()))
     hostile = st.one_of(st.sampled_from(invalid), st.sampled_from(PROTOCOL_NAMES), st.text(max_size=12))
     return st.one_of(pick([v for v in plausible if isinstance(v, str)], hostile), hostile)
 
@@ -148,9 +150,11 @@ class RequestBuilder:
         self._draw = draw
         self._plausible = plausible
         self._bulk_used = False
+        self._compact = False
 
     def request(self, key: int, version: int):
         cls = API_VERSIONS[key].request
+        self._compact = cls.flexible_version_q(version)
         return cls(version=version, **self._fields(cls._struct, version))
 
     def _fields(self, struct, version: int) -> dict:
@@ -194,7 +198,7 @@ class RequestBuilder:
             return draw(st.floats())
         if isinstance(codec, String):
             pool = FIELD_POOLS.get((parent, name))
-            strings = hostile_strings(plausible.pool(kind_of(name)))
+            strings = hostile_strings(plausible.pool(kind_of(name)), self._compact)
             return draw(st.one_of(st.sampled_from(pool), strings) if pool else strings)
         if codec is Bytes and field.type_str == "records":
             return draw(hostile_records(plausible))

@@ -8,7 +8,14 @@ import socket
 import struct
 
 import pytest
-from kafka.protocol.admin import DeleteTopicsRequest, DeleteTopicsResponse
+from kafka.protocol.admin import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+)
 from kafka.protocol.metadata import (
     ApiVersionsRequest,
     ApiVersionsResponse,
@@ -18,11 +25,11 @@ from kafka.protocol.metadata import (
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
 from logstore.records import Record, build_batch
-from logstore.server import KafkaServer
+from logstore.server import KafkaServer, topics
 from logstore.server.connection import InFlightBudget
 from logstore.server.protocol import API_VERSIONS
 
-UNSUPPORTED_VERSION, INVALID_TOPIC = 35, 17
+UNSUPPORTED_VERSION, INVALID_TOPIC, POLICY_VIOLATION = 35, 17, 44
 
 
 @pytest.fixture(scope="module")
@@ -165,3 +172,23 @@ def test_a_topic_of_the_longest_legal_name_can_be_deleted(server):
     assert deleted.responses[0].error_code == 0
     assert name not in server_topics
     assert still_serving(server)
+
+
+def test_partitions_past_the_file_descriptor_budget_are_a_policy_violation(tmp_path, monkeypatch):
+    monkeypatch.setattr(topics, "open_partition_limit", lambda: 8)  # a node out of descriptors accepts nobody
+    creatable = CreateTopicsRequest[5].CreatableTopic
+    with KafkaServer(tmp_path / "data", port=0) as srv, connect(srv) as sock:
+        def create(name: str, count: int) -> int:
+            response = roundtrip(sock, CreateTopicsRequest[5](topics=[creatable(
+                name=name, num_partitions=count, replication_factor=1, assignments=[], configs=[])],
+                timeout_ms=1000, validate_only=False), CreateTopicsResponse[5])
+            return response.topics[0].error_code
+
+        assert create("many", 9) == POLICY_VIOLATION
+        assert create("some", 5) == 0
+        grow = CreatePartitionsRequest[1].CreatePartitionsTopic(name="some", count=9, assignments=None)
+        grown = roundtrip(sock, CreatePartitionsRequest[1](topics=[grow], timeout_ms=1000, validate_only=False),
+                          CreatePartitionsResponse[1])
+        assert grown.results[0].error_code == POLICY_VIOLATION
+        assert srv.context.topics.partition_count("some") == 5 and "many" not in srv.context.topics
+        assert still_serving(srv)

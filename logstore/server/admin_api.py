@@ -12,7 +12,12 @@ from logstore.log_files import validate_topic
 from logstore.server import error_codes as ec
 from logstore.server.context import ServerContext
 from logstore.server.protocol import Request, api_versions_entries
-from logstore.server.topics import InvalidPartitionsError, TopicExistsError, UnknownTopicError
+from logstore.server.topics import (
+    InvalidPartitionsError,
+    PartitionLimitError,
+    TopicExistsError,
+    UnknownTopicError,
+)
 
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 SOURCE_DYNAMIC_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
@@ -40,6 +45,8 @@ def _error_of(exc: BaseException) -> int:
         return ec.INVALID_PARTITIONS
     if isinstance(exc, ReservedTopicError):
         return ec.INVALID_REQUEST  # Kafka's controller answers so for __cluster_metadata
+    if isinstance(exc, PartitionLimitError):
+        return ec.POLICY_VIOLATION
     return ec.for_exception(exc)
 
 

@@ -5,6 +5,7 @@ with the configs Kafka gives them (compacted)."""
 from __future__ import annotations
 
 import base64
+import resource
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -20,6 +21,7 @@ from logstore.topic_configs import INTERNAL_TOPIC_CONFIGS, store_topic_configs, 
 PARTITION_METADATA = "partition.metadata"
 INTERNAL_TOPICS = (OFFSETS_TOPIC, TRANSACTION_TOPIC)
 MAX_PARTITIONS = 10_000  # per topic; bounds what one CreateTopics or CreatePartitions may open
+FDS_PER_PARTITION = 3  # an open log keeps its active segment's .log, .index and .timeindex open
 
 
 class TopicExistsError(LogstoreError):
@@ -32,6 +34,18 @@ class UnknownTopicError(LogstoreError):
 
 class InvalidPartitionsError(LogstoreError):
     """A partition count out of range or not above the current one."""
+
+
+class PartitionLimitError(LogstoreError):
+    """Creating partitions past what the node can keep open (Kafka's POLICY_VIOLATION)."""
+
+
+def open_partition_limit() -> int:
+    """How many partitions the node may open: half the process's file descriptors, so that
+    connections, rolled segments and the node's own files keep the other half (a node out
+    of descriptors accepts no connection at all)."""
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return 2**31 - 1 if soft == resource.RLIM_INFINITY else soft // 2 // FDS_PER_PARTITION
 
 
 def _read_topic_id(directory: Path) -> uuid.UUID | None:
@@ -57,8 +71,9 @@ def _write_topic_id(directory: Path, topic_id: uuid.UUID) -> None:
 class Topics:
     """Topic -> (topic id, partition count, config overrides), kept beside the manager's logs."""
 
-    def __init__(self, manager: LogManager):
+    def __init__(self, manager: LogManager, max_open_partitions: int | None = None):
         self._manager = manager
+        self._max_open = open_partition_limit() if max_open_partitions is None else max_open_partitions
         self._partitions: dict[str, int] = {}
         self._ids: dict[str, uuid.UUID] = {}
         for log in manager.logs():
@@ -125,10 +140,19 @@ class Topics:
             raise InvalidPartitionsError(f"number of partitions must be in [1, {MAX_PARTITIONS}], got {partitions}")
         overrides = {**INTERNAL_TOPIC_CONFIGS.get(topic, {}), **dict(configs or {})}
         self._manager.default_config.with_overrides(overrides)  # InvalidConfigError before any file
+        self._check_room(partitions)
         if validate_only:
             return
         self._ids[topic] = uuid.uuid4()
         self._open_partitions(topic, 0, partitions, overrides)
+
+    def _check_room(self, added: int) -> None:
+        """PartitionLimitError unless `added` more partitions fit the node's open-partition limit."""
+        total = sum(self._partitions.values())
+        if total + added > self._max_open:
+            raise PartitionLimitError(
+                f"the node holds {total} partitions and may open {self._max_open} with its file descriptor "
+                f"limit; {added} more do not fit")
 
     def _open_partitions(self, topic: str, start: int, end: int,
                          overrides: Mapping[str, str] | None = None) -> None:
@@ -146,6 +170,7 @@ class Topics:
             raise InvalidPartitionsError(
                 f"topic {topic!r} has {current} partitions; the new count must be above it and at most "
                 f"{MAX_PARTITIONS}, got {count}")
+        self._check_room(count - current)
         if not validate_only:
             self._open_partitions(topic, current, count)
 
