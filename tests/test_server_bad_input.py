@@ -16,6 +16,7 @@ from kafka.protocol.admin import (
     DeleteTopicsRequest,
     DeleteTopicsResponse,
 )
+from kafka.protocol.consumer import FetchRequest
 from kafka.protocol.metadata import (
     ApiVersionsRequest,
     ApiVersionsResponse,
@@ -192,3 +193,20 @@ def test_partitions_past_the_file_descriptor_budget_are_a_policy_violation(tmp_p
         assert grown.results[0].error_code == POLICY_VIOLATION
         assert srv.context.topics.partition_count("some") == 5 and "many" not in srv.context.topics
         assert still_serving(srv)
+
+
+def test_a_long_poll_holds_no_in_flight_budget(tmp_path):
+    topic = FetchRequest[11].FetchTopic
+    waiting = FetchRequest[11](replica_id=-1, max_wait_ms=60_000, min_bytes=2**31 - 1, max_bytes=1 << 20,
+                               isolation_level=0, session_id=0, session_epoch=-1, forgotten_topics_data=[],
+                               rack_id="", topics=[topic(topic="t", partitions=[topic.FetchPartition(
+                                   partition=0, current_leader_epoch=-1, fetch_offset=0, log_start_offset=-1,
+                                   partition_max_bytes=1 << 20)])] * 60)
+    waiting.with_header(correlation_id=1, client_id="long-poll")
+    frame = waiting.encode(header=True, framed=True)
+    assert len(frame) > 1024  # the whole budget: nothing else would fit while it is held
+    with KafkaServer(tmp_path / "data", port=0, config={"queued.max.request.bytes": 1024}) as srv:
+        srv.context.topics.create("t", 1)
+        with connect(srv) as parked:
+            parked.sendall(frame)
+            assert still_serving(srv)

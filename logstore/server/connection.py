@@ -16,6 +16,7 @@ from typing import Any
 
 from logstore.server.protocol import (
     API_VERSIONS_KEY,
+    BYTES_AS_VIEWS,
     Buffer,
     ProtocolError,
     Request,
@@ -140,11 +141,7 @@ class Connection:
                     log.info("closing connection: request size %d outside [%d, %d]", size,
                              MIN_REQUEST_BYTES, self._max)
                     return
-                async with self._budget.reserve(size):
-                    frame = bytearray(size)
-                    await self._protocol.read_into(frame)
-                    answer = await self._handle(frame)
-                    del frame
+                answer = await self._serve_one(size)
                 if answer is False:
                     return
                 if answer:
@@ -154,10 +151,28 @@ class Connection:
         finally:
             self._protocol.transport.close()
 
-    async def _handle(self, frame: bytearray) -> list[Buffer] | bool | None:
-        """The response's buffers, None when no response is due (acks=0), False to close."""
+    async def _serve_one(self, size: int) -> list[Buffer] | bool | None:
+        """Read, decode and handle one request of `size` bytes: the response's buffers, None
+        when no response is due (acks=0), False to close.
+
+        Its bytes count against the in-flight budget until decoded, or until handled when its
+        body holds views of them (Produce): a long poll waiting for data holds none, as Kafka
+        frees a request's buffer once its API has taken it."""
+        async with self._budget.reserve(size):
+            frame = bytearray(size)
+            await self._protocol.read_into(frame)
+            request = self._decode(frame)
+            del frame  # a Produce body's views keep it alive; nothing else does
+            if not isinstance(request, Request):
+                return request
+            if request.api_key in BYTES_AS_VIEWS:
+                return await self._handle(request)
+        return await self._handle(request)
+
+    def _decode(self, frame: bytearray) -> Request | list[Buffer] | bool:
+        """The request, or the answer to a frame that is not one (False: close)."""
         try:
-            request = decode_request(frame, self._handlers)
+            return decode_request(frame, self._handlers)
         except UnsupportedVersion as exc:
             if exc.api_key == API_VERSIONS_KEY:
                 return [unsupported_version_response(exc, self._handlers)]
@@ -166,6 +181,8 @@ class Connection:
         except ProtocolError as exc:
             log.info("closing connection: %s", exc)
             return False
+
+    async def _handle(self, request: Request) -> list[Buffer] | bool | None:
         try:
             response = await self._handlers[request.api_key](request)
         except Exception:
