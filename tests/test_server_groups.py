@@ -20,7 +20,7 @@ from logstore.server import KafkaServer  # noqa: E402
 from tests.group_wire import Wire  # noqa: E402
 from tests.server_topics import KAFKA_PYTHON_MEMBER, create_topic, subscribe_kafka_python  # noqa: E402
 
-MEMBER_ID_REQUIRED, REBALANCE_IN_PROGRESS = 79, 27
+MEMBER_ID_REQUIRED, REBALANCE_IN_PROGRESS, UNKNOWN_MEMBER_ID = 79, 27, 25
 
 CONFIG = {"group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 3,
           "transaction.state.log.num.partitions": 3}
@@ -298,3 +298,15 @@ def test_three_kafka_python_members_rebalance_and_consume_every_record_once(serv
     committed = [check.committed(KafkaPythonPartition("kp-work", p)) for p in range(6)]
     check.close()
     assert sum(committed) == total
+
+
+def test_a_member_id_handed_out_but_never_used_is_forgotten_after_its_session_timeout(tmp_path):
+    with KafkaServer(tmp_path, port=0, config={**CONFIG, "group.min.session.timeout.ms": 1}) as srv:
+        wire = Wire(srv.port)
+        asked = wire.join("pending", None, session_ms=100)
+        assert asked.error_code == MEMBER_ID_REQUIRED
+        time.sleep(1.0)  # past the session timeout and the next expiry check (EXPIRY_CHECK_S)
+        assert wire.join("pending", None, member_id=asked.member_id, session_ms=100).error_code == UNKNOWN_MEMBER_ID
+        kept = wire.join("pending", None, session_ms=10_000)
+        joined = wire.join("pending", None, member_id=kept.member_id, session_ms=10_000)
+        assert joined.error_code == 0 and joined.member_id == kept.member_id

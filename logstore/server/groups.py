@@ -74,7 +74,7 @@ class Group:
     protocol: str | None = None
     leader: str | None = None
     members: OrderedDict[str, Member] = field(default_factory=OrderedDict)
-    pending_members: set[str] = field(default_factory=set)
+    pending_members: dict[str, float] = field(default_factory=dict)  # KIP-394 member id -> monotonic deadline
     offsets: dict[tuple[str, int], OffsetAndMetadata] = field(default_factory=dict)
     pending_txn: dict[int, dict[tuple[str, int], OffsetAndMetadata]] = field(default_factory=dict)
     rebalance: asyncio.Task | None = None
@@ -165,6 +165,8 @@ class GroupCoordinator:
             await asyncio.sleep(EXPIRY_CHECK_S)
             now = time.monotonic()
             for group in list(self._groups.values()):
+                for member_id in [m for m, deadline in group.pending_members.items() if deadline < now]:
+                    del group.pending_members[member_id]
                 expired = [m for m in group.members.values()
                            if not m.awaiting() and now - m.last_heartbeat > m.session_timeout / 1000]
                 for member in expired:
@@ -299,7 +301,9 @@ class GroupCoordinator:
             if static is not None:
                 return await self._rejoin_static(req, group, static, member_id, protocols)
             if instance_id is None and req.version >= 4:  # KIP-394: dynamic members learn their id first
-                group.pending_members.add(member_id)
+                # forgotten after a session timeout unless it joins, as in Kafka: a client
+                # asking for ids in a loop would otherwise grow the set without bound
+                group.pending_members[member_id] = time.monotonic() + body.session_timeout_ms / 1000
                 return self._join_response(req, None, member_id, ec.MEMBER_ID_REQUIRED)
         elif member_id not in group.pending_members:
             error = self._member_error(group, member_id, instance_id)
@@ -307,7 +311,7 @@ class GroupCoordinator:
                 return self._join_response(req, None, member_id, error)
         if member_id not in group.members and len(group.members) >= config.group_max_size:
             return self._join_response(req, None, member_id, ec.GROUP_MAX_SIZE_REACHED)
-        group.pending_members.discard(member_id)
+        group.pending_members.pop(member_id, None)
         rebalance_timeout = body.rebalance_timeout_ms if body.rebalance_timeout_ms > 0 else body.session_timeout_ms
         member = group.members.get(member_id)
         if member is None:
@@ -429,7 +433,7 @@ class GroupCoordinator:
                 error = ec.UNKNOWN_MEMBER_ID if static is None else ec.NONE
                 current = static.member_id if static is not None else current
             elif member_id in group.pending_members:
-                group.pending_members.discard(member_id)
+                group.pending_members.pop(member_id, None)
                 error = ec.NONE
             else:
                 error = self._member_error(group, member_id, instance_id)
