@@ -28,6 +28,7 @@ from logstore.server.protocol import API_VERSIONS
 INT_RANGES = {Int8: (-2**7, 2**7 - 1), Int16: (-2**15, 2**15 - 1), Int32: (-2**31, 2**31 - 1),
               Int64: (-2**63, 2**63 - 1), UnsignedInt16: (0, 2**16 - 1)}
 SMALL_ARRAY = 3
+INT16_MAX = 2**15 - 1  # the longest string a non-flexible version can carry
 LONGER_THAN_INT16 = "w" * 40_000
 BULK_ARRAY = 2_000  # "thousands of entries", once per request so the frame stays about a MiB
 CONFIG_NAMES = ("cleanup.policy", "retention.ms", "retention.bytes", "segment.bytes", "segment.ms",
@@ -115,7 +116,8 @@ def hostile_strings(plausible: list[str], compact: bool) -> st.SearchStrategy[st
     invalid = ("", ".", "..", "../escape", "a/b", "sp ace", "nul\x00", "é", "x" * 249, "y" * 300,
                "z" * 2_000, "__consumer_offsets", "__transaction_state", *((LONGER_THAN_INT16,) if compact else ()))
     hostile = st.one_of(st.sampled_from(invalid), st.sampled_from(PROTOCOL_NAMES), st.text(max_size=12))
-    return st.one_of(pick([v for v in plausible if isinstance(v, str)], hostile), hostile)
+    fitting = [v for v in plausible if isinstance(v, str) and (compact or len(v.encode()) <= INT16_MAX)]
+    return st.one_of(pick(fitting, hostile), hostile)
 
 
 def hostile_ints(codec: type, plausible: list[int]) -> st.SearchStrategy[int]:
