@@ -16,14 +16,19 @@ from kafka.protocol.admin import (
     DeleteTopicsRequest,
     DeleteTopicsResponse,
 )
-from kafka.protocol.consumer import FetchRequest
+from kafka.protocol.consumer import FetchRequest, OffsetCommitRequest, OffsetCommitResponse
 from kafka.protocol.metadata import (
     ApiVersionsRequest,
     ApiVersionsResponse,
     MetadataRequest,
     MetadataResponse,
 )
-from kafka.protocol.producer import ProduceRequest, ProduceResponse
+from kafka.protocol.producer import (
+    ProduceRequest,
+    ProduceResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
+)
 
 from logstore.records import Record, build_batch
 from logstore.server import KafkaServer, topics
@@ -31,6 +36,7 @@ from logstore.server.connection import InFlightBudget
 from logstore.server.protocol import API_VERSIONS
 
 UNSUPPORTED_VERSION, INVALID_TOPIC, POLICY_VIOLATION = 35, 17, 44
+UNKNOWN_TOPIC_OR_PARTITION, OFFSET_METADATA_TOO_LARGE, INVALID_GROUP_ID = 3, 12, 24
 
 
 @pytest.fixture(scope="module")
@@ -210,3 +216,44 @@ def test_a_long_poll_holds_no_in_flight_budget(tmp_path):
         with connect(srv) as parked:
             parked.sendall(frame)
             assert still_serving(srv)
+
+
+def commit_errors(server, group_id: str, partitions: list[tuple[str, int, str]]) -> list[int]:
+    """A simple (memberless) OffsetCommit v8 of (topic, partition, metadata): each partition's error."""
+    topic = OffsetCommitRequest[8].OffsetCommitRequestTopic
+    request = OffsetCommitRequest[8](group_id=group_id, generation_id_or_member_epoch=-1, member_id="",
+                                     group_instance_id=None, topics=[topic(name=name, partitions=[
+                                         topic.OffsetCommitRequestPartition(
+                                             partition_index=p, committed_offset=1, committed_leader_epoch=-1,
+                                             committed_metadata=metadata)]) for name, p, metadata in partitions])
+    with connect(server) as sock:
+        response = roundtrip(sock, request, OffsetCommitResponse[8])
+    return [p.error_code for t in response.topics for p in t.partitions]
+
+
+def test_offsets_of_partitions_the_node_lacks_or_with_oversized_metadata_are_refused_one_by_one(server):
+    with connect(server) as sock:
+        roundtrip(sock, MetadataRequest[4](topics=[MetadataRequest[4].MetadataRequestTopic(name="commits")],
+                                           allow_auto_topic_creation=True), MetadataResponse[4])
+    assert commit_errors(server, "committer", [("commits", 0, "ok"), ("commits", 1, ""), ("nowhere", 0, ""),
+                                               ("w" * 40_000, 0, "")]) == \
+        [0, UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_OR_PARTITION]
+    assert commit_errors(server, "committer", [("commits", 0, "m" * 4097)]) == [OFFSET_METADATA_TOO_LARGE]
+
+
+def test_a_group_id_longer_than_its_record_key_holds_is_an_invalid_group_id(server):
+    with connect(server) as sock:
+        roundtrip(sock, MetadataRequest[4](topics=[MetadataRequest[4].MetadataRequestTopic(name="commits")],
+                                           allow_auto_topic_creation=True), MetadataResponse[4])
+    assert commit_errors(server, "é" * 20_000, [("commits", 0, "")]) == [INVALID_GROUP_ID]  # 40,000 bytes
+    topic = TxnOffsetCommitRequest[3].TxnOffsetCommitRequestTopic
+    for group_id in ("", "é" * 20_000):
+        request = TxnOffsetCommitRequest[3](
+            transactional_id="tx", group_id=group_id, producer_id=0, producer_epoch=0, generation_id=-1,
+            member_id="", group_instance_id=None, topics=[topic(name="commits", partitions=[
+                topic.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=1,
+                                                      committed_leader_epoch=-1, committed_metadata="")])])
+        with connect(server) as sock:
+            response = roundtrip(sock, request, TxnOffsetCommitResponse[3])
+        assert response.topics[0].partitions[0].error_code == INVALID_GROUP_ID
+    assert still_serving(server)

@@ -78,6 +78,7 @@ class BrokerConfig:
     transaction_max_timeout_ms: int = 900_000
     offsets_retention_minutes: int = 7 * 24 * 60
     offsets_retention_check_interval_ms: int = 600_000
+    offset_metadata_max_bytes: int = 4096
     listeners: str | None = None
     log_defaults: Mapping[str, Any] = field(default_factory=dict)
 
@@ -113,6 +114,7 @@ class BrokerConfig:
             offsets_retention_minutes=_int(props, "offsets.retention.minutes", 7 * 24 * 60, lo=1),
             offsets_retention_check_interval_ms=_int(props, "offsets.retention.check.interval.ms", 600_000,
                                                      lo=1),
+            offset_metadata_max_bytes=_int(props, "offset.metadata.max.bytes", 4096),
             listeners=listeners.strip() if listeners else None,
             log_defaults=log_defaults,
         )

@@ -33,7 +33,7 @@ from logstore.server.protocol import Request
 
 EMPTY, PREPARING, COMPLETING, STABLE, DEAD = "Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead"
 EXPIRY_CHECK_S = 0.5
-MAX_GROUP_ID = 32_767
+MAX_GROUP_ID_BYTES = 32_767  # what the int16 length of __consumer_offsets' record keys holds
 
 logger = logging.getLogger("logstore.server")
 
@@ -283,7 +283,7 @@ class GroupCoordinator:
     async def join_group(self, req: Request) -> Any:
         body = req.body
         config = self._ctx.config
-        if not body.group_id or len(body.group_id) > MAX_GROUP_ID:
+        if not body.group_id or not group_id_fits(body.group_id):
             return self._join_response(req, None, body.member_id, ec.INVALID_GROUP_ID)
         if not config.group_min_session_timeout_ms <= body.session_timeout_ms <= config.group_max_session_timeout_ms:
             return self._join_response(req, None, body.member_id, ec.INVALID_SESSION_TIMEOUT)
@@ -506,24 +506,41 @@ class GroupCoordinator:
             if pending and committed:
                 group.offsets.update(pending)
 
+    def offsets_to_commit(self, topics: list) -> tuple[dict[tuple[str, int], OffsetAndMetadata], dict]:
+        """The offsets of an (Txn)OffsetCommit request that may be written, and the error of each
+        one that may not, as Kafka refuses them: UNKNOWN_TOPIC_OR_PARTITION for a partition the
+        node does not have, OFFSET_METADATA_TOO_LARGE past offset.metadata.max.bytes."""
+        now = self._now_ms()
+        offsets, errors = {}, {}
+        for t in topics:
+            for p in t.partitions:
+                tp = (t.name, p.partition_index)
+                metadata = p.committed_metadata or ""
+                if self._ctx.topics.log(*tp) is None:
+                    errors[tp] = ec.UNKNOWN_TOPIC_OR_PARTITION
+                elif len(metadata) > self._ctx.config.offset_metadata_max_bytes:
+                    errors[tp] = ec.OFFSET_METADATA_TOO_LARGE
+                else:
+                    offsets[tp] = OffsetAndMetadata(p.committed_offset, p.committed_leader_epoch, metadata, now)
+        return offsets, errors
+
     async def offset_commit(self, req: Request) -> Any:
         body = req.body
+        offsets, errors = self.offsets_to_commit(body.topics)
         group = self._group(body.group_id)
-        error = self._check_member(group, body.member_id, body.generation_id_or_member_epoch,
-                                   body.group_instance_id)
+        if not group_id_fits(body.group_id):  # an empty id is a simple commit, as in Kafka
+            error = ec.INVALID_GROUP_ID
+        else:
+            error = self._check_member(group, body.member_id, body.generation_id_or_member_epoch,
+                                       body.group_instance_id)
         if error == ec.NONE and group is not None and group.state == COMPLETING:
             error = ec.REBALANCE_IN_PROGRESS  # joined the new generation but not yet given its partitions
-        now = self._now_ms()
-        offsets = {}
-        if error == ec.NONE:
-            for t in body.topics:
-                for p in t.partitions:
-                    offsets[(t.name, p.partition_index)] = OffsetAndMetadata(
-                        p.committed_offset, p.committed_leader_epoch, p.committed_metadata or "", now)
+        if error == ec.NONE and offsets:
             error = self.commit(body.group_id, offsets)
         cls = req.spec.response.OffsetCommitResponseTopic
         return req.response(throttle_time_ms=0, topics=[cls(name=t.name, partitions=[
-            cls.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=error)
+            cls.OffsetCommitResponsePartition(partition_index=p.partition_index,
+                                              error_code=errors.get((t.name, p.partition_index), error))
             for p in t.partitions]) for t in body.topics])
 
     async def offset_fetch(self, req: Request) -> Any:
@@ -659,6 +676,11 @@ class GroupCoordinator:
         for task in [self._expiry, *(g.rebalance for g in self._groups.values())]:
             if task is not None:
                 task.cancel()
+
+
+def group_id_fits(group_id: str) -> bool:
+    """Whether `group_id` fits the key of a __consumer_offsets record."""
+    return len(group_id.encode()) <= MAX_GROUP_ID_BYTES
 
 
 def _same_subscription(protocol_type: str | None, old: bytes, new: bytes) -> bool:

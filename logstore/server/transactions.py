@@ -20,8 +20,8 @@ from logstore.log import Log
 from logstore.records.control import build_control_batch
 from logstore.server import error_codes as ec
 from logstore.server.context import ServerContext
-from logstore.server.group_log import OffsetAndMetadata, append_records, partition_for
-from logstore.server.groups import GroupCoordinator
+from logstore.server.group_log import append_records, partition_for
+from logstore.server.groups import GroupCoordinator, group_id_fits
 from logstore.server.producer_ids import ProducerIdManager
 from logstore.server.protocol import Request
 
@@ -251,23 +251,23 @@ class TransactionCoordinator:
 
     async def txn_offset_commit(self, req: Request) -> Any:
         body = req.body
-        txn, error = self._validate(body.transactional_id, body.producer_id, body.producer_epoch)
-        partition = (OFFSETS_TOPIC, self._groups.offsets_partition(body.group_id))
-        if txn is not None and partition not in txn.partitions:
+        offsets, errors = self._groups.offsets_to_commit(body.topics)
+        if not body.group_id or not group_id_fits(body.group_id):
+            txn, error = None, ec.INVALID_GROUP_ID
+        else:
+            txn, error = self._validate(body.transactional_id, body.producer_id, body.producer_epoch)
+        if txn is not None and (OFFSETS_TOPIC, self._groups.offsets_partition(body.group_id)) not in txn.partitions:
             error = ec.INVALID_TXN_STATE
         if error == ec.NONE and body.member_id:
             error = self._groups.check_member(body.group_id, body.member_id, body.generation_id,
                                               body.group_instance_id)
-        if error == ec.NONE:
-            now = self._ctx.clock.time_ms()
-            offsets = {(t.name, p.partition_index): OffsetAndMetadata(p.committed_offset, p.committed_leader_epoch,
-                                                                      p.committed_metadata or "", now)
-                       for t in body.topics for p in t.partitions}
+        if error == ec.NONE and offsets:
             error = self._groups.commit(body.group_id, offsets, producer_id=body.producer_id,
                                         producer_epoch=body.producer_epoch)
         cls = req.spec.response.TxnOffsetCommitResponseTopic
         return req.response(throttle_time_ms=0, topics=[cls(name=t.name, partitions=[
-            cls.TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=error)
+            cls.TxnOffsetCommitResponsePartition(partition_index=p.partition_index,
+                                                 error_code=errors.get((t.name, p.partition_index), error))
             for p in t.partitions]) for t in body.topics])
 
     def close(self) -> None:
