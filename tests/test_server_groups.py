@@ -21,6 +21,7 @@ from tests.group_wire import Wire  # noqa: E402
 from tests.server_topics import KAFKA_PYTHON_MEMBER, create_topic, subscribe_kafka_python  # noqa: E402
 
 MEMBER_ID_REQUIRED, REBALANCE_IN_PROGRESS, UNKNOWN_MEMBER_ID = 79, 27, 25
+INCONSISTENT_GROUP_PROTOCOL, INVALID_REQUEST = 23, 42
 
 CONFIG = {"group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 3,
           "transaction.state.log.num.partitions": 3}
@@ -311,3 +312,24 @@ def test_a_member_id_handed_out_but_never_used_is_forgotten_after_its_session_ti
         kept = wire.join("pending", None, session_ms=10_000)
         joined = wire.join("pending", None, member_id=kept.member_id, session_ms=10_000)
         assert joined.error_code == 0 and joined.member_id == kept.member_id
+
+
+@pytest.mark.parametrize(("protocol_type", "protocol", "instance", "error"), [
+    ("", "range", None, INCONSISTENT_GROUP_PROTOCOL),
+    ("consumer", None, None, INCONSISTENT_GROUP_PROTOCOL),
+    ("w" * 40_000, "range", None, INVALID_REQUEST),  # the group record's strings have an int16 length
+    ("consumer", "w" * 40_000, None, INVALID_REQUEST),
+    ("consumer", "range", "w" * 32_750, INVALID_REQUEST),  # the member id adds "-<uuid>" to it
+])
+def test_a_join_whose_group_record_could_not_be_written_is_refused(server, protocol_type, protocol, instance,
+                                                                   error):
+    from kafka.protocol.consumer import JoinGroupRequest, JoinGroupResponse
+
+    protocols = [] if protocol is None else [JoinGroupRequest[6].JoinGroupRequestProtocol(name=protocol,
+                                                                                           metadata=b"")]
+    wire = Wire(server.port)
+    joined = wire.call(JoinGroupRequest[6](group_id="refused", session_timeout_ms=6000, rebalance_timeout_ms=6000,
+                                           member_id="", group_instance_id=instance, protocol_type=protocol_type,
+                                           protocols=protocols), JoinGroupResponse[6])
+    wire.close()
+    assert joined.error_code == error

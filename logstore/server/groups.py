@@ -33,7 +33,8 @@ from logstore.server.protocol import Request
 
 EMPTY, PREPARING, COMPLETING, STABLE, DEAD = "Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead"
 EXPIRY_CHECK_S = 0.5
-MAX_GROUP_ID_BYTES = 32_767  # what the int16 length of __consumer_offsets' record keys holds
+MAX_RECORD_STRING_BYTES = 32_767  # what the int16 length of a __consumer_offsets record string holds
+MEMBER_ID_SUFFIX_BYTES = 37  # "-" and a uuid, after the instance or client id a member id starts with
 
 logger = logging.getLogger("logstore.server")
 
@@ -287,6 +288,13 @@ class GroupCoordinator:
             return self._join_response(req, None, body.member_id, ec.INVALID_GROUP_ID)
         if not config.group_min_session_timeout_ms <= body.session_timeout_ms <= config.group_max_session_timeout_ms:
             return self._join_response(req, None, body.member_id, ec.INVALID_SESSION_TIMEOUT)
+        if not body.protocol_type or not body.protocols:  # Kafka's supportsProtocols
+            return self._join_response(req, None, body.member_id, ec.INCONSISTENT_GROUP_PROTOCOL)
+        # every string the member's group record holds, a member id made of the instance or client id included
+        named = [body.protocol_type, *(p.name for p in body.protocols)]
+        id_base = body.group_instance_id or req.client_id or ""
+        if not (all(map(record_string_fits, named)) and record_string_fits(id_base, MEMBER_ID_SUFFIX_BYTES)):
+            return self._join_response(req, None, body.member_id, ec.INVALID_REQUEST)
         group = self._group(body.group_id, create=True)
         if group.state == DEAD:
             return self._join_response(req, None, body.member_id, ec.COORDINATOR_NOT_AVAILABLE)
@@ -680,7 +688,12 @@ class GroupCoordinator:
 
 def group_id_fits(group_id: str) -> bool:
     """Whether `group_id` fits the key of a __consumer_offsets record."""
-    return len(group_id.encode()) <= MAX_GROUP_ID_BYTES
+    return record_string_fits(group_id)
+
+
+def record_string_fits(text: str, reserve: int = 0) -> bool:
+    """Whether `text` and `reserve` bytes more fit a string of a __consumer_offsets record (int16 length)."""
+    return len(text.encode()) + reserve <= MAX_RECORD_STRING_BYTES
 
 
 def _same_subscription(protocol_type: str | None, old: bytes, new: bytes) -> bool:
