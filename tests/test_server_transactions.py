@@ -328,3 +328,58 @@ def test_kafka_python_consume_transform_produce_commits_exactly_once(server):
     check = Consumer({"bootstrap.servers": bootstrap, "group.id": "kp-ctp"})
     assert check.committed([TopicPartition("kp-ctp-in", 0)], timeout=10)[0].offset == 40
     check.close()
+
+
+def call(sock: socket.socket, request, response_cls):
+    request.with_header(correlation_id=1, client_id="txn-wire")
+    sock.sendall(request.encode(header=True, framed=True))
+    size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
+    return response_cls.decode(sock.recv(size, socket.MSG_WAITALL), header=True)
+
+
+def test_markers_that_cannot_be_written_are_retried_and_the_decision_stands(server):
+    from kafka.protocol.admin import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
+    from kafka.protocol.producer import (
+        AddPartitionsToTxnRequest,
+        AddPartitionsToTxnResponse,
+        EndTxnRequest,
+        EndTxnResponse,
+        InitProducerIdRequest,
+        InitProducerIdResponse,
+    )
+
+    server.context.topics.create("marked", 1)
+    log = server.manager.get("marked", 0)
+    resource = IncrementalAlterConfigsRequest[1].AlterConfigsResource
+
+    def max_message_bytes(value: str | None) -> int:
+        op = resource.AlterableConfig(name="max.message.bytes", config_operation=0 if value else 1, value=value)
+        return call(sock, IncrementalAlterConfigsRequest[1](resources=[resource(
+            resource_type=2, resource_name="marked", configs=[op])], validate_only=False),
+            IncrementalAlterConfigsResponse[1]).responses[0].error_code
+
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        init = call(sock, InitProducerIdRequest[3](transactional_id="marked-tx", transaction_timeout_ms=60_000,
+                                                   producer_id=-1, producer_epoch=-1), InitProducerIdResponse[3])
+        ids = {"transactional_id": "marked-tx", "producer_id": init.producer_id, "producer_epoch": init.producer_epoch}
+        add = AddPartitionsToTxnRequest[3].AddPartitionsToTxnTopic
+        call(sock, AddPartitionsToTxnRequest[3](**{f"v3_and_below_{k}": v for k, v in ids.items()},
+                                                v3_and_below_topics=[add(name="marked", partitions=[0])]),
+             AddPartitionsToTxnResponse[3])
+        log.append(bytearray(build_batch([Record(0, int(time.time() * 1000), None, b"in the txn")],
+                                         producer_id=init.producer_id, producer_epoch=init.producer_epoch,
+                                         base_sequence=0, is_transactional=True)))
+        assert max_message_bytes("0") == 0  # no marker fits now
+        assert call(sock, EndTxnRequest[3](**ids, committed=True), EndTxnResponse[3]).error_code == 0
+        assert log.last_stable_offset == 0  # decided, not yet marked
+        assert call(sock, EndTxnRequest[3](**ids, committed=True), EndTxnResponse[3]).error_code == 51
+        again = call(sock, InitProducerIdRequest[3](transactional_id="marked-tx", transaction_timeout_ms=60_000,
+                                                    producer_id=-1, producer_epoch=-1), InitProducerIdResponse[3])
+        assert again.error_code == 51  # CONCURRENT_TRANSACTIONS until its markers are written
+        assert max_message_bytes(None) == 0
+        deadline = time.monotonic() + 10
+        while log.last_stable_offset < log.log_end_offset and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert log.last_stable_offset == log.log_end_offset == 2
+        assert call(sock, EndTxnRequest[3](**ids, committed=True), EndTxnResponse[3]).error_code == 0
+    assert read_all(server.bootstrap_servers, "marked", committed=True) == [b"in the txn"]

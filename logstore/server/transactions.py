@@ -6,6 +6,7 @@ engine's control-batch path, so read_committed fetches stop at the last stable o
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +32,8 @@ COORDINATOR_EPOCH = 0
 MAX_EPOCH = 32_766  # Short.MAX_VALUE - 1: past it a producer gets a new id
 TIMEOUT_CHECK_S = 1.0
 READ_CHUNK_BYTES = 8 * 1024 * 1024
+
+logger = logging.getLogger("logstore.server")
 
 
 @dataclass
@@ -65,7 +68,11 @@ class TransactionCoordinator:
         for txn in self._txns.values():
             self._ids.observe(txn.producer_id)
             if txn.state in (PREPARE_COMMIT, PREPARE_ABORT):  # a crash between prepare and complete
-                self._complete(txn, txn.state == PREPARE_COMMIT)
+                try:
+                    self._write_markers(txn)
+                except LogstoreError as exc:
+                    logger.warning("the markers of transaction %r failed, tried again in %ss: %s",
+                                   txn.transactional_id, TIMEOUT_CHECK_S, exc)
 
     def handlers(self) -> dict[int, Callable[[Request], Any]]:
         """Handlers by API key."""
@@ -115,6 +122,13 @@ class TransactionCoordinator:
         """Prepare, write the markers, apply transactional offsets, then complete."""
         txn.state = PREPARE_COMMIT if commit else PREPARE_ABORT
         self._store(txn)
+        self._write_markers(txn)
+
+    def _write_markers(self, txn: TxnMetadata) -> None:
+        """Write a prepared transaction's markers, apply its offsets and complete it. A failed
+        marker leaves it prepared, for _abort_timed_out to try again (Kafka retries markers
+        until they are written): its partitions' last stable offset waits for them."""
+        commit = txn.state == PREPARE_COMMIT
         now = self._ctx.clock.time_ms()
         for topic, partition in sorted(txn.partitions):
             log = self._ctx.topics.log(topic, partition)
@@ -143,9 +157,15 @@ class TransactionCoordinator:
             await asyncio.sleep(TIMEOUT_CHECK_S)
             now = self._ctx.clock.time_ms()
             for txn in list(self._txns.values()):
-                if txn.state == ONGOING and now - txn.start_ms > txn.timeout_ms:
-                    self._bump_epoch(txn)  # fences the producer, as Kafka's abort on timeout does
-                    self._complete(txn, commit=False)
+                try:
+                    if txn.state == ONGOING and now - txn.start_ms > txn.timeout_ms:
+                        self._bump_epoch(txn)  # fences the producer, as Kafka's abort on timeout does
+                        self._complete(txn, commit=False)
+                    elif txn.state in (PREPARE_COMMIT, PREPARE_ABORT):
+                        self._write_markers(txn)
+                except LogstoreError as exc:
+                    logger.warning("completing transaction %r failed, tried again in %ss: %s",
+                                   txn.transactional_id, TIMEOUT_CHECK_S, exc)
 
     def _bump_epoch(self, txn: TxnMetadata) -> None:
         if txn.producer_epoch >= MAX_EPOCH:
@@ -185,6 +205,8 @@ class TransactionCoordinator:
                 if body.producer_id >= 0 and (body.producer_id, body.producer_epoch) != (txn.producer_id,
                                                                                          txn.producer_epoch):
                     return answer(ec.PRODUCER_FENCED)
+                if txn.state in (PREPARE_COMMIT, PREPARE_ABORT):  # its markers first, as in Kafka
+                    return answer(ec.CONCURRENT_TRANSACTIONS)
                 if txn.state == ONGOING:
                     self._bump_epoch(txn)
                     self._complete(txn, commit=False)
@@ -242,9 +264,16 @@ class TransactionCoordinator:
             done = COMPLETE_COMMIT if body.committed else COMPLETE_ABORT
             if txn.state == ONGOING:
                 try:
-                    self._complete(txn, body.committed)
+                    txn.state = PREPARE_COMMIT if body.committed else PREPARE_ABORT
+                    self._store(txn)
                 except LogstoreError as exc:
-                    error = ec.for_exception(exc)
+                    txn.state, error = ONGOING, ec.for_exception(exc)
+                else:  # decided: as in Kafka, the answer does not wait for the markers
+                    try:
+                        self._write_markers(txn)
+                    except LogstoreError as exc:
+                        logger.warning("the markers of transaction %r failed, tried again in %ss: %s",
+                                       txn.transactional_id, TIMEOUT_CHECK_S, exc)
             elif txn.state != done:
                 error = ec.INVALID_TXN_STATE
         return req.response(throttle_time_ms=0, error_code=error)
