@@ -333,3 +333,24 @@ def test_a_join_whose_group_record_could_not_be_written_is_refused(server, proto
                                            protocols=protocols), JoinGroupResponse[6])
     wire.close()
     assert joined.error_code == error
+
+
+def test_a_group_whose_record_cannot_be_written_still_empties_and_takes_members(server):
+    from kafka.protocol.admin import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
+    from kafka.protocol.consumer import LeaveGroupRequest, LeaveGroupResponse
+
+    wire = Wire(server.port)
+    joined = dynamic_join(wire, "unwritable")
+    assert wire.sync("unwritable", joined.generation_id, joined.member_id, None, {joined.member_id: b""}).error_code == 0
+    resource = IncrementalAlterConfigsRequest[1].AlterConfigsResource
+    altered = wire.call(IncrementalAlterConfigsRequest[1](resources=[resource(
+        resource_type=2, resource_name="__consumer_offsets", configs=[resource.AlterableConfig(
+            name="max.message.bytes", config_operation=0, value="0")])], validate_only=False),
+        IncrementalAlterConfigsResponse[1])
+    assert altered.responses[0].error_code == 0  # no group record fits any more
+    left = wire.call(LeaveGroupRequest[3](group_id="unwritable", members=[LeaveGroupRequest[3].MemberIdentity(
+        member_id=joined.member_id, group_instance_id=None)]), LeaveGroupResponse[3])
+    assert left.error_code == 0 and left.members[0].error_code == 0  # Kafka warns that the write failed
+    again = dynamic_join(wire, "unwritable")
+    assert again.error_code == 0 and again.generation_id == joined.generation_id + 2
+    wire.close()

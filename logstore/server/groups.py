@@ -190,12 +190,21 @@ class GroupCoordinator:
             if group.state != PREPARING:
                 self._prepare_rebalance(group)
         elif group.state != DEAD:
-            self._transition(group, EMPTY)
-            group.generation += 1
-            group.protocol, group.leader = None, None
-            self._store_group(group)
+            self._become_empty(group)
 
     # ------------------------------------------------------------------ rebalance
+
+    def _become_empty(self, group: Group) -> None:
+        """The last member left: a new generation without members. Storing it may fail (a full
+        disk, an altered __consumer_offsets): Kafka warns and goes on, and so does this, which
+        runs in the expiry and rebalance tasks too."""
+        self._transition(group, EMPTY)
+        group.generation += 1
+        group.protocol, group.leader = None, None
+        try:
+            self._store_group(group)
+        except LogstoreError as exc:
+            logger.warning("failed to write the empty metadata of group %r: %s", group.group_id, exc)
 
     def _prepare_rebalance(self, group: Group) -> None:
         was_empty = group.state == EMPTY
@@ -228,10 +237,7 @@ class GroupCoordinator:
                 break
             await asyncio.sleep(EXPIRY_CHECK_S)
         if not group.members:
-            self._transition(group, EMPTY)
-            group.generation += 1
-            group.protocol, group.leader = None, None
-            self._store_group(group)
+            self._become_empty(group)
             return
         group.generation += 1
         self._transition(group, COMPLETING)
