@@ -15,6 +15,8 @@ from kafka.protocol.admin import (
     CreateTopicsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
 )
 from kafka.protocol.consumer import FetchRequest, OffsetCommitRequest, OffsetCommitResponse
 from kafka.protocol.metadata import (
@@ -37,6 +39,7 @@ from logstore.server.protocol import API_VERSIONS
 
 UNSUPPORTED_VERSION, INVALID_TOPIC, POLICY_VIOLATION = 35, 17, 44
 UNKNOWN_TOPIC_OR_PARTITION, OFFSET_METADATA_TOO_LARGE, INVALID_GROUP_ID = 3, 12, 24
+INVALID_REQUIRED_ACKS, INVALID_CONFIG, INVALID_REQUEST = 21, 40, 42
 
 
 @pytest.fixture(scope="module")
@@ -257,3 +260,64 @@ def test_a_group_id_longer_than_its_record_key_holds_is_an_invalid_group_id(serv
             response = roundtrip(sock, request, TxnOffsetCommitResponse[3])
         assert response.topics[0].partitions[0].error_code == INVALID_GROUP_ID
     assert still_serving(server)
+
+
+def create_topics(sock: socket.socket, *topics: tuple[str, dict]) -> list[int]:
+    """CreateTopics v5 of (name, {config: value}), one partition each: each topic's error."""
+    creatable = CreateTopicsRequest[5].CreatableTopic
+    response = roundtrip(sock, CreateTopicsRequest[5](topics=[creatable(
+        name=name, num_partitions=1, replication_factor=1, assignments=[], configs=[
+            creatable.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()])
+        for name, configs in topics], timeout_ms=1000, validate_only=False), CreateTopicsResponse[5])
+    return [t.error_code for t in response.topics]
+
+
+def test_invalid_acks_are_invalid_required_acks_and_append_nothing(server):
+    batch = build_batch([Record(0, 1000, None, b"x")])
+    topic = ProduceRequest[7].TopicProduceData
+    with connect(server) as sock:
+        assert create_topics(sock, ("acks", {})) == [0]
+        produce = ProduceRequest[7](transactional_id=None, acks=2, timeout_ms=1000, topic_data=[
+            topic(name=name, partition_data=[topic.PartitionProduceData(index=0, records=batch)])
+            for name in ("acks", "no-such-topic")])
+        response = roundtrip(sock, produce, ProduceResponse[7])
+    assert [t.partition_responses[0].error_code for t in response.responses] == \
+        [INVALID_REQUIRED_ACKS, UNKNOWN_TOPIC_OR_PARTITION]
+    assert server.manager.get("acks", 0).log_end_offset == 0
+
+
+def test_create_topics_refuses_duplicates_and_null_configs_as_kafka_does(server):
+    with connect(server) as sock:
+        assert create_topics(sock, ("twin", {}), ("twin", {}), ("single", {})) == [INVALID_REQUEST, INVALID_REQUEST, 0]
+        assert create_topics(sock, ("null-config", {"retention.ms": None})) == [INVALID_CONFIG]
+        assert create_topics(sock, ("bad-config", {"no.such.config": "1"})) == [INVALID_CONFIG]
+    assert "twin" not in server.context.topics and "null-config" not in server.context.topics
+
+
+def test_delete_topics_refuses_duplicates_and_deletes_none_of_them(server):
+    with connect(server) as sock:
+        assert create_topics(sock, ("kept-twice", {})) == [0]
+        deleted = roundtrip(sock, DeleteTopicsRequest[4](topic_names=["kept-twice", "kept-twice"], timeout_ms=1000),
+                            DeleteTopicsResponse[4])
+    assert [r.error_code for r in deleted.responses] == [INVALID_REQUEST, INVALID_REQUEST]
+    assert "kept-twice" in server.context.topics
+
+
+@pytest.mark.parametrize(("resources", "errors"), [
+    ([("altered", [("retention.ms", 0, "5")]), ("altered", [("retention.ms", 0, "6")])],
+     [INVALID_REQUEST, INVALID_REQUEST]),
+    ([("altered", [("retention.ms", 0, "5"), ("retention.ms", 1, None)])], [INVALID_REQUEST]),
+    ([("altered", [("retention.ms", 9, "5")])], [INVALID_REQUEST]),
+    ([("altered", [("no.such.config", 0, "5")])], [INVALID_CONFIG]),
+    ([("altered", [("retention.ms", 0, "soon")])], [INVALID_CONFIG]),
+])
+def test_incremental_alter_configs_refuses_as_kafka_does(server, resources, errors):
+    resource = IncrementalAlterConfigsRequest[1].AlterConfigsResource
+    with connect(server) as sock:
+        create_topics(sock, ("altered", {}))
+        response = roundtrip(sock, IncrementalAlterConfigsRequest[1](resources=[resource(
+            resource_type=2, resource_name=name, configs=[resource.AlterableConfig(
+                name=key, config_operation=op, value=value) for key, op, value in ops])
+            for name, ops in resources], validate_only=False), IncrementalAlterConfigsResponse[1])
+    assert [r.error_code for r in response.responses] == errors
+    assert "retention.ms" not in server.context.topics.overrides("altered")

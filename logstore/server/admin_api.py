@@ -22,6 +22,7 @@ from logstore.server.topics import (
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 SOURCE_DYNAMIC_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+OPERATIONS = frozenset({OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT})
 TOPIC_KEYS = tuple(k for k in CONFIG_KEYS if not k.name.startswith(("log.", "producer.", "replica.")))
 _TOPIC_KEY_NAMES = {k.name for k in TOPIC_KEYS}
 _LIST_KEYS = {k.name for k in TOPIC_KEYS if k.type == "list"}
@@ -36,7 +37,21 @@ def config_text(value: Any) -> str:
     return str(value)
 
 
+class InvalidRequestError(LogstoreError):
+    """A request Kafka refuses as malformed (INVALID_REQUEST): duplicate entries, unknown operations."""
+
+
+def _duplicated(keys) -> set:
+    """The keys that occur more than once."""
+    seen, twice = set(), set()
+    for key in keys:
+        (twice if key in seen else seen).add(key)
+    return twice
+
+
 def _error_of(exc: BaseException) -> int:
+    if isinstance(exc, InvalidRequestError):
+        return ec.INVALID_REQUEST
     if isinstance(exc, TopicExistsError):
         return ec.TOPIC_ALREADY_EXISTS
     if isinstance(exc, UnknownTopicError):
@@ -119,11 +134,18 @@ class AdminApi:
         body = req.body
         cls = req.spec.response
         results = []
+        duplicated = _duplicated(t.name for t in body.topics)
         for topic in body.topics:
             count = self._ctx.config.num_partitions if topic.num_partitions == -1 else topic.num_partitions
-            configs = {c.name: c.value for c in topic.configs if c.value is not None}
+            configs = {c.name: c.value for c in topic.configs}
             error, message = ec.NONE, None
-            if topic.replication_factor not in (-1, 1):
+            if topic.name in duplicated:  # Kafka's KafkaApis: none of them is created
+                error, message = ec.INVALID_REQUEST, "found multiple entries for this topic"
+            elif None in configs.values():
+                error, message = ec.INVALID_CONFIG, "null value not supported for topic configs"
+            elif len(configs) < len(topic.configs):
+                error, message = ec.INVALID_REQUEST, "duplicate config names"
+            elif topic.replication_factor not in (-1, 1):
                 error, message = ec.INVALID_REPLICATION_FACTOR, "a single node keeps one replica"
             elif topic.assignments:
                 error, message = ec.INVALID_REQUEST, "replica assignments are not supported"
@@ -145,8 +167,13 @@ class AdminApi:
     async def delete_topics(self, req: Request) -> Any:
         cls = req.spec.response
         results = []
+        duplicated = _duplicated(req.body.topic_names)
         for name in req.body.topic_names:
             error, message = ec.NONE, None
+            if name in duplicated:  # Kafka's KafkaApis: none of them is deleted
+                results.append(cls.DeletableTopicResult(name=name, error_code=ec.INVALID_REQUEST,
+                                                        error_message="duplicate topic name"))
+                continue
             try:
                 validate_topic(name)
                 if self._ctx.topics.is_internal(name):
@@ -213,9 +240,16 @@ class AdminApi:
         body = req.body
         cls = req.spec.response
         responses = []
+        duplicated = _duplicated((r.resource_type, r.resource_name) for r in body.resources)
         for resource in body.resources:
             error, message = ec.NONE, None
             try:
+                if (resource.resource_type, resource.resource_name) in duplicated:
+                    raise InvalidRequestError("duplicate resource")  # Kafka's KafkaApis: none is altered
+                if len({op.name for op in resource.configs}) < len(resource.configs):
+                    raise InvalidRequestError("duplicate config keys")
+                if any(op.config_operation not in OPERATIONS for op in resource.configs):
+                    raise InvalidRequestError("unknown config operation")
                 if resource.resource_type != TOPIC_RESOURCE:
                     raise InvalidConfigError(f"only topic configs can be altered, not type {resource.resource_type}")
                 name = resource.resource_name

@@ -40,8 +40,8 @@ class DataApi:
         log = self._ctx.topics.log(topic, partition)
         if log is None:
             return ec.UNKNOWN_TOPIC_OR_PARTITION, NO_OFFSET, -1, -1
-        if acks not in (0, 1, -1):
-            return ec.INVALID_REQUEST, NO_OFFSET, -1, -1
+        if acks not in (0, 1, -1):  # Kafka's ReplicaManager: the client is broken, nothing is appended
+            return ec.INVALID_REQUIRED_ACKS, NO_OFFSET, -1, -1
         if records is None or len(records) == 0:
             return ec.INVALID_RECORD, NO_OFFSET, -1, log.log_start_offset
         try:
