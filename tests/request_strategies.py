@@ -173,6 +173,8 @@ class RequestBuilder:
         nullable = field.nullable_for_version_q(version)
         if nullable and self._draw(st.integers(0, 9)) == 0:
             return None
+        if not nullable and _null_encodable(field) and self._draw(st.integers(0, 49)) == 0:
+            return None  # a null the schema forbids: Kafka closes the connection, as it does not parse
         if field.is_struct_array():
             return self._array(lambda: field.data_class(**self._fields(field.array_of, version)))
         if field.is_struct():
@@ -210,6 +212,11 @@ class RequestBuilder:
             choices = st.one_of(subscription, st.binary(max_size=40), st.just(b""))
             return draw(st.one_of(choices, st.none()) if nullable else choices)
         raise TypeError(f"no strategy for {field!r}")
+
+
+def _null_encodable(field) -> bool:
+    """Whether the wire has a null for `field` (a -1 length) though its schema may forbid one."""
+    return field.is_array() or field.type_str in ("string", "bytes", "records")
 
 
 @st.composite

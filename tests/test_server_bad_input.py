@@ -4,6 +4,7 @@ connection, never an unbounded allocation or a dead server."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import struct
 
@@ -321,3 +322,18 @@ def test_incremental_alter_configs_refuses_as_kafka_does(server, resources, erro
             for name, ops in resources], validate_only=False), IncrementalAlterConfigsResponse[1])
     assert [r.error_code for r in response.responses] == errors
     assert "retention.ms" not in server.context.topics.overrides("altered")
+
+
+@pytest.mark.parametrize("request_", [
+    OffsetCommitRequest[8](group_id=None, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+                           topics=[]),
+    DeleteTopicsRequest[4](topic_names=None, timeout_ms=1000),
+    DeleteTopicsRequest[4](topic_names=["a", None], timeout_ms=1000),
+], ids=["null-string", "null-array", "null-array-entry"])
+def test_a_null_where_the_schema_forbids_it_does_not_decode(server, request_, caplog):
+    request_.with_header(correlation_id=7, client_id="bad-input")
+    with caplog.at_level(logging.INFO, logger="logstore.server"), connect(server) as sock:
+        sock.sendall(request_.encode(header=True, framed=True))
+        assert closed_by_server(sock)  # as Kafka's generated readers refuse to parse it
+    assert still_serving(server)
+    assert [r.levelname for r in caplog.records if r.name == "logstore.server"] == ["INFO"]  # no handler crashed

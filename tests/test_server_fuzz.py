@@ -165,7 +165,7 @@ def may_park(key: int, body) -> bool:
     """Whether Kafka may hold this request: a fetch that waits for data it asks for, or a
     JoinGroup/SyncGroup that waits for the rest of the group's rebalance."""
     if key == FETCH:
-        wants = any(t.partitions for t in body.topics) or body.session_epoch > 0
+        wants = any(t.partitions for t in body.topics or ()) or body.session_epoch > 0
         return body.max_wait_ms > 0 and body.min_bytes > 0 and wants
     return key in (JOIN_GROUP, SYNC_GROUP)
 

@@ -144,8 +144,60 @@ def decode_request(frame: bytes | bytearray | memoryview, implemented: Iterable[
         raise ProtocolError(f"malformed api {api_key} v{api_version} request: {exc!r}") from None
     if end > len(data):  # a length field pointed past the frame; slicing hid it
         raise ProtocolError(f"api {api_key} v{api_version} request claims {end} bytes, the frame has {len(data)}")
+    null = _first_null(body, _null_plan(spec.request, api_version))
+    if null is not None:  # Kafka's generated readers refuse it: the request does not parse
+        raise ProtocolError(f"api {api_key} v{api_version} request has a null {null}, which is not nullable")
     body._header = header
     return Request(spec, api_version, header.correlation_id, header.client_id, body)
+
+
+# What to look at for nulls in one struct: (field name, nullable, plan of its entries or value
+# when it is an array of structs or a struct, ELEMENTS when it is an array of strings or bytes).
+NullPlan = tuple[tuple[str, bool, Any], ...]
+ELEMENTS = "elements"
+
+
+@functools.cache
+def _null_plan(cls: type[ApiMessage], version: int) -> NullPlan:
+    """Where a decoded `cls` at `version` may hold a null its schema forbids (the decoder reads
+    a -1 length as None whatever the field's nullable versions say)."""
+    return _struct_null_plan(cls._struct, version)
+
+
+def _struct_null_plan(struct: Any, version: int) -> NullPlan:
+    plan = []
+    for field in struct._fields:
+        if not field.for_version_q(version) or field.tagged_field_q(version):
+            continue
+        nullable = field.nullable_for_version_q(version)
+        if field.is_struct_array():
+            plan.append((field.name, nullable, _struct_null_plan(field.array_of, version)))
+        elif field.is_struct():
+            plan.append((field.name, nullable, _struct_null_plan(field, version)))
+        elif field.is_array():
+            simple = field.array_of.type_str in ("string", "bytes", "records")
+            plan.append((field.name, nullable, ELEMENTS if simple else None))
+        elif field.type_str in ("string", "bytes", "records") and not nullable:
+            plan.append((field.name, False, None))
+    return tuple(plan)
+
+
+def _first_null(value: Any, plan: NullPlan) -> str | None:
+    """The name of the first field in `value` that is null against `plan`, else None."""
+    for name, nullable, inner in plan:
+        item = getattr(value, name)
+        if item is None:
+            if not nullable:
+                return name
+        elif inner == ELEMENTS:
+            if None in item:
+                return name
+        elif inner is not None:
+            for entry in (item if isinstance(item, list) else (item,)):
+                null = _first_null(entry, inner)
+                if null is not None:
+                    return f"{name}.{null}"
+    return None
 
 
 @functools.cache
