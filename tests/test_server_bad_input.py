@@ -7,6 +7,7 @@ import asyncio
 import logging
 import socket
 import struct
+import time
 
 import pytest
 from kafka.protocol.admin import (
@@ -337,3 +338,24 @@ def test_a_null_where_the_schema_forbids_it_does_not_decode(server, request_, ca
         assert closed_by_server(sock)  # as Kafka's generated readers refuse to parse it
     assert still_serving(server)
     assert [r.levelname for r in caplog.records if r.name == "logstore.server"] == ["INFO"]  # no handler crashed
+
+
+def test_creating_thousands_of_partitions_leaves_other_clients_served(server):
+    creatable = CreateTopicsRequest[5].CreatableTopic
+    request = CreateTopicsRequest[5](topics=[creatable(name="wide", num_partitions=1500, replication_factor=1,
+                                                       assignments=[], configs=[])], timeout_ms=1000,
+                                     validate_only=False)
+    request.with_header(correlation_id=7, client_id="bad-input")
+    slowest = 0.0
+    with connect(server) as creating, connect(server) as other:
+        creating.settimeout(60)
+        creating.sendall(request.encode(header=True, framed=True))
+        topics = server.context.topics
+        while "wide" not in topics or topics.partition_count("wide") < 1500:
+            started = time.monotonic()
+            assert roundtrip(other, ApiVersionsRequest[0](), ApiVersionsResponse[0]).error_code == 0
+            slowest = max(slowest, time.monotonic() - started)
+        size = struct.unpack(">i", creating.recv(4, socket.MSG_WAITALL))[0]
+        created = CreateTopicsResponse[5].decode(creating.recv(size, socket.MSG_WAITALL), header=True)
+    assert created.topics[0].error_code == 0
+    assert slowest < 1.0  # opening 1500 partitions takes seconds; nobody waits for all of them

@@ -3,6 +3,7 @@ DeleteTopics, CreatePartitions, DescribeConfigs and IncrementalAlterConfigs."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +24,7 @@ TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 SOURCE_DYNAMIC_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 OPERATIONS = frozenset({OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT})
+OPEN_CHUNK = 32  # partitions a CreateTopics or CreatePartitions opens between two turns of the event loop
 TOPIC_KEYS = tuple(k for k in CONFIG_KEYS if not k.name.startswith(("log.", "producer.", "replica.")))
 _TOPIC_KEY_NAMES = {k.name for k in TOPIC_KEYS}
 _LIST_KEYS = {k.name for k in TOPIC_KEYS if k.type == "list"}
@@ -151,7 +153,10 @@ class AdminApi:
                 error, message = ec.INVALID_REQUEST, "replica assignments are not supported"
             else:
                 try:
-                    self._ctx.topics.create(topic.name, count, configs, validate_only=body.validate_only)
+                    self._ctx.topics.create(topic.name, count, configs, validate_only=True)  # every check first
+                    if not body.validate_only:
+                        self._ctx.topics.create(topic.name, min(count, OPEN_CHUNK), configs)
+                        await self._grow(topic.name, count)
                 except LogstoreError as exc:
                     error, message = _error_of(exc), str(exc)
             result = cls.CreatableTopicResult(name=topic.name, error_code=error, error_message=message,
@@ -163,6 +168,15 @@ class AdminApi:
                     for name, value, source in self._describe(topic.name, configs)]
             results.append(result)
         return req.response(throttle_time_ms=0, topics=results)
+
+    async def _grow(self, topic: str, count: int) -> None:
+        """Open `topic`'s partitions up to `count`, OPEN_CHUNK at a time, serving other requests
+        in between: a partition costs milliseconds of file creation and fsync, so thousands
+        opened at once would stall every connection for seconds."""
+        topics = self._ctx.topics
+        while (current := topics.partition_count(topic)) < count:
+            await asyncio.sleep(0)
+            topics.add_partitions(topic, min(count, current + OPEN_CHUNK))
 
     async def delete_topics(self, req: Request) -> Any:
         cls = req.spec.response
@@ -192,7 +206,9 @@ class AdminApi:
             error, message = ec.NONE, None
             try:
                 validate_topic(topic.name)
-                self._ctx.topics.add_partitions(topic.name, topic.count, validate_only=body.validate_only)
+                self._ctx.topics.add_partitions(topic.name, topic.count, validate_only=True)
+                if not body.validate_only:
+                    await self._grow(topic.name, topic.count)
             except LogstoreError as exc:
                 error, message = _error_of(exc), str(exc)
             results.append(cls.CreatePartitionsTopicResult(name=topic.name, error_code=error,
