@@ -141,6 +141,18 @@ def test_deleting_a_topic_of_the_longest_name_renames_within_the_file_name_limit
         assert not renamed.exists()
 
 
+def test_deleting_a_topic_renames_every_partition_and_keeps_the_others(tmp_path, clock):
+    with LogManager(tmp_path, clock=clock) as manager:
+        for partition in range(3):
+            manager.get_or_create("gone", partition).append(batch())
+        manager.get_or_create("kept", 0).append(batch())
+        renamed = manager.delete_topic("gone")
+        assert [p.name.split(".")[0] for p in renamed] == ["gone-0", "gone-1", "gone-2"]
+        assert all(p.name.endswith("-delete") for p in renamed)
+        assert [(log.topic, log.partition) for log in manager.logs()] == [("kept", 0)]
+        assert set(read_offsets_checkpoint(tmp_path / "recovery-point-offset-checkpoint")) <= {("kept", 0)}
+
+
 def test_leftover_delete_directories_are_removed_in_the_background(tmp_path, clock):
     (tmp_path / "t-0.abc-delete").mkdir()
     (tmp_path / "not a partition").mkdir()

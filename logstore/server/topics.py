@@ -176,10 +176,8 @@ class Topics:
 
     def delete(self, topic: str) -> None:
         """Delete every partition of `topic` (renamed `-delete`, removed later by the manager)."""
-        count = self.partition_count(topic)
-        for partition in range(count):
-            if self._manager.get(topic, partition) is not None:
-                self._manager.delete(topic, partition)
+        self.partition_count(topic)
+        self._manager.delete_topic(topic)
         del self._partitions[topic]
         self._ids.pop(topic, None)
         store_topic_configs(self._manager.data_dir, topic, None)
