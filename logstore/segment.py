@@ -596,23 +596,16 @@ class LogSegment:
 
     # ----------------------------------------------------------------- recovery and truncation
 
-    def recover(
-        self,
-        max_message_size: int | None = None,
-        *,
-        on_batch: Callable[[RecordBatch], None] | None = None,
-    ) -> int:
-        """Validate every batch (sizes, magic, CRC, header sanity), rebuild both indexes, truncate the log at
-        the first invalid or torn batch, and return the number of bytes dropped.
+    def recover(self, max_message_size: int | None = None, *,
+                on_batch: Callable[[RecordBatch], None] | None = None) -> int:
+        """Validate every batch (sizes, magic, CRC, header sanity, offsets increasing: a batch
+        going back may hold its CRC, but no index or fetch finds it), rebuild both indexes,
+        truncate the log at the first invalid or torn batch, and return the bytes dropped.
 
-        A batch whose offsets do not increase (its last offset below its base offset, or its
-        base offset below the previous batch's next offset) is invalid too: its CRC may hold,
-        but no index or fetch could find its records, and `verify` reports it.
-
-        `on_batch` sees each valid batch in order (to rebuild producer state or the epoch
-        cache); a CorruptRecordError it raises makes that batch the first invalid one. The
-        transaction index is truncated to the recovered end. Raises IndexOffsetOverflowError
-        for a batch whose offset does not fit the indexes.
+        `on_batch` sees each valid batch in order (producer state, epoch cache); a
+        CorruptRecordError it raises makes that batch the first invalid one. The transaction
+        index is truncated to the recovered end. Raises IndexOffsetOverflowError for a batch
+        whose offset does not fit the indexes.
         """
         self._require_writable("recover")
         self._offset_index.reset()
@@ -622,9 +615,7 @@ class LogSegment:
         last_index_entry = 0
         next_offset = self._base_offset
         try:
-            for position, header, buf, off in self._scan(
-                0, full=True, max_entry_size=max_message_size
-            ):
+            for position, header, buf, off in self._scan(0, full=True, max_entry_size=max_message_size):
                 batch = read_batch(buf, off)
                 batch.validate()
                 if batch.last_offset < batch.base_offset or (valid_bytes and batch.base_offset < next_offset):

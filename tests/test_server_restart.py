@@ -17,6 +17,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 
 from logstore.cli import main as logstore_main  # noqa: E402
 from logstore.server import KafkaServer
+from tests.server_topics import create_topic
 from tests.test_server_static_members import Wire
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -110,6 +111,7 @@ def test_the_coordinator_topics_keep_their_partition_count_when_the_config_chang
     groups = [f"group-{i}" for i in range(8)]  # spread over several of the 5 partitions
     first = {"offsets.topic.num.partitions": 5, "transaction.state.log.num.partitions": 5}
     with KafkaServer(data_dir, port=0, config=first) as server:
+        create_topic(server.bootstrap_servers, "kept", 1)  # offsets are committed for topics that exist
         for i, group in enumerate(groups):
             commit(server.bootstrap_servers, group, i + 1)
         producer = Producer({"bootstrap.servers": server.bootstrap_servers, "transactional.id": "txn-5"})
