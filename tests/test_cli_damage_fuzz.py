@@ -564,18 +564,24 @@ def test_the_healthy_directory_is_clean_for_every_command(healthy):
     assert digest(healthy) == before
 
 
+def damage_examples(healthy: Path, kind: str, examples: int) -> None:
+    """`examples` damages of `kind` (derandomized: CI sees the same ones each run)."""
+
+    @settings(max_examples=examples, deadline=None, derandomize=True, database=None,
+              suppress_health_check=[HealthCheck.too_slow])
+    @given(data=st.data())
+    def one(data) -> None:
+        run_example(healthy, data.draw(damage_strategy(healthy, kind)))
+
+    one()
+
+
 @pytest.mark.parametrize("kind", DAMAGE_KINDS)
-@settings(max_examples=5, deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(data=st.data())
-def test_damaged_files_are_reported_never_crash_and_recover_keeps_the_prefix(healthy, kind, data):
-    run_example(healthy, data.draw(damage_strategy(healthy, kind)))
+def test_damaged_files_are_reported_never_crash_and_recover_keeps_the_prefix(healthy, kind):
+    damage_examples(healthy, kind, 5)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", DAMAGE_KINDS)
-@settings(max_examples=40, deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(data=st.data())
-def test_many_damaged_files_are_reported_never_crash_and_recover_keeps_the_prefix(healthy, kind, data):
-    run_example(healthy, data.draw(damage_strategy(healthy, kind)))
+def test_many_damaged_files_are_reported_never_crash_and_recover_keeps_the_prefix(healthy, kind):
+    damage_examples(healthy, kind, 40)
