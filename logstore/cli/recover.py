@@ -257,7 +257,9 @@ def damage_below_recovery_point(path: Path, point: int) -> list[dict[str, Any]]:
 def check_segments_do_not_overlap(path: Path) -> None:
     """CorruptRecordError naming the batch of a segment of `path` that ends at or past the
     next segment's base offset. Recovery checks each segment on its own (as Kafka's does) and
-    cannot tell whether the batch or the next file name is wrong, so it keeps both and refuses."""
+    cannot tell whether the batch or the next file name is wrong, so it keeps both and refuses.
+    A segment's scan stops at its first unreadable batch: damage below the recovery point is
+    named by `damage_below_recovery_point`, not here."""
     from logstore.errors import CorruptRecordError
     from logstore.log_files import segment_log_offsets
     from logstore.segment import LogSegment
@@ -266,14 +268,16 @@ def check_segments_do_not_overlap(path: Path) -> None:
     for base, next_base in zip(bases, bases[1:], strict=False):
         segment = LogSegment.open(path, base, read_only=True)
         try:
-            for position, header in segment.batch_headers():
-                if header.last_offset >= next_base:
-                    raise CorruptRecordError(
-                        f"batch ends at offset {header.last_offset}, past the next segment's base offset "
-                        f"{next_base}; recovery cannot tell which of the two is damaged",
-                        position=position, path=str(segment.log_path))
+            overlap = next(((position, header.last_offset) for position, header in segment.batch_headers()
+                            if header.last_offset >= next_base), None)
+        except CorruptRecordError:
+            overlap = None
         finally:
             segment.close_handlers()
+        if overlap is not None:
+            raise CorruptRecordError(
+                f"batch ends at offset {overlap[1]}, past the next segment's base offset {next_base}; "
+                "recovery cannot tell which of the two is damaged", position=overlap[0], path=str(segment.log_path))
 
 
 def copy_partition(source: Path, target_parent: Path) -> Path:
