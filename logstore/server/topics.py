@@ -16,7 +16,7 @@ from logstore.errors import LogstoreError
 from logstore.internal_topics.coordinator_schemas import OFFSETS_TOPIC, TRANSACTION_TOPIC
 from logstore.log import Log
 from logstore.manager import LogManager, refuse_reserved
-from logstore.topic_configs import INTERNAL_TOPIC_CONFIGS, store_topic_configs, stored_topic_configs
+from logstore.topic_configs import INTERNAL_TOPIC_CONFIGS, stored_topic_configs
 
 PARTITION_METADATA = "partition.metadata"
 INTERNAL_TOPICS = (OFFSETS_TOPIC, TRANSACTION_TOPIC)
@@ -177,10 +177,9 @@ class Topics:
     def delete(self, topic: str) -> None:
         """Delete every partition of `topic` (renamed `-delete`, removed later by the manager)."""
         self.partition_count(topic)
-        self._manager.delete_topic(topic)
+        self._manager.delete_topic(topic)  # drops the stored configs too
         del self._partitions[topic]
         self._ids.pop(topic, None)
-        store_topic_configs(self._manager.data_dir, topic, None)
 
     def alter_config(self, topic: str, overrides: Mapping[str, str], *, validate_only: bool = False) -> None:
         """Replace the stored overrides of `topic` and apply them to its open logs

@@ -68,11 +68,7 @@ class TransactionCoordinator:
         for txn in self._txns.values():
             self._ids.observe(txn.producer_id)
             if txn.state in (PREPARE_COMMIT, PREPARE_ABORT):  # a crash between prepare and complete
-                try:
-                    self._write_markers(txn)
-                except LogstoreError as exc:
-                    logger.warning("the markers of transaction %r failed, tried again in %ss: %s",
-                                   txn.transactional_id, TIMEOUT_CHECK_S, exc)
+                self._try_markers(txn)
 
     def handlers(self) -> dict[int, Callable[[Request], Any]]:
         """Handlers by API key."""
@@ -123,6 +119,14 @@ class TransactionCoordinator:
         txn.state = PREPARE_COMMIT if commit else PREPARE_ABORT
         self._store(txn)
         self._write_markers(txn)
+
+    def _try_markers(self, txn: TxnMetadata) -> None:
+        """`_write_markers`, a failure only warned of: the timeout task tries again each second."""
+        try:
+            self._write_markers(txn)
+        except LogstoreError as exc:
+            logger.warning("the markers of transaction %r failed, tried again in %ss: %s",
+                           txn.transactional_id, TIMEOUT_CHECK_S, exc)
 
     def _write_markers(self, txn: TxnMetadata) -> None:
         """Write a prepared transaction's markers, apply its offsets and complete it. A failed
@@ -269,11 +273,7 @@ class TransactionCoordinator:
                 except LogstoreError as exc:
                     txn.state, error = ONGOING, ec.for_exception(exc)
                 else:  # decided: as in Kafka, the answer does not wait for the markers
-                    try:
-                        self._write_markers(txn)
-                    except LogstoreError as exc:
-                        logger.warning("the markers of transaction %r failed, tried again in %ss: %s",
-                                       txn.transactional_id, TIMEOUT_CHECK_S, exc)
+                    self._try_markers(txn)
             elif txn.state != done:
                 error = ec.INVALID_TXN_STATE
         return req.response(throttle_time_ms=0, error_code=error)
