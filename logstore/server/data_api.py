@@ -69,13 +69,14 @@ class DataApi:
 
     # ------------------------------------------------------------------ fetch
 
-    def _read(self, log: Log, offset: int, max_bytes: int, committed: bool):
+    def _read(self, log: Log, offset: int, max_bytes: int, committed: bool, min_one_batch: bool):
         isolation = "read_committed" if committed else "high_watermark"
-        return log.read(offset, max_bytes, isolation=isolation)
+        return log.read(offset, max_bytes, isolation=isolation, min_one_batch=min_one_batch)
 
     def _fetch_partition(self, cls: Any, topic: str, partition: int, offset: int, max_bytes: int,
-                         committed: bool) -> tuple[Any, int]:
-        """The response entry of one partition and the bytes it carries."""
+                         committed: bool, min_one_batch: bool) -> tuple[Any, int]:
+        """The response entry of one partition and the bytes it carries (past `max_bytes` only
+        for one whole first batch, with `min_one_batch`)."""
         entry = cls.FetchableTopicResponse.PartitionData
         log = self._ctx.topics.log(topic, partition)
         if log is None:
@@ -83,7 +84,8 @@ class DataApi:
                          last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None,
                          preferred_read_replica=-1, records=b""), 0
         try:
-            result = self._read(log, offset, max_bytes, committed) if max_bytes > 0 else None
+            readable = max_bytes > 0 or min_one_batch
+            result = self._read(log, offset, max_bytes, committed, min_one_batch) if readable else None
             error = ec.NONE
         except OffsetOutOfRangeError:
             result, error = None, ec.OFFSET_OUT_OF_RANGE
@@ -134,8 +136,12 @@ class DataApi:
         errors = False
         budget = max(max_bytes, 0)
         for topic, partition, state in targets:
-            limit = min(state.max_bytes, budget) if total else state.max_bytes
-            data, size = self._fetch_partition(cls, topic, partition, state.fetch_offset, limit, committed)
+            # KIP-74, as Kafka's ReplicaManager reads: every partition, the first included, is read
+            # up to min(partition_max_bytes, what the response has left); only until one partition
+            # has returned data may a read go past that, by one whole batch
+            limit = min(state.max_bytes, budget) if state.max_bytes > 0 else 0
+            data, size = self._fetch_partition(cls, topic, partition, state.fetch_offset, limit, committed,
+                                               min_one_batch=total == 0 and state.max_bytes > 0)
             changed = (size > 0 or data.error_code != ec.NONE or data.high_watermark != state.high_watermark
                        or data.last_stable_offset != state.last_stable_offset
                        or data.log_start_offset != state.log_start_offset)
