@@ -13,6 +13,7 @@ from logstore.log_files import validate_topic
 from logstore.server import error_codes as ec
 from logstore.server.context import ServerContext
 from logstore.server.protocol import Request, api_versions_entries
+from logstore.server.replica_assignment import InvalidReplicaAssignmentError, assigned_partitions
 from logstore.server.topics import (
     InvalidPartitionsError,
     PartitionLimitError,
@@ -64,6 +65,8 @@ def _error_of(exc: BaseException) -> int:
         return ec.INVALID_REQUEST  # Kafka's controller answers so for __cluster_metadata
     if isinstance(exc, PartitionLimitError):
         return ec.POLICY_VIOLATION
+    if isinstance(exc, InvalidReplicaAssignmentError):
+        return ec.INVALID_REPLICA_ASSIGNMENT
     return ec.for_exception(exc)
 
 
@@ -147,12 +150,16 @@ class AdminApi:
                 error, message = ec.INVALID_CONFIG, "null value not supported for topic configs"
             elif len(configs) < len(topic.configs):
                 error, message = ec.INVALID_REQUEST, "duplicate config names"
+            elif topic.assignments and (topic.num_partitions, topic.replication_factor) != (-1, -1):
+                error, message = ec.INVALID_REQUEST, ("a manual replica assignment needs num_partitions and "
+                                                      "replication_factor of -1")
             elif topic.replication_factor not in (-1, 1):
                 error, message = ec.INVALID_REPLICATION_FACTOR, "a single node keeps one replica"
-            elif topic.assignments:
-                error, message = ec.INVALID_REQUEST, "replica assignments are not supported"
             else:
                 try:
+                    if topic.assignments:
+                        count = assigned_partitions(((a.partition_index, a.broker_ids) for a in topic.assignments),
+                                                    live={self._ctx.node_id})
                     self._ctx.topics.create(topic.name, count, configs, validate_only=True)  # every check first
                     if not body.validate_only:
                         self._ctx.topics.create(topic.name, min(count, OPEN_CHUNK), configs)
