@@ -4,6 +4,7 @@ DeleteTopics, CreatePartitions, DescribeConfigs and IncrementalAlterConfigs."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +26,11 @@ TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 SOURCE_DYNAMIC_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 OPERATIONS = frozenset({OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT})
+ZERO_UUID = uuid.UUID(int=0)
+# Kafka's AclOperation codes (a 32-bit field on the wire, a set in kafka-python): what a topic
+# supports (read, write, create, delete, alter, describe, describe and alter configs); None
+# when not asked for (Integer.MIN_VALUE on the wire)
+TOPIC_OPERATIONS = frozenset({3, 4, 5, 6, 7, 8, 10, 11})
 OPEN_CHUNK = 32  # partitions a CreateTopics or CreatePartitions opens between two turns of the event loop
 TOPIC_KEYS = tuple(k for k in CONFIG_KEYS if not k.name.startswith(("log.", "producer.", "replica.")))
 _TOPIC_KEY_NAMES = {k.name for k in TOPIC_KEYS}
@@ -87,7 +93,7 @@ class AdminApi:
 
     # ------------------------------------------------------------------ metadata
 
-    def _topic_metadata(self, cls: Any, name: str) -> Any:
+    def _topic_metadata(self, cls: Any, name: str, authorized_operations: frozenset[int] | None) -> Any:
         entry = cls.MetadataResponseTopic
         topics = self._ctx.topics
         node = self._ctx.node_id
@@ -95,28 +101,43 @@ class AdminApi:
             error_code=ec.NONE, partition_index=p, leader_id=node, leader_epoch=0, replica_nodes=[node],
             isr_nodes=[node], offline_replicas=[]) for p in range(topics.partition_count(name))]
         return entry(error_code=ec.NONE, name=name, topic_id=topics.topic_id(name),
-                     is_internal=topics.is_internal(name), partitions=partitions)
+                     is_internal=topics.is_internal(name), partitions=partitions,
+                     authorized_operations=authorized_operations)
 
     async def metadata(self, req: Request) -> Any:
         body = req.body
         cls = req.spec.response
         topics = self._ctx.topics
+        # without an authorizer every operation a topic supports is allowed (Kafka's AuthHelper)
+        operations = TOPIC_OPERATIONS if req.version >= 8 and body.include_topic_authorized_operations else None
         entries = []
         if body.topics is None or (req.version == 0 and not body.topics):
-            entries = [self._topic_metadata(cls, name) for name in topics.names()]
+            entries = [self._topic_metadata(cls, name, operations) for name in topics.names()]
         else:
             allow = body.allow_auto_topic_creation and self._ctx.config.auto_create_topics_enable
             for requested in body.topics:
                 name = requested.name
+                if req.version >= 10 and name is None:  # a lookup by topic id (Admin.describeTopics by id)
+                    entries.append(self._topic_by_id(cls, req.version, requested.topic_id, operations))
+                    continue
                 error = self._ensure_topic(name, allow)
                 if error == ec.NONE:
-                    entries.append(self._topic_metadata(cls, name))
+                    entries.append(self._topic_metadata(cls, name, operations))
                 else:
                     entries.append(cls.MetadataResponseTopic(error_code=error, name=name, partitions=[]))
         broker = cls.MetadataResponseBroker(node_id=self._ctx.node_id, host=self._ctx.host, port=self._ctx.port,
                                             rack=None)
         return req.response(throttle_time_ms=0, brokers=[broker], cluster_id=self._ctx.meta.cluster_id,
                             controller_id=self._ctx.node_id, topics=entries)
+
+    def _topic_by_id(self, cls: Any, version: int, topic_id: uuid.UUID, operations: frozenset[int] | None) -> Any:
+        """The topic with `topic_id`, or UNKNOWN_TOPIC_ID; before v12 ids are refused (Kafka's
+        KafkaApis: INVALID_REQUEST, names may not be null there)."""
+        name = self._ctx.topics.name_of(topic_id) if topic_id != ZERO_UUID else None
+        if version >= 12 and name is not None:
+            return self._topic_metadata(cls, name, operations)
+        error = ec.UNKNOWN_TOPIC_ID if version >= 12 else ec.INVALID_REQUEST
+        return cls.MetadataResponseTopic(error_code=error, name=None, topic_id=topic_id, partitions=[])
 
     def _ensure_topic(self, name: str | None, auto_create: bool) -> int:
         try:

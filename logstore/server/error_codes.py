@@ -58,6 +58,7 @@ FENCED_INSTANCE_ID = 82
 INVALID_RECORD = 87
 UNSTABLE_OFFSET_COMMIT = 88
 PRODUCER_FENCED = 90
+UNKNOWN_TOPIC_ID = 100
 UNKNOWN_SERVER_ERROR = -1
 
 # Most specific class first: the first isinstance match wins.
