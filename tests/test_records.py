@@ -30,6 +30,7 @@ from logstore.records import (
     set_base_offset_and_epoch,
     set_log_append_time,
 )
+from logstore.records.header import V2_HEADER_DTYPE, V2_HEADER_SIZE, BatchHeader
 
 SAMPLES = Path("/work/shared/kafka-samples/plain")
 
@@ -220,6 +221,16 @@ def test_golden_batch_matches_format_by_hand():
     expected = (struct.pack(">qiib", 5, 61 - 12 + len(record), 2, 2) + struct.pack(">I", crc)
                 + header_after_crc + record)
     assert data == expected
+
+
+def test_one_header_declaration_serves_struct_dtype_and_named_tuple():
+    data = build_batch([Record(7, 1234, b"k", b"v")], base_offset=7, producer_id=9, producer_epoch=1,
+                       base_sequence=3)
+    by_struct = read_batch_header(data)
+    by_dtype = np.frombuffer(data, V2_HEADER_DTYPE, count=1)[0]
+    assert V2_HEADER_DTYPE.itemsize == V2_HEADER_SIZE == 61
+    assert BatchHeader._fields == V2_HEADER_DTYPE.names
+    assert tuple(int(by_dtype[name]) for name in V2_HEADER_DTYPE.names) == tuple(by_struct)
 
 
 def test_record_batch_rejects_entry_past_buffer_end():

@@ -139,8 +139,8 @@ class Connection:
                 await self._protocol.read_into(size_field)
                 size = int.from_bytes(size_field, "big", signed=True)
                 if not MIN_REQUEST_BYTES <= size <= self._max:
-                    log.info("closing connection: request size %d outside [%d, %d]", size,
-                             MIN_REQUEST_BYTES, self._max)
+                    # a TLS client on a plaintext port shows as a huge size: 0x16030100 and alike
+                    self._closing(f"request size {size} outside [{MIN_REQUEST_BYTES}, {self._max}]")
                     return
                 answer = await self._serve_one(size)
                 if answer is False:
@@ -151,6 +151,16 @@ class Connection:
             pass
         finally:
             self._protocol.transport.close()
+
+    def _peer(self) -> str:
+        """The client's address as host:port."""
+        peer = self._protocol.transport.get_extra_info("peername")
+        return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+
+    def _closing(self, reason: str) -> None:
+        """Log at WARN, naming the client, why its connection is closed (as Kafka's SocketServer
+        does: how a TLS/plaintext mix-up or a client speaking another protocol shows)."""
+        log.warning("closing connection from %s: %s", self._peer(), reason)
 
     async def _serve_one(self, size: int) -> list[Buffer] | bool | None:
         """Read, decode and handle one request of `size` bytes: the response's buffers, None
@@ -177,16 +187,17 @@ class Connection:
         except UnsupportedVersion as exc:
             if exc.api_key == API_VERSIONS_KEY:
                 return [unsupported_version_response(exc, self._apis)]
-            log.info("closing connection: %s", exc)
+            self._closing(str(exc))
             return False
         except ProtocolError as exc:
-            log.info("closing connection: %s", exc)
+            self._closing(str(exc))
             return False
 
     async def _handle(self, request: Request) -> list[Buffer] | bool | None:
         try:
             response = await self._handlers[request.api_key](request)
         except Exception:
-            log.exception("closing connection: api %d v%d failed", request.api_key, request.version)
+            log.exception("closing connection from %s: api %d v%d failed", self._peer(), request.api_key,
+                          request.version)
             return False
         return None if response is None else encode_response(request, response)
