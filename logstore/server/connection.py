@@ -14,6 +14,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
+from logstore.server import error_versions
 from logstore.server.protocol import (
     API_VERSIONS_KEY,
     ApiSpec,
@@ -200,4 +201,6 @@ class Connection:
             log.exception("closing connection from %s: api %d v%d failed", self._peer(), request.api_key,
                           request.version)
             return False
-        return None if response is None else encode_response(request, response)
+        if response is None:
+            return None
+        return encode_response(request, error_versions.for_version(request.api_key, request.version, response))
