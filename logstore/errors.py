@@ -35,6 +35,15 @@ class InvalidRecordError(LogstoreError):
     """Bad arguments to a record or batch builder, or a batch the log refuses to take."""
 
 
+class RecordValidationError(InvalidRecordError):
+    """A batch refused for some of its records (Kafka's RecordValidationException, KIP-467):
+    `record_errors` holds (index in the batch, why) for each record refused."""
+
+    def __init__(self, message: str, record_errors: list[tuple[int, str]]):
+        super().__init__(message)
+        self.record_errors = tuple(record_errors)
+
+
 class OffsetOutOfRangeError(LogstoreError):
     """An offset outside the log's valid range [log start offset, log end offset]."""
 

@@ -8,7 +8,9 @@ import pytest
 from logstore import Log, Record
 from logstore.clock import ManualClock
 from logstore.records import build_legacy_entry
+from logstore.records.header import V2_HEADER_SIZE
 from tests.log_builders import NOW, offsets
+from tests.test_records_compression import jdk_gzip
 
 
 @pytest.fixture
@@ -50,3 +52,12 @@ def test_a_leader_append_of_legacy_messages_is_stored_as_v2(tmp_path, clock, mag
         stamps = [r.timestamp for r in batch.records()]
         assert stamps == ([-1] * count if magic == 0 else [NOW + i for i in range(count)])
         assert offsets(log) == list(range(1 + count))
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+def test_a_converted_gzip_wrapper_is_compressed_as_kafka_compresses_it_on_jdk17(tmp_path, clock, magic):
+    with Log.open(tmp_path / "t-0", clock=clock) as log:
+        log.append(wrapper(0, 6, magic=magic), leader_epoch=0)
+        (batch,) = log.read(0).batches()
+        body = bytes(batch.view[V2_HEADER_SIZE:])
+        assert batch.compression == "gzip" and body == jdk_gzip(batch.records_bytes())

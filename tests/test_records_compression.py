@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import shutil
+import struct
+import zlib
 from pathlib import Path
 
 import pyarrow as pa
@@ -27,6 +29,7 @@ from logstore.records.compression import (
     decompress,
     xxh32_short,
 )
+from logstore.records.header import V2_HEADER_SIZE
 
 PAYLOAD = b"".join(b"record %06d with a value that repeats a little; " % i for i in range(4000))
 SAMPLES = Path("/work/shared/kafka-samples/plain")
@@ -53,6 +56,23 @@ def test_lz4_frame_header_matches_kafkas_writer(tmp_path):
     lz4_sections = [bytes(b.view[61:]) for path in sorted(logs.glob("*.log"))
                     for b in iter_batches(path.read_bytes()) if b.compression == "lz4"]
     assert lz4_sections and all(s.startswith(LZ4_FRAME_HEADER) for s in lz4_sections)
+
+
+def jdk_gzip(data: bytes, level: int = 6) -> bytes:
+    """What java.util.zip.GZIPOutputStream writes on JDK 16+ (Kafka's gzip): the header with
+    MTIME 0, XFL 0 and OS 255, zlib's raw deflate, then CRC-32 and length little-endian."""
+    deflater = zlib.compressobj(level, zlib.DEFLATED, -zlib.MAX_WBITS)
+    body = deflater.compress(data) + deflater.flush()
+    return bytes.fromhex("1f8b08000000000000ff") + body + struct.pack("<II", zlib.crc32(data), len(data))
+
+
+def test_gzip_writes_what_kafka_writes_on_jdk17():
+    sections = [bytes(b.view[V2_HEADER_SIZE:]) for path in sorted((SAMPLES / "logdir" / "plain-0").glob("*.log"))
+                for b in iter_batches(path.read_bytes()) if b.compression == "gzip"]
+    assert len(sections) > 30
+    assert all(compress(GZIP, decompress(GZIP, s)) == s for s in sections)
+    for level in (1, 6, 9):
+        assert compress(GZIP, PAYLOAD, level=level) == jdk_gzip(PAYLOAD, level)
 
 
 def test_lz4_blocks_are_independent_and_64k():

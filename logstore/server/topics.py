@@ -97,6 +97,10 @@ class Topics:
         """The topic's id (the zero uuid for an unknown topic)."""
         return self._ids.get(topic, uuid.UUID(int=0))
 
+    def name_of(self, topic_id: uuid.UUID) -> str | None:
+        """The name of the topic with id `topic_id`, None when no topic has it."""
+        return next((name for name, known in self._ids.items() if known == topic_id), None)
+
     def is_internal(self, topic: str) -> bool:
         """Whether `topic` is one of Kafka's internal topics."""
         return topic in INTERNAL_TOPICS
