@@ -23,7 +23,7 @@ from kafka.protocol.schemas.fields.codecs import (
 )
 
 from logstore.records import Record, build_batch
-from logstore.server.protocol import API_VERSIONS
+from logstore.server.apis import APIS
 
 INT_RANGES = {Int8: (-2**7, 2**7 - 1), Int16: (-2**15, 2**15 - 1), Int32: (-2**31, 2**31 - 1),
               Int64: (-2**63, 2**63 - 1), UnsignedInt16: (0, 2**16 - 1)}
@@ -155,7 +155,7 @@ class RequestBuilder:
         self._compact = False
 
     def request(self, key: int, version: int):
-        cls = API_VERSIONS[key].request
+        cls = APIS[key].request
         self._compact = cls.flexible_version_q(version)
         return cls(version=version, **self._fields(cls._struct, version))
 
@@ -220,9 +220,9 @@ def _null_encodable(field) -> bool:
 
 
 @st.composite
-def requests(draw, plausible: Plausible, keys: Sequence[int] = tuple(sorted(API_VERSIONS))):
+def requests(draw, plausible: Plausible, keys: Sequence[int] = tuple(sorted(APIS))):
     """(api key, version, request body) for any implemented API at any served version."""
     key = draw(st.sampled_from(keys))
-    spec = API_VERSIONS[key]
+    spec = APIS[key]
     version = draw(st.integers(spec.min_version, spec.max_version))
     return key, version, RequestBuilder(draw, plausible).request(key, version)

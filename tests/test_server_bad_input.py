@@ -36,8 +36,8 @@ from kafka.protocol.producer import (
 
 from logstore.records import Record, build_batch
 from logstore.server import KafkaServer, topics
+from logstore.server.apis import APIS
 from logstore.server.connection import InFlightBudget
-from logstore.server.protocol import API_VERSIONS
 
 UNSUPPORTED_VERSION, INVALID_TOPIC, POLICY_VIOLATION = 35, 17, 44
 UNKNOWN_TOPIC_OR_PARTITION, OFFSET_METADATA_TOO_LARGE, INVALID_GROUP_ID = 3, 12, 24
@@ -108,7 +108,7 @@ def test_an_unknown_api_closes_and_an_unknown_api_versions_version_gets_unsuppor
         size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
         response = ApiVersionsResponse[0].decode(sock.recv(size, socket.MSG_WAITALL), header=True)
     assert response.error_code == UNSUPPORTED_VERSION
-    assert {k.api_key for k in response.api_keys} == set(API_VERSIONS)
+    assert {k.api_key for k in response.api_keys} == set(APIS)
 
 
 def test_api_versions_advertises_exactly_the_implemented_table(server):
@@ -116,8 +116,8 @@ def test_api_versions_advertises_exactly_the_implemented_table(server):
         response = roundtrip(sock, ApiVersionsRequest[3](client_software_name="t", client_software_version="1"),
                              ApiVersionsResponse[3])
     assert {(k.api_key, k.min_version, k.max_version) for k in response.api_keys} == \
-        {(key, spec.min_version, spec.max_version) for key, spec in API_VERSIONS.items()}
-    assert set(API_VERSIONS) == set(server.context.implemented)
+        {(key, spec.min_version, spec.max_version) for key, spec in APIS.items()}
+    assert set(APIS) == set(server.context.implemented)
 
 
 @pytest.mark.parametrize("name", ["../escape", "..", ".", "a/b", "x" * 250, "sp ace", "nul\x00"])

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from kafka.protocol.consumer import FetchResponse
 
+from logstore.server.apis import APIS
 from logstore.server.fetch_response import encode_fetch_response
-from logstore.server.protocol import API_VERSIONS
 
-FETCH = API_VERSIONS[FetchResponse.API_KEY]
+FETCH = APIS[FetchResponse.API_KEY]
 VERSIONS = range(FETCH.min_version, FETCH.max_version + 1)
 LARGE = bytes(range(256)) * 40
 

@@ -34,8 +34,8 @@ from kafka.protocol.producer import (
 from logstore.records import Record, build_batch
 from logstore.server import KafkaServer
 from logstore.server.admin_api import OP_DELETE, TOPIC_KEYS, TOPIC_RESOURCE
+from logstore.server.apis import APIS
 from logstore.server.error_codes import TOPIC_ALREADY_EXISTS, UNKNOWN_TOPIC_OR_PARTITION
-from logstore.server.protocol import API_VERSIONS
 from tests.request_strategies import Plausible, requests
 
 TOPIC, KEPT_TOPIC, GROUP, TXN = "fuzz-topic", "fuzz-kept", "fuzz-group", "fuzz-txn"
@@ -200,7 +200,7 @@ def send_fuzzed(port: int, key: int, version: int, body, plausible: Plausible) -
         payload = None if head is None else recv_exactly(sock, struct.unpack(">i", head)[0])
         if payload is None:
             return "closed"
-    response = API_VERSIONS[key].response.decode(payload, version=version, header=True)
+    response = APIS[key].response.decode(payload, version=version, header=True)
     assert response.header.correlation_id == 0x5EED
     plausible.learn_from(response)
     return "answered"

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 from logstore.config import LogConfig
@@ -77,11 +76,6 @@ class AdminApi:
 
     def __init__(self, ctx: ServerContext):
         self._ctx = ctx
-
-    def handlers(self) -> dict[int, Callable[[Request], Any]]:
-        """Handlers by API key."""
-        return {18: self.api_versions, 3: self.metadata, 19: self.create_topics, 20: self.delete_topics,
-                37: self.create_partitions, 32: self.describe_configs, 44: self.incremental_alter_configs}
 
     async def api_versions(self, req: Request) -> Any:
         return req.response(error_code=ec.NONE, api_keys=api_versions_entries(req.spec.response, self._ctx.implemented),

@@ -11,13 +11,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 from logstore.server import error_versions
 from logstore.server.protocol import (
     API_VERSIONS_KEY,
-    BYTES_AS_VIEWS,
+    ApiSpec,
     Buffer,
     ProtocolError,
     Request,
@@ -124,9 +124,10 @@ class FrameProtocol(asyncio.BufferedProtocol):
 class Connection:
     """Serves one socket until the client leaves, sends a bad frame or the server stops."""
 
-    def __init__(self, protocol: FrameProtocol, *, handlers: dict[int, Handler], max_request_bytes: int,
-                 budget: InFlightBudget):
+    def __init__(self, protocol: FrameProtocol, *, apis: Mapping[int, ApiSpec], handlers: Mapping[int, Handler],
+                 max_request_bytes: int, budget: InFlightBudget):
         self._protocol = protocol
+        self._apis = apis
         self._handlers = handlers
         self._max = max_request_bytes
         self._budget = budget
@@ -176,17 +177,17 @@ class Connection:
             del frame  # a Produce body's views keep it alive; nothing else does
             if not isinstance(request, Request):
                 return request
-            if request.api_key in BYTES_AS_VIEWS:
+            if request.spec.request_views:
                 return await self._handle(request)
         return await self._handle(request)
 
     def _decode(self, frame: bytearray) -> Request | list[Buffer] | bool:
         """The request, or the answer to a frame that is not one (False: close)."""
         try:
-            return decode_request(frame, self._handlers)
+            return decode_request(frame, self._apis)
         except UnsupportedVersion as exc:
             if exc.api_key == API_VERSIONS_KEY:
-                return [unsupported_version_response(exc, self._handlers)]
+                return [unsupported_version_response(exc, self._apis)]
             self._closing(str(exc))
             return False
         except ProtocolError as exc:

@@ -4,7 +4,6 @@ DeleteRecords, each a thin translation between the wire and the partition's `Log
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from logstore.errors import LogstoreError, OffsetOutOfRangeError, RecordValidationError
@@ -37,11 +36,6 @@ class DataApi:
     def __init__(self, ctx: ServerContext):
         self._ctx = ctx
         self._sessions = FetchSessionCache()
-
-    def handlers(self) -> dict[int, Callable[[Request], Any]]:
-        """Handlers by API key."""
-        return {0: self.produce, 1: self.fetch, 2: self.list_offsets, 23: self.offset_for_leader_epoch,
-                21: self.delete_records}
 
     # ------------------------------------------------------------------ produce
 
