@@ -7,10 +7,17 @@ import asyncio
 import uuid
 from typing import Any
 
-from logstore.config import CONFIG_KEYS, LogConfig
+from logstore.config import LogConfig
 from logstore.errors import InvalidConfigError, InvalidTopicError, LogstoreError, ReservedTopicError
 from logstore.log_files import validate_topic
 from logstore.server import error_codes as ec
+from logstore.server.config_entries import (
+    SOURCE_DEFAULT,
+    TOPIC_KEYS,
+    ConfigEntry,
+    broker_entries,
+    topic_entries,
+)
 from logstore.server.context import ServerContext
 from logstore.server.protocol import Request, api_versions_entries
 from logstore.server.replica_assignment import InvalidReplicaAssignmentError, assigned_partitions
@@ -22,7 +29,6 @@ from logstore.server.topics import (
 )
 
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
-SOURCE_DYNAMIC_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 OPERATIONS = frozenset({OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT})
 ZERO_UUID = uuid.UUID(int=0)
@@ -31,18 +37,8 @@ ZERO_UUID = uuid.UUID(int=0)
 # when not asked for (Integer.MIN_VALUE on the wire)
 TOPIC_OPERATIONS = frozenset({3, 4, 5, 6, 7, 8, 10, 11})
 OPEN_CHUNK = 32  # partitions a CreateTopics or CreatePartitions opens between two turns of the event loop
-TOPIC_KEYS = tuple(k for k in CONFIG_KEYS if not k.name.startswith(("log.", "producer.", "replica.")))
 _TOPIC_KEY_NAMES = {k.name for k in TOPIC_KEYS}
 _LIST_KEYS = {k.name for k in TOPIC_KEYS if k.type == "list"}
-
-
-def config_text(value: Any) -> str:
-    """A config value as Kafka prints it (lists comma-joined, booleans lower case)."""
-    if isinstance(value, list | tuple):
-        return ",".join(value)
-    if isinstance(value, bool):
-        return str(value).lower()
-    return str(value)
 
 
 class InvalidRequestError(LogstoreError):
@@ -186,8 +182,8 @@ class AdminApi:
             if error == ec.NONE:
                 result.num_partitions, result.replication_factor = count, 1
                 result.configs = [cls.CreatableTopicResult.CreatableTopicConfigs(
-                    name=name, value=value, read_only=False, config_source=source, is_sensitive=False)
-                    for name, value, source in self._describe(topic.name, configs)]
+                    name=e.name, value=e.value, read_only=False, config_source=e.source, is_sensitive=False)
+                    for e in self._describe(topic.name, configs)]
             results.append(result)
         return req.response(throttle_time_ms=0, topics=results)
 
@@ -239,39 +235,44 @@ class AdminApi:
 
     # ------------------------------------------------------------------ configs
 
-    def _describe(self, topic: str, overrides: dict[str, str] | None = None) -> list[tuple[str, str, int]]:
-        """(name, value, source) of every topic-level config of `topic`."""
+    def _describe(self, topic: str, overrides: dict[str, str] | None = None) -> list[ConfigEntry]:
+        """Every topic-level config of `topic` (with `overrides`, else its stored ones)."""
         stored = self._ctx.topics.overrides(topic) if overrides is None else overrides
-        config = self._ctx.manager.default_config.with_overrides(stored)
-        return [(k.name, config_text(config[k.name]),
-                 SOURCE_DYNAMIC_TOPIC if k.name in stored else SOURCE_DEFAULT) for k in TOPIC_KEYS]
+        return topic_entries(self._ctx.manager.default_config, stored)
 
     async def describe_configs(self, req: Request) -> Any:
+        body = req.body
         cls = req.spec.response
+        result_cls = cls.DescribeConfigsResult.DescribeConfigsResourceResult
+        synonym_cls = result_cls.DescribeConfigsSynonym
+        with_docs = req.version >= 3 and body.include_documentation
         results = []
-        for resource in req.body.resources:
+        for resource in body.resources:
             error, message, entries = ec.NONE, None, []
+            name = resource.resource_name
             if resource.resource_type == TOPIC_RESOURCE:
-                if resource.resource_name in self._ctx.topics:
-                    entries = self._describe(resource.resource_name)
+                if name in self._ctx.topics:
+                    entries = self._describe(name)
                 else:
-                    error, message = ec.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {resource.resource_name}"
+                    error, message = ec.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name}"
             elif resource.resource_type == BROKER_RESOURCE:
-                default = self._ctx.manager.default_config
-                entries = [(k.name, config_text(default[k.name]),
-                            SOURCE_STATIC_BROKER if k.name in default.overrides else SOURCE_DEFAULT)
-                           for k in CONFIG_KEYS]
+                if name == str(self._ctx.node_id):
+                    entries = broker_entries(self._ctx.config, self._ctx.manager.default_config)
+                elif name:  # "" is the cluster-wide dynamic default: none is set
+                    error, message = ec.INVALID_REQUEST, f"unexpected broker id {name}, this is {self._ctx.node_id}"
             else:
                 error, message = ec.INVALID_REQUEST, f"unsupported resource type {resource.resource_type}"
             keys = resource.configuration_keys
-            result_cls = cls.DescribeConfigsResult.DescribeConfigsResourceResult
-            configs = [result_cls(name=name, value=value, read_only=False, config_source=source,
-                                  is_default=source == SOURCE_DEFAULT, is_sensitive=False, synonyms=[],
-                                  documentation=None)
-                       for name, value, source in entries if keys is None or name in keys]
+            configs = [result_cls(
+                name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
+                is_default=e.source == SOURCE_DEFAULT, is_sensitive=False, config_type=e.type,
+                documentation=e.documentation if with_docs else None,
+                synonyms=[synonym_cls(name=s.name, value=s.value, source=s.source) for s in e.synonyms]
+                if body.include_synonyms else [])
+                for e in entries if keys is None or e.name in keys]
             results.append(cls.DescribeConfigsResult(error_code=error, error_message=message,
                                                      resource_type=resource.resource_type,
-                                                     resource_name=resource.resource_name, configs=configs))
+                                                     resource_name=name, configs=configs))
         return req.response(throttle_time_ms=0, results=results)
 
     async def incremental_alter_configs(self, req: Request) -> Any:
