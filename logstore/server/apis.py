@@ -31,7 +31,10 @@ def declare(*apis: ApiSpec) -> dict[int, ApiSpec]:
 
 
 APIS: dict[int, ApiSpec] = declare(
-    ApiSpec(producer.ProduceRequest, producer.ProduceResponse, 3, 11, DataApi.produce, request_views=True),
+    # Produce v0-2 are advertised but refused, as Kafka 4.0 does (KAFKA-18659): librdkafka before
+    # 2.10 sends compressed batches uncompressed to a broker whose Produce range starts above v0.
+    ApiSpec(producer.ProduceRequest, producer.ProduceResponse, 3, 11, DataApi.produce, request_views=True,
+            advertised_min_version=0),
     ApiSpec(consumer.FetchRequest, consumer.FetchResponse, 4, 12, DataApi.fetch, encode=encode_fetch_response),
     ApiSpec(consumer.ListOffsetsRequest, consumer.ListOffsetsResponse, 1, 7, DataApi.list_offsets),
     ApiSpec(metadata.MetadataRequest, metadata.MetadataResponse, 0, 12, AdminApi.metadata),
