@@ -66,6 +66,7 @@ APIS: dict[int, ApiSpec] = declare(
     ApiSpec(admin.DescribeConfigsRequest, admin.DescribeConfigsResponse, 1, 4, AdminApi.describe_configs),
     ApiSpec(admin.CreatePartitionsRequest, admin.CreatePartitionsResponse, 0, 3, AdminApi.create_partitions),
     ApiSpec(admin.DeleteGroupsRequest, admin.DeleteGroupsResponse, 0, 2, GroupCoordinator.delete_groups),
+    ApiSpec(admin.AlterConfigsRequest, admin.AlterConfigsResponse, 0, 2, AdminApi.alter_configs),
     ApiSpec(admin.IncrementalAlterConfigsRequest, admin.IncrementalAlterConfigsResponse, 0, 1,
             AdminApi.incremental_alter_configs),
 )
