@@ -37,6 +37,9 @@ ZERO_UUID = uuid.UUID(int=0)
 # supports (read, write, create, delete, alter, describe, describe and alter configs); None
 # when not asked for (Integer.MIN_VALUE on the wire)
 TOPIC_OPERATIONS = frozenset({3, 4, 5, 6, 7, 8, 10, 11})
+# and what the cluster supports: create, alter, describe, cluster action, describe and alter
+# configs, idempotent write
+CLUSTER_OPERATIONS = frozenset({5, 7, 8, 9, 10, 11, 12})
 OPEN_CHUNK = 32  # partitions a CreateTopics or CreatePartitions opens between two turns of the event loop
 _TOPIC_KEY_NAMES = {k.name for k in TOPIC_KEYS}
 _LIST_KEYS = {k.name for k in TOPIC_KEYS if k.type == "list"}
@@ -118,8 +121,11 @@ class AdminApi:
                     entries.append(cls.MetadataResponseTopic(error_code=error, name=name, partitions=[]))
         broker = cls.MetadataResponseBroker(node_id=self._ctx.node_id, host=self._ctx.host, port=self._ctx.port,
                                             rack=None)
+        # v8-10 carry the cluster's operations too (librdkafka's describe_cluster asks there)
+        asked = 8 <= req.version <= 10 and body.include_cluster_authorized_operations
         return req.response(throttle_time_ms=0, brokers=[broker], cluster_id=self._ctx.meta.cluster_id,
-                            controller_id=self._ctx.node_id, topics=entries)
+                            controller_id=self._ctx.node_id, topics=entries,
+                            authorized_operations=set(CLUSTER_OPERATIONS) if asked else None)
 
     def _topic_by_id(self, cls: Any, version: int, topic_id: uuid.UUID, operations: frozenset[int] | None) -> Any:
         """The topic with `topic_id`, or UNKNOWN_TOPIC_ID; before v12 ids are refused (Kafka's
