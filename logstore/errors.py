@@ -83,6 +83,20 @@ class CorruptCheckpointError(LogstoreError):
     """A checkpoint file (recovery points, log start offsets, epochs...) that does not parse."""
 
 
+class CorruptMetadataFileError(LogstoreError):
+    """A small text file of a data or partition directory (`meta.properties`,
+    `partition.metadata`) that does not parse; names the file and, where known, the line."""
+
+    def __init__(self, message: str, *, path: object = None, line: int | None = None):
+        self.detail = message  # without the place: what `verify` reports
+        self.path = path
+        self.line = line
+        where = [str(path)] if path is not None else []
+        if line is not None:
+            where.append(f"line {line}")
+        super().__init__(f"{message} ({', '.join(where)})" if where else message)
+
+
 class InvalidSegmentTableError(LogstoreError):
     """Segment metadata handed to a policy that is not ordered by ascending base offset."""
 
