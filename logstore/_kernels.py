@@ -227,7 +227,7 @@ def _parse_entries(buf, table):
             table[row, BASE_SEQUENCE] = _int(buf, pos + BASE_SEQUENCE_OFFSET, 4)
             table[row, RECORD_COUNT] = _int(buf, pos + RECORDS_COUNT_OFFSET, 4)
         else:
-            # Legacy: offset, size, crc, magic, attributes, [timestamp] (FORMAT.md "Legacy messages").
+            # Legacy: offset, size, crc, magic, attributes, [timestamp] (docs/FORMAT.md "Legacy messages").
             table[row, CRC] = _uint(buf, pos + LEGACY_CRC_OFFSET, 4)
             attributes = np.int64(buf[pos + LEGACY_ATTRIBUTES_OFFSET])
             table[row, ATTRIBUTES] = attributes - 256 if attributes >= 128 else attributes

@@ -1,5 +1,5 @@
 """ProducerStateManager: Kafka's idempotence and transaction rules, `.snapshot` bytes
-(FORMAT.md "Producer-state snapshot"), recovery, and a model-based test against a tiny oracle."""
+(docs/FORMAT.md "Producer-state snapshot"), recovery, and a model-based test against a tiny oracle."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ from tests.support.paths import KAFKA_LOGDIR
 
 SAMPLE_DIR = KAFKA_LOGDIR / "plain-0"
 SNAPSHOT_HEADER = struct.Struct(">hIi")
-SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")  # FORMAT.md field order, 46 bytes
+SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")  # docs/FORMAT.md field order, 46 bytes
 NOW = 1_700_000_000_000
 
 
