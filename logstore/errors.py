@@ -44,6 +44,11 @@ class RecordValidationError(InvalidRecordError):
         self.record_errors = tuple(record_errors)
 
 
+class InvalidTimestampError(RecordValidationError):
+    """A batch refused for records timestamped outside the topic's message.timestamp.before.max.ms
+    and message.timestamp.after.max.ms of the log's clock (Kafka's InvalidTimestampException)."""
+
+
 class OffsetOutOfRangeError(LogstoreError):
     """An offset outside the log's valid range [log start offset, log end offset]."""
 
