@@ -29,3 +29,15 @@ def test_every_cited_format_section_exists() -> None:
                for cited in CITATION.findall(path.read_text()) for section in SECTION.findall(cited)
                if section not in headings]
     assert not missing, f"citations of sections docs/FORMAT.md lacks: {missing}"
+
+
+def test_the_documented_v2_header_is_the_declared_one() -> None:
+    from logstore.records.header import V2_HEADER_DTYPE
+
+    text = FORMAT_DOC.read_text()
+    table = text[text.index("## Record batch, magic 2"):text.index("## Record\n")]
+    rows = [[cell.strip() for cell in line.strip("|").split("|")][:2]
+            for line in table.splitlines() if re.match(r"\| \d+ \| \d+ \|", line)]
+    declared = [[str(V2_HEADER_DTYPE.fields[name][1]), str(V2_HEADER_DTYPE[name].itemsize)]
+                for name in V2_HEADER_DTYPE.names]
+    assert rows == declared
