@@ -1,6 +1,6 @@
 """LogSegment: one `.log` file of record batches with its offset, time and transaction indexes.
 
-Files are named by the segment's base offset as 20 digits (FORMAT.md "Segment files"). The
+Files are named by the segment's base offset as 20 digits (docs/FORMAT.md "Segment files"). The
 rules follow Kafka's LogSegment: when index entries are added, how reads and timestamp
 searches start from the sparse indexes and scan batch headers, how recovery validates and
 truncates, and when a segment should roll. Not thread-safe: the owning Log serialises writers.
