@@ -38,17 +38,10 @@ from logstore.records.header import (
     TIMESTAMP_TYPE_BIT,
     TRANSACTIONAL_BIT,
     V2_HEADER,
+    V2_HEADER_DTYPE,
     V2_HEADER_SIZE,
 )
 
-# FORMAT.md "Record batch, magic 2": the 61-byte header as a packed big-endian numpy dtype.
-HEADER_DTYPE = np.dtype([
-    ("base_offset", ">i8"), ("batch_length", ">i4"), ("partition_leader_epoch", ">i4"),
-    ("magic", "i1"), ("crc", ">u4"), ("attributes", ">i2"), ("last_offset_delta", ">i4"),
-    ("base_timestamp", ">i8"), ("max_timestamp", ">i8"), ("producer_id", ">i8"),
-    ("producer_epoch", ">i2"), ("base_sequence", ">i4"), ("record_count", ">i4"),
-])
-assert HEADER_DTYPE.itemsize == V2_HEADER_SIZE
 _HEADER_RANGE = np.arange(V2_HEADER_SIZE, dtype=np.int64)
 
 
@@ -64,7 +57,7 @@ class DecodedBatches:
     arena: np.ndarray
     position: np.ndarray  # int64 per batch: byte position in the source
     size: np.ndarray  # int64 per batch: bytes
-    header: np.ndarray  # HEADER_DTYPE per batch (legacy: v2-shaped stand-in values)
+    header: np.ndarray  # V2_HEADER_DTYPE per batch (legacy: v2-shaped stand-in values)
     batches: BatchColumns
     records: CleanerRecordColumns
     timestamp: np.ndarray  # int64 per record
@@ -107,10 +100,10 @@ def decode(buf: np.ndarray, *, segment_base: int, start: int = 0, end: int | Non
     nb = len(pos)
     magic = buf[pos + MAGIC_OFFSET].astype(np.int8) if nb else np.empty(0, np.int8)
     v2 = magic >= 2
-    header = np.zeros(nb, HEADER_DTYPE)
+    header = np.zeros(nb, V2_HEADER_DTYPE)
     if v2.any():
         raw = buf[pos[v2, None] + _HEADER_RANGE]
-        header[v2] = np.ascontiguousarray(raw).view(HEADER_DTYPE).reshape(-1)
+        header[v2] = np.ascontiguousarray(raw).view(V2_HEADER_DTYPE).reshape(-1)
     legacy_records: dict[int, list[Record]] = {}
     for b in np.flatnonzero(~v2):
         try:

@@ -9,7 +9,8 @@ from logstore.errors import (
     LogstoreError,
     OffsetOutOfRangeError,
 )
-from logstore.log import AppendInfo, FetchResult, Log
+from logstore.log import Log
+from logstore.log_results import AppendInfo, FetchResult
 from logstore.manager import LogManager
 from logstore.records import Record
 

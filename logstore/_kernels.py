@@ -51,6 +51,8 @@ from logstore.records.header import (
     MAGIC_OFFSET,
     MAX_TIMESTAMP_OFFSET,
     MIN_V2_BATCH_LENGTH,
+    NO_PRODUCER_ID,
+    NO_TIMESTAMP,
     PARTITION_LEADER_EPOCH_OFFSET,
     PRODUCER_EPOCH_OFFSET,
     PRODUCER_ID_OFFSET,
@@ -61,10 +63,8 @@ from logstore.records.header import (
     V2_HEADER_SIZE,
 )
 
-NO_TIMESTAMP = -1
 VARINT_MAX_BYTES = 5
 VARLONG_MAX_BYTES = 10
-NO_PRODUCER_ID = -1
 
 # Columns of a batch table: the entry's position, then header.BatchHeader's fields in order
 # (legacy entries hold its "none" values), then the max timestamp validation settled on.

@@ -35,6 +35,15 @@ class InvalidRecordError(LogstoreError):
     """Bad arguments to a record or batch builder, or a batch the log refuses to take."""
 
 
+class RecordValidationError(InvalidRecordError):
+    """A batch refused for some of its records (Kafka's RecordValidationException, KIP-467):
+    `record_errors` holds (index in the batch, why) for each record refused."""
+
+    def __init__(self, message: str, record_errors: list[tuple[int, str]]):
+        super().__init__(message)
+        self.record_errors = tuple(record_errors)
+
+
 class OffsetOutOfRangeError(LogstoreError):
     """An offset outside the log's valid range [log start offset, log end offset]."""
 
@@ -72,6 +81,20 @@ class JavaRuntimeNotFoundError(LogstoreError):
 
 class CorruptCheckpointError(LogstoreError):
     """A checkpoint file (recovery points, log start offsets, epochs...) that does not parse."""
+
+
+class CorruptMetadataFileError(LogstoreError):
+    """A small text file of a data or partition directory (`meta.properties`,
+    `partition.metadata`) that does not parse; names the file and, where known, the line."""
+
+    def __init__(self, message: str, *, path: object = None, line: int | None = None):
+        self.detail = message  # without the place: what `verify` reports
+        self.path = path
+        self.line = line
+        where = [str(path)] if path is not None else []
+        if line is not None:
+            where.append(f"line {line}")
+        super().__init__(f"{message} ({', '.join(where)})" if where else message)
 
 
 class InvalidSegmentTableError(LogstoreError):

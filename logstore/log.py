@@ -11,14 +11,13 @@ Log opened by LogManager leaves the checkpoints to the manager.
 from __future__ import annotations
 
 import bisect
-import functools
 import os
 import struct
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
@@ -51,6 +50,7 @@ from logstore.log_loader import (
     roll_jitter_ms,
     segment_options,
 )
+from logstore.log_results import AppendInfo, FetchResult, append_info
 from logstore.log_validator import (
     LeaderChecks,
     ValidatedBatches,
@@ -62,7 +62,7 @@ from logstore.log_validator import (
 from logstore.partition_state import PartitionState
 from logstore.producer_append import ORIGINS, AppendAnalysis, committed_batches
 from logstore.producer_state import ProducerStateManager
-from logstore.records import Record, RecordBatch, iter_batches
+from logstore.records import Record, RecordBatch
 from logstore.records.header import LOG_OVERHEAD, NO_TIMESTAMP, SIZE_FIELD, SIZE_OFFSET
 from logstore.segment import LogSegment, TimestampAndOffset
 from logstore.topic_configs import ORIGIN_GIVEN, resolve_log_config
@@ -75,37 +75,6 @@ EARLIEST_LOCAL_TIMESTAMP = -4
 
 _INT64 = struct.Struct(">q")
 _LEADER_ORIGINS = frozenset(ORIGINS) - {"replication"}
-
-
-class AppendInfo(NamedTuple):
-    """What an append wrote: offsets, timestamps, record count and bytes."""
-
-    first_offset: int
-    last_offset: int
-    max_timestamp: int
-    log_append_time: int  # -1 unless message.timestamp.type=LogAppendTime
-    record_count: int
-    valid_bytes: int
-    offset_of_max_timestamp: int  # last offset of the (first) batch holding max_timestamp
-
-
-# AppendInfo from a tuple, as AppendInfo._make without its length check (a third cheaper).
-_append_info = functools.partial(tuple.__new__, AppendInfo)
-
-
-class FetchResult(NamedTuple):
-    """Raw batch bytes read from the log and the log's offsets at read time."""
-
-    records: bytes | memoryview  # whole batches; a memoryview when a partial tail was cut off
-    first_offset: int  # base offset of the first batch returned (the fetch offset when empty)
-    high_watermark: int
-    log_start_offset: int
-    log_end_offset: int
-    aborted_transactions: tuple = ()  # AbortedTxn entries overlapping a read_committed fetch
-
-    def batches(self) -> Iterator[RecordBatch]:
-        """The complete batches in `records`."""
-        return iter(iter_batches(self.records))
 
 
 def max_segment_ms(config: LogConfig) -> int:
@@ -357,7 +326,7 @@ class Log:
                     self.flush()
                 if self.high_watermark_follows_log_end:
                     self._high_watermark = last + 1
-                return _append_info((start, last, max_timestamp, -1, count, size, offset_of_max))
+                return append_info((start, last, max_timestamp, -1, count, size, offset_of_max))
             if result[0] == leader_append.FAILED:
                 raise active.append_error(result[1], result[2], result[3])
             *result, crc_checked = self._input.validated.tolist()

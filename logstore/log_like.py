@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from logstore.clock import Clock
 from logstore.config import LogConfig
 from logstore.epoch import LeaderEpochFileCache
-from logstore.log import AppendInfo, FetchResult
+from logstore.log_results import AppendInfo, FetchResult
 from logstore.segment import LogSegment
 
 

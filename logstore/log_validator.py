@@ -14,7 +14,12 @@ import numpy as np
 
 from logstore import _kernels
 from logstore.config import TIMESTAMP_TYPE_LOG_APPEND, LogConfig
-from logstore.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
+from logstore.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    RecordTooLargeError,
+    RecordValidationError,
+)
 from logstore.records import RecordBatch, build_batch_columnar, crc32c, read_batch
 from logstore.records._kernels import ERR_OFFSET_DELTA, ERR_TRAILING_BYTES, OK, STATUS_MESSAGES
 from logstore.records.compression import Codec
@@ -235,7 +240,7 @@ def _settle(view: memoryview, data: np.ndarray, table: np.ndarray, result: tuple
         if status == OK:
             return result
         if status != _kernels.NEEDS_RECORDS:
-            _raise_batch_error(result, table, checks, source)
+            _raise_batch_error(view, result, table, checks, source)
         records = np.frombuffer(read_batch(view, int(table[row, _kernels.POSITION])).records_bytes(), np.uint8)
         result = _kernels.validate_batches(data, table, row, stop, records, row, *checks)
 
@@ -251,7 +256,7 @@ def _check_crcs(view: memoryview, table: np.ndarray, start: int, stop: int) -> N
                 f"batch CRC-32C mismatch: stored {stored:#010x}, computed {computed:#010x}", position=position)
 
 
-def _raise_batch_error(result: tuple, table: np.ndarray, checks: tuple, source: str) -> None:
+def _raise_batch_error(view: memoryview, result: tuple, table: np.ndarray, checks: tuple, source: str) -> None:
     """Raise the error validate_batches reported (Kafka's messages)."""
     status, row, value, at = result[:4]
     header = BatchHeader._make(table[row, _kernels.HEADER_COLUMNS].tolist())
@@ -287,8 +292,7 @@ def _raise_batch_error(result: tuple, table: np.ndarray, checks: tuple, source: 
         raise InvalidRecordError(
             "invalid timestamp type in a client batch: producers must not set LogAppendTime")
     if status == _kernels.ERR_NULL_KEY:
-        raise InvalidRecordError(
-            f"{source} is a compacted topic's partition: it cannot accept a record without a key")
+        _raise_null_keys(read_batch(view, position), source)
     # Python ints in the messages: no int64 overflow for the Long.MAX defaults.
     if status == _kernels.ERR_TIMESTAMP_BEFORE:
         raise InvalidRecordError(
@@ -305,6 +309,16 @@ def _raise_batch_error(result: tuple, table: np.ndarray, checks: tuple, source: 
     compressed = header.attributes & COMPRESSION_MASK
     raise CorruptRecordError(f"{STATUS_MESSAGES[status]} (record byte {at})",
                              position=position if compressed else position + V2_HEADER_SIZE + at)
+
+
+def _raise_null_keys(batch: RecordBatch, source: str) -> None:
+    """RecordValidationError naming each record of `batch` without a key (Kafka's KIP-467
+    record errors: the client learns which records failed, not only that the batch did)."""
+    why = f"{source} is a compacted topic's partition: it cannot accept a record without a key"
+    null = np.flatnonzero(batch.columns().key_null).tolist()
+    shown = "; ".join(f"record {i}" for i in null[:3])
+    raise RecordValidationError(f"{len(null)} record(s) rejected, the first at most three: {shown}: {why}",
+                                [(i, why) for i in null])
 
 
 def _needs_recompression(table: np.ndarray, code: int) -> bool:

@@ -132,6 +132,10 @@ _lz4_raw = pa.Codec("lz4_raw")
 _GZIP_DEFAULT_LEVEL, _ZSTD_DEFAULT_LEVEL = 6, 3
 _gzip = pa.Codec("gzip", compression_level=_GZIP_DEFAULT_LEVEL)
 _zstd = pa.Codec("zstd", compression_level=_ZSTD_DEFAULT_LEVEL)
+# The gzip member header (RFC 1952) java.util.zip.GZIPOutputStream writes, as Kafka's batches
+# carry it on JDK 16+: no flags, MTIME 0, XFL 0 and OS 255 (unknown). zlib writes OS 3 (Unix) and
+# XFL 2 or 4 at levels 9 and 1, which would change the batch's CRC; the deflate data is the same.
+JAVA_GZIP_HEADER = bytes.fromhex("1f8b08000000000000ff")
 # lz4-java's high compressor takes levels up to 17; the LZ4 library (and pyarrow) stops at 12.
 _LZ4_MAX_LEVEL = 12
 
@@ -158,7 +162,8 @@ def compress(code: int, data, level: int | None = None) -> bytes:
     zlib's default)."""
     if code == GZIP:
         codec = _gzip if level is None or level == -1 else _leveled("gzip", level)
-        return codec.compress(data, asbytes=True)
+        member = codec.compress(data, asbytes=True)
+        return b"".join((JAVA_GZIP_HEADER, memoryview(member)[len(JAVA_GZIP_HEADER):]))
     if code == SNAPPY:
         return _snappy_xerial(memoryview(data).cast("B"))
     if code == LZ4:

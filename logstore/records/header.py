@@ -1,9 +1,11 @@
-"""Batch header layout (FORMAT.md "Record batch, magic 2" and "Legacy messages") and its cheap parse."""
+"""Batch header layout (docs/FORMAT.md "Record batch, magic 2" and "Legacy messages") and its cheap parse."""
 
 from __future__ import annotations
 
 import struct
 from typing import NamedTuple
+
+import numpy as np
 
 # Kafka's RecordBatch.NO_TIMESTAMP, declared by the time index (the lower layer) that shares it.
 from index.time_index import NO_TIMESTAMP
@@ -17,21 +19,28 @@ MAGIC_OFFSET = 16
 # Kafka's FileLogInputStream reads no entry shorter than its offset, size and magic.
 HEADER_SIZE_UP_TO_MAGIC = MAGIC_OFFSET + 1
 
-# magic 2 header: baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes,
-# lastOffsetDelta, baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence,
-# recordsCount.
-V2_HEADER = struct.Struct(">qiibIhiqqqhii")
+# docs/FORMAT.md "Record batch, magic 2": the 61-byte header, declared once as (field, struct
+# code) and offered both as a struct (one header) and as a packed numpy dtype (many headers).
+V2_HEADER_FIELDS = (
+    ("base_offset", "q"), ("batch_length", "i"), ("partition_leader_epoch", "i"), ("magic", "b"),
+    ("crc", "I"), ("attributes", "h"), ("last_offset_delta", "i"), ("base_timestamp", "q"),
+    ("max_timestamp", "q"), ("producer_id", "q"), ("producer_epoch", "h"), ("base_sequence", "i"),
+    ("record_count", "i"),
+)
+V2_HEADER = struct.Struct(">" + "".join(code for _, code in V2_HEADER_FIELDS))
+V2_HEADER_DTYPE = np.dtype([(name, ">" + code) for name, code in V2_HEADER_FIELDS])
 V2_HEADER_SIZE = V2_HEADER.size  # 61
-PARTITION_LEADER_EPOCH_OFFSET = 12
-CRC_OFFSET = 17
-ATTRIBUTES_OFFSET = 21  # the CRC covers [ATTRIBUTES_OFFSET, end)
-LAST_OFFSET_DELTA_OFFSET = 23
-BASE_TIMESTAMP_OFFSET = 27
-MAX_TIMESTAMP_OFFSET = 35
-PRODUCER_ID_OFFSET = 43
-PRODUCER_EPOCH_OFFSET = 51
-BASE_SEQUENCE_OFFSET = 53
-RECORDS_COUNT_OFFSET = 57
+_FIELD_OFFSETS = {name: V2_HEADER_DTYPE.fields[name][1] for name, _ in V2_HEADER_FIELDS}
+PARTITION_LEADER_EPOCH_OFFSET = _FIELD_OFFSETS["partition_leader_epoch"]  # 12
+CRC_OFFSET = _FIELD_OFFSETS["crc"]  # 17
+ATTRIBUTES_OFFSET = _FIELD_OFFSETS["attributes"]  # 21: the CRC covers [ATTRIBUTES_OFFSET, end)
+LAST_OFFSET_DELTA_OFFSET = _FIELD_OFFSETS["last_offset_delta"]  # 23
+BASE_TIMESTAMP_OFFSET = _FIELD_OFFSETS["base_timestamp"]  # 27
+MAX_TIMESTAMP_OFFSET = _FIELD_OFFSETS["max_timestamp"]  # 35
+PRODUCER_ID_OFFSET = _FIELD_OFFSETS["producer_id"]  # 43
+PRODUCER_EPOCH_OFFSET = _FIELD_OFFSETS["producer_epoch"]  # 51
+BASE_SEQUENCE_OFFSET = _FIELD_OFFSETS["base_sequence"]  # 53
+RECORDS_COUNT_OFFSET = _FIELD_OFFSETS["record_count"]  # 57
 MIN_V2_BATCH_LENGTH = V2_HEADER_SIZE - LOG_OVERHEAD
 
 COMPRESSION_MASK = 0x07
@@ -63,7 +72,7 @@ NO_PARTITION_LEADER_EPOCH = -1
 
 
 class BatchHeader(NamedTuple):
-    """Header fields of one log entry; for magic 0/1 the missing v2 fields hold Kafka's "none"
+    """Header fields of one log entry (V2_HEADER_FIELDS, in order); for magic 0/1 the missing v2 fields hold Kafka's "none"
     values, record_count is 1 and base_offset is the entry's offset field (for a compressed
     wrapper, the offset of its last inner message)."""
 

@@ -34,8 +34,9 @@ from logstore.errors import (
     OffsetOutOfRangeError,
     UnknownLeaderEpochError,
 )
-from logstore.log import AppendInfo, Log
+from logstore.log import Log
 from logstore.log_like import LogLike
+from logstore.log_results import AppendInfo
 from logstore.policies import RetentionPass
 from logstore.records import read_batch_header
 

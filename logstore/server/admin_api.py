@@ -4,15 +4,23 @@ DeleteTopics, CreatePartitions, DescribeConfigs and IncrementalAlterConfigs."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import uuid
 from typing import Any
 
-from logstore.config import CONFIG_KEYS, LogConfig
+from logstore.config import LogConfig
 from logstore.errors import InvalidConfigError, InvalidTopicError, LogstoreError, ReservedTopicError
 from logstore.log_files import validate_topic
 from logstore.server import error_codes as ec
+from logstore.server.config_entries import (
+    SOURCE_DEFAULT,
+    TOPIC_KEYS,
+    ConfigEntry,
+    broker_entries,
+    topic_entries,
+)
 from logstore.server.context import ServerContext
 from logstore.server.protocol import Request, api_versions_entries
+from logstore.server.replica_assignment import InvalidReplicaAssignmentError, assigned_partitions
 from logstore.server.topics import (
     InvalidPartitionsError,
     PartitionLimitError,
@@ -21,22 +29,16 @@ from logstore.server.topics import (
 )
 
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
-SOURCE_DYNAMIC_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 OPERATIONS = frozenset({OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT})
+ZERO_UUID = uuid.UUID(int=0)
+# Kafka's AclOperation codes (a 32-bit field on the wire, a set in kafka-python): what a topic
+# supports (read, write, create, delete, alter, describe, describe and alter configs); None
+# when not asked for (Integer.MIN_VALUE on the wire)
+TOPIC_OPERATIONS = frozenset({3, 4, 5, 6, 7, 8, 10, 11})
 OPEN_CHUNK = 32  # partitions a CreateTopics or CreatePartitions opens between two turns of the event loop
-TOPIC_KEYS = tuple(k for k in CONFIG_KEYS if not k.name.startswith(("log.", "producer.", "replica.")))
 _TOPIC_KEY_NAMES = {k.name for k in TOPIC_KEYS}
 _LIST_KEYS = {k.name for k in TOPIC_KEYS if k.type == "list"}
-
-
-def config_text(value: Any) -> str:
-    """A config value as Kafka prints it (lists comma-joined, booleans lower case)."""
-    if isinstance(value, list | tuple):
-        return ",".join(value)
-    if isinstance(value, bool):
-        return str(value).lower()
-    return str(value)
 
 
 class InvalidRequestError(LogstoreError):
@@ -64,6 +66,8 @@ def _error_of(exc: BaseException) -> int:
         return ec.INVALID_REQUEST  # Kafka's controller answers so for __cluster_metadata
     if isinstance(exc, PartitionLimitError):
         return ec.POLICY_VIOLATION
+    if isinstance(exc, InvalidReplicaAssignmentError):
+        return ec.INVALID_REPLICA_ASSIGNMENT
     return ec.for_exception(exc)
 
 
@@ -73,18 +77,13 @@ class AdminApi:
     def __init__(self, ctx: ServerContext):
         self._ctx = ctx
 
-    def handlers(self) -> dict[int, Callable[[Request], Any]]:
-        """Handlers by API key."""
-        return {18: self.api_versions, 3: self.metadata, 19: self.create_topics, 20: self.delete_topics,
-                37: self.create_partitions, 32: self.describe_configs, 44: self.incremental_alter_configs}
-
     async def api_versions(self, req: Request) -> Any:
         return req.response(error_code=ec.NONE, api_keys=api_versions_entries(req.spec.response, self._ctx.implemented),
                             throttle_time_ms=0)
 
     # ------------------------------------------------------------------ metadata
 
-    def _topic_metadata(self, cls: Any, name: str) -> Any:
+    def _topic_metadata(self, cls: Any, name: str, authorized_operations: frozenset[int] | None) -> Any:
         entry = cls.MetadataResponseTopic
         topics = self._ctx.topics
         node = self._ctx.node_id
@@ -92,28 +91,43 @@ class AdminApi:
             error_code=ec.NONE, partition_index=p, leader_id=node, leader_epoch=0, replica_nodes=[node],
             isr_nodes=[node], offline_replicas=[]) for p in range(topics.partition_count(name))]
         return entry(error_code=ec.NONE, name=name, topic_id=topics.topic_id(name),
-                     is_internal=topics.is_internal(name), partitions=partitions)
+                     is_internal=topics.is_internal(name), partitions=partitions,
+                     authorized_operations=authorized_operations)
 
     async def metadata(self, req: Request) -> Any:
         body = req.body
         cls = req.spec.response
         topics = self._ctx.topics
+        # without an authorizer every operation a topic supports is allowed (Kafka's AuthHelper)
+        operations = TOPIC_OPERATIONS if req.version >= 8 and body.include_topic_authorized_operations else None
         entries = []
         if body.topics is None or (req.version == 0 and not body.topics):
-            entries = [self._topic_metadata(cls, name) for name in topics.names()]
+            entries = [self._topic_metadata(cls, name, operations) for name in topics.names()]
         else:
             allow = body.allow_auto_topic_creation and self._ctx.config.auto_create_topics_enable
             for requested in body.topics:
                 name = requested.name
+                if req.version >= 10 and name is None:  # a lookup by topic id (Admin.describeTopics by id)
+                    entries.append(self._topic_by_id(cls, req.version, requested.topic_id, operations))
+                    continue
                 error = self._ensure_topic(name, allow)
                 if error == ec.NONE:
-                    entries.append(self._topic_metadata(cls, name))
+                    entries.append(self._topic_metadata(cls, name, operations))
                 else:
                     entries.append(cls.MetadataResponseTopic(error_code=error, name=name, partitions=[]))
         broker = cls.MetadataResponseBroker(node_id=self._ctx.node_id, host=self._ctx.host, port=self._ctx.port,
                                             rack=None)
         return req.response(throttle_time_ms=0, brokers=[broker], cluster_id=self._ctx.meta.cluster_id,
                             controller_id=self._ctx.node_id, topics=entries)
+
+    def _topic_by_id(self, cls: Any, version: int, topic_id: uuid.UUID, operations: frozenset[int] | None) -> Any:
+        """The topic with `topic_id`, or UNKNOWN_TOPIC_ID; before v12 ids are refused (Kafka's
+        KafkaApis: INVALID_REQUEST, names may not be null there)."""
+        name = self._ctx.topics.name_of(topic_id) if topic_id != ZERO_UUID else None
+        if version >= 12 and name is not None:
+            return self._topic_metadata(cls, name, operations)
+        error = ec.UNKNOWN_TOPIC_ID if version >= 12 else ec.INVALID_REQUEST
+        return cls.MetadataResponseTopic(error_code=error, name=None, topic_id=topic_id, partitions=[])
 
     def _ensure_topic(self, name: str | None, auto_create: bool) -> int:
         try:
@@ -147,12 +161,16 @@ class AdminApi:
                 error, message = ec.INVALID_CONFIG, "null value not supported for topic configs"
             elif len(configs) < len(topic.configs):
                 error, message = ec.INVALID_REQUEST, "duplicate config names"
+            elif topic.assignments and (topic.num_partitions, topic.replication_factor) != (-1, -1):
+                error, message = ec.INVALID_REQUEST, ("a manual replica assignment needs num_partitions and "
+                                                      "replication_factor of -1")
             elif topic.replication_factor not in (-1, 1):
                 error, message = ec.INVALID_REPLICATION_FACTOR, "a single node keeps one replica"
-            elif topic.assignments:
-                error, message = ec.INVALID_REQUEST, "replica assignments are not supported"
             else:
                 try:
+                    if topic.assignments:
+                        count = assigned_partitions(((a.partition_index, a.broker_ids) for a in topic.assignments),
+                                                    live={self._ctx.node_id})
                     self._ctx.topics.create(topic.name, count, configs, validate_only=True)  # every check first
                     if not body.validate_only:
                         self._ctx.topics.create(topic.name, min(count, OPEN_CHUNK), configs)
@@ -164,8 +182,8 @@ class AdminApi:
             if error == ec.NONE:
                 result.num_partitions, result.replication_factor = count, 1
                 result.configs = [cls.CreatableTopicResult.CreatableTopicConfigs(
-                    name=name, value=value, read_only=False, config_source=source, is_sensitive=False)
-                    for name, value, source in self._describe(topic.name, configs)]
+                    name=e.name, value=e.value, read_only=False, config_source=e.source, is_sensitive=False)
+                    for e in self._describe(topic.name, configs)]
             results.append(result)
         return req.response(throttle_time_ms=0, topics=results)
 
@@ -217,39 +235,44 @@ class AdminApi:
 
     # ------------------------------------------------------------------ configs
 
-    def _describe(self, topic: str, overrides: dict[str, str] | None = None) -> list[tuple[str, str, int]]:
-        """(name, value, source) of every topic-level config of `topic`."""
+    def _describe(self, topic: str, overrides: dict[str, str] | None = None) -> list[ConfigEntry]:
+        """Every topic-level config of `topic` (with `overrides`, else its stored ones)."""
         stored = self._ctx.topics.overrides(topic) if overrides is None else overrides
-        config = self._ctx.manager.default_config.with_overrides(stored)
-        return [(k.name, config_text(config[k.name]),
-                 SOURCE_DYNAMIC_TOPIC if k.name in stored else SOURCE_DEFAULT) for k in TOPIC_KEYS]
+        return topic_entries(self._ctx.manager.default_config, stored)
 
     async def describe_configs(self, req: Request) -> Any:
+        body = req.body
         cls = req.spec.response
+        result_cls = cls.DescribeConfigsResult.DescribeConfigsResourceResult
+        synonym_cls = result_cls.DescribeConfigsSynonym
+        with_docs = req.version >= 3 and body.include_documentation
         results = []
-        for resource in req.body.resources:
+        for resource in body.resources:
             error, message, entries = ec.NONE, None, []
+            name = resource.resource_name
             if resource.resource_type == TOPIC_RESOURCE:
-                if resource.resource_name in self._ctx.topics:
-                    entries = self._describe(resource.resource_name)
+                if name in self._ctx.topics:
+                    entries = self._describe(name)
                 else:
-                    error, message = ec.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {resource.resource_name}"
+                    error, message = ec.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name}"
             elif resource.resource_type == BROKER_RESOURCE:
-                default = self._ctx.manager.default_config
-                entries = [(k.name, config_text(default[k.name]),
-                            SOURCE_STATIC_BROKER if k.name in default.overrides else SOURCE_DEFAULT)
-                           for k in CONFIG_KEYS]
+                if name == str(self._ctx.node_id):
+                    entries = broker_entries(self._ctx.config, self._ctx.manager.default_config)
+                elif name:  # "" is the cluster-wide dynamic default: none is set
+                    error, message = ec.INVALID_REQUEST, f"unexpected broker id {name}, this is {self._ctx.node_id}"
             else:
                 error, message = ec.INVALID_REQUEST, f"unsupported resource type {resource.resource_type}"
             keys = resource.configuration_keys
-            result_cls = cls.DescribeConfigsResult.DescribeConfigsResourceResult
-            configs = [result_cls(name=name, value=value, read_only=False, config_source=source,
-                                  is_default=source == SOURCE_DEFAULT, is_sensitive=False, synonyms=[],
-                                  documentation=None)
-                       for name, value, source in entries if keys is None or name in keys]
+            configs = [result_cls(
+                name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
+                is_default=e.source == SOURCE_DEFAULT, is_sensitive=False, config_type=e.type,
+                documentation=e.documentation if with_docs else None,
+                synonyms=[synonym_cls(name=s.name, value=s.value, source=s.source) for s in e.synonyms]
+                if body.include_synonyms else [])
+                for e in entries if keys is None or e.name in keys]
             results.append(cls.DescribeConfigsResult(error_code=error, error_message=message,
                                                      resource_type=resource.resource_type,
-                                                     resource_name=resource.resource_name, configs=configs))
+                                                     resource_name=name, configs=configs))
         return req.response(throttle_time_ms=0, results=results)
 
     async def incremental_alter_configs(self, req: Request) -> Any:

@@ -11,12 +11,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
+from logstore.server import error_versions
 from logstore.server.protocol import (
     API_VERSIONS_KEY,
-    BYTES_AS_VIEWS,
+    ApiSpec,
     Buffer,
     ProtocolError,
     Request,
@@ -123,9 +124,10 @@ class FrameProtocol(asyncio.BufferedProtocol):
 class Connection:
     """Serves one socket until the client leaves, sends a bad frame or the server stops."""
 
-    def __init__(self, protocol: FrameProtocol, *, handlers: dict[int, Handler], max_request_bytes: int,
-                 budget: InFlightBudget):
+    def __init__(self, protocol: FrameProtocol, *, apis: Mapping[int, ApiSpec], handlers: Mapping[int, Handler],
+                 max_request_bytes: int, budget: InFlightBudget):
         self._protocol = protocol
+        self._apis = apis
         self._handlers = handlers
         self._max = max_request_bytes
         self._budget = budget
@@ -138,8 +140,8 @@ class Connection:
                 await self._protocol.read_into(size_field)
                 size = int.from_bytes(size_field, "big", signed=True)
                 if not MIN_REQUEST_BYTES <= size <= self._max:
-                    log.info("closing connection: request size %d outside [%d, %d]", size,
-                             MIN_REQUEST_BYTES, self._max)
+                    # a TLS client on a plaintext port shows as a huge size: 0x16030100 and alike
+                    self._closing(f"request size {size} outside [{MIN_REQUEST_BYTES}, {self._max}]")
                     return
                 answer = await self._serve_one(size)
                 if answer is False:
@@ -150,6 +152,16 @@ class Connection:
             pass
         finally:
             self._protocol.transport.close()
+
+    def _peer(self) -> str:
+        """The client's address as host:port."""
+        peer = self._protocol.transport.get_extra_info("peername")
+        return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+
+    def _closing(self, reason: str) -> None:
+        """Log at WARN, naming the client, why its connection is closed (as Kafka's SocketServer
+        does: how a TLS/plaintext mix-up or a client speaking another protocol shows)."""
+        log.warning("closing connection from %s: %s", self._peer(), reason)
 
     async def _serve_one(self, size: int) -> list[Buffer] | bool | None:
         """Read, decode and handle one request of `size` bytes: the response's buffers, None
@@ -165,27 +177,30 @@ class Connection:
             del frame  # a Produce body's views keep it alive; nothing else does
             if not isinstance(request, Request):
                 return request
-            if request.api_key in BYTES_AS_VIEWS:
+            if request.spec.request_views:
                 return await self._handle(request)
         return await self._handle(request)
 
     def _decode(self, frame: bytearray) -> Request | list[Buffer] | bool:
         """The request, or the answer to a frame that is not one (False: close)."""
         try:
-            return decode_request(frame, self._handlers)
+            return decode_request(frame, self._apis)
         except UnsupportedVersion as exc:
             if exc.api_key == API_VERSIONS_KEY:
-                return [unsupported_version_response(exc, self._handlers)]
-            log.info("closing connection: %s", exc)
+                return [unsupported_version_response(exc, self._apis)]
+            self._closing(str(exc))
             return False
         except ProtocolError as exc:
-            log.info("closing connection: %s", exc)
+            self._closing(str(exc))
             return False
 
     async def _handle(self, request: Request) -> list[Buffer] | bool | None:
         try:
             response = await self._handlers[request.api_key](request)
         except Exception:
-            log.exception("closing connection: api %d v%d failed", request.api_key, request.version)
+            log.exception("closing connection from %s: api %d v%d failed", self._peer(), request.api_key,
+                          request.version)
             return False
-        return None if response is None else encode_response(request, response)
+        if response is None:
+            return None
+        return encode_response(request, error_versions.for_version(request.api_key, request.version, response))

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from logstore.clock import Clock
 from logstore.manager import LogManager
+from logstore.meta_properties import MetaProperties
 from logstore.server.broker_config import BrokerConfig
-from logstore.server.meta_properties import MetaProperties
+from logstore.server.protocol import ApiSpec
 from logstore.server.topics import Topics
 
 
@@ -45,7 +47,7 @@ class ServerContext:
     host: str = "127.0.0.1"
     port: int = 9092
     data: DataSignal = field(default_factory=DataSignal)
-    implemented: frozenset[int] = frozenset()
+    implemented: Mapping[int, ApiSpec] = field(default_factory=dict)  # the APIs served, by key
 
     @property
     def node_id(self) -> int:

@@ -4,10 +4,9 @@ DeleteRecords, each a thin translation between the wire and the partition's `Log
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
-from logstore.errors import LogstoreError, OffsetOutOfRangeError
+from logstore.errors import LogstoreError, OffsetOutOfRangeError, RecordValidationError
 from logstore.log import Log
 from logstore.server import error_codes as ec
 from logstore.server.context import ServerContext
@@ -19,6 +18,18 @@ LEADER_EPOCH = 0  # one node: the leader epoch never changes
 NO_OFFSET = -1
 
 
+class AppendOutcome(NamedTuple):
+    """One partition's answer to a Produce: its error, where the records went, and with KIP-467
+    the message and the (batch index, why) of each record refused."""
+
+    error: int
+    base_offset: int = NO_OFFSET
+    log_append_time: int = -1
+    log_start: int = -1
+    message: str | None = None
+    record_errors: tuple[tuple[int, str], ...] = ()
+
+
 class DataApi:
     """Produce and the reading APIs over the node's logs."""
 
@@ -26,41 +37,41 @@ class DataApi:
         self._ctx = ctx
         self._sessions = FetchSessionCache()
 
-    def handlers(self) -> dict[int, Callable[[Request], Any]]:
-        """Handlers by API key."""
-        return {0: self.produce, 1: self.fetch, 2: self.list_offsets, 23: self.offset_for_leader_epoch,
-                21: self.delete_records}
-
     # ------------------------------------------------------------------ produce
 
-    def _append(self, topic: str, partition: int, records: Any, acks: int) -> tuple[int, int, int, int]:
-        """(error, base offset, log append time, log start) of one partition's append."""
+    def _append(self, topic: str, partition: int, records: Any, acks: int) -> AppendOutcome:
+        """One partition's append, as its Produce response reports it."""
         if topic in self._ctx.topics and self._ctx.topics.is_internal(topic):
-            return ec.INVALID_TOPIC_EXCEPTION, NO_OFFSET, -1, -1
+            return AppendOutcome(ec.INVALID_TOPIC_EXCEPTION)
         log = self._ctx.topics.log(topic, partition)
         if log is None:
-            return ec.UNKNOWN_TOPIC_OR_PARTITION, NO_OFFSET, -1, -1
+            return AppendOutcome(ec.UNKNOWN_TOPIC_OR_PARTITION)
         if acks not in (0, 1, -1):  # Kafka's ReplicaManager: the client is broken, nothing is appended
-            return ec.INVALID_REQUIRED_ACKS, NO_OFFSET, -1, -1
+            return AppendOutcome(ec.INVALID_REQUIRED_ACKS)
         if records is None or len(records) == 0:
-            return ec.INVALID_RECORD, NO_OFFSET, -1, log.log_start_offset
+            return AppendOutcome(ec.INVALID_RECORD, log_start=log.log_start_offset)
         try:
             info = log.append(records, leader_epoch=LEADER_EPOCH)
         except LogstoreError as exc:
-            return ec.for_exception(exc), NO_OFFSET, -1, log.log_start_offset
-        return ec.NONE, info.first_offset, info.log_append_time, log.log_start_offset
+            record_errors = exc.record_errors if isinstance(exc, RecordValidationError) else ()
+            return AppendOutcome(ec.for_exception(exc), log_start=log.log_start_offset, message=str(exc),
+                                 record_errors=record_errors)
+        return AppendOutcome(ec.NONE, info.first_offset, info.log_append_time, log.log_start_offset)
 
     async def produce(self, req: Request) -> Any:
         body = req.body
         cls = req.spec.response
+        entry = cls.TopicProduceResponse.PartitionProduceResponse
         topics = []
         for topic in body.topic_data:
             partitions = []
             for p in topic.partition_data:
-                error, base, append_time, start = self._append(topic.name, p.index, p.records, body.acks)
-                partitions.append(cls.TopicProduceResponse.PartitionProduceResponse(
-                    index=p.index, error_code=error, base_offset=base, log_append_time_ms=append_time,
-                    log_start_offset=start, record_errors=[], error_message=None))
+                out = self._append(topic.name, p.index, p.records, body.acks)
+                partitions.append(entry(
+                    index=p.index, error_code=out.error, base_offset=out.base_offset,
+                    log_append_time_ms=out.log_append_time, log_start_offset=out.log_start, error_message=out.message,
+                    record_errors=[entry.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=why)
+                                   for i, why in out.record_errors]))
             topics.append(cls.TopicProduceResponse(name=topic.name, partition_responses=partitions))
         self._ctx.data.notify()
         if body.acks == 0:
@@ -69,13 +80,14 @@ class DataApi:
 
     # ------------------------------------------------------------------ fetch
 
-    def _read(self, log: Log, offset: int, max_bytes: int, committed: bool):
+    def _read(self, log: Log, offset: int, max_bytes: int, committed: bool, min_one_batch: bool):
         isolation = "read_committed" if committed else "high_watermark"
-        return log.read(offset, max_bytes, isolation=isolation)
+        return log.read(offset, max_bytes, isolation=isolation, min_one_batch=min_one_batch)
 
     def _fetch_partition(self, cls: Any, topic: str, partition: int, offset: int, max_bytes: int,
-                         committed: bool) -> tuple[Any, int]:
-        """The response entry of one partition and the bytes it carries."""
+                         committed: bool, min_one_batch: bool) -> tuple[Any, int]:
+        """The response entry of one partition and the bytes it carries (past `max_bytes` only
+        for one whole first batch, with `min_one_batch`)."""
         entry = cls.FetchableTopicResponse.PartitionData
         log = self._ctx.topics.log(topic, partition)
         if log is None:
@@ -83,7 +95,8 @@ class DataApi:
                          last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None,
                          preferred_read_replica=-1, records=b""), 0
         try:
-            result = self._read(log, offset, max_bytes, committed) if max_bytes > 0 else None
+            readable = max_bytes > 0 or min_one_batch
+            result = self._read(log, offset, max_bytes, committed, min_one_batch) if readable else None
             error = ec.NONE
         except OffsetOutOfRangeError:
             result, error = None, ec.OFFSET_OUT_OF_RANGE
@@ -134,8 +147,12 @@ class DataApi:
         errors = False
         budget = max(max_bytes, 0)
         for topic, partition, state in targets:
-            limit = min(state.max_bytes, budget) if total else state.max_bytes
-            data, size = self._fetch_partition(cls, topic, partition, state.fetch_offset, limit, committed)
+            # KIP-74, as Kafka's ReplicaManager reads: every partition, the first included, is read
+            # up to min(partition_max_bytes, what the response has left); only until one partition
+            # has returned data may a read go past that, by one whole batch
+            limit = min(state.max_bytes, budget) if state.max_bytes > 0 else 0
+            data, size = self._fetch_partition(cls, topic, partition, state.fetch_offset, limit, committed,
+                                               min_one_batch=total == 0 and state.max_bytes > 0)
             changed = (size > 0 or data.error_code != ec.NONE or data.high_watermark != state.high_watermark
                        or data.last_stable_offset != state.last_stable_offset
                        or data.log_start_offset != state.log_start_offset)

@@ -10,7 +10,6 @@ import logging
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -116,12 +115,6 @@ class GroupCoordinator:
                                                     m.assignment)
             group.state = STABLE if group.members else EMPTY  # state_timestamp: the stored last change
             self._groups[group.group_id] = group
-
-    def handlers(self) -> dict[int, Callable[[Request], Any]]:
-        """Handlers by API key."""
-        return {10: self.find_coordinator, 11: self.join_group, 14: self.sync_group, 12: self.heartbeat,
-                13: self.leave_group, 8: self.offset_commit, 9: self.offset_fetch, 15: self.describe_groups,
-                16: self.list_groups, 42: self.delete_groups}
 
     # ------------------------------------------------------------------ storage
 

@@ -1,8 +1,9 @@
 """The wire format: request and response framing over kafka-python 3's schema-driven message
 classes (generated from Kafka's own JSON message schemas: flexible versions, compact strings
-and tagged fields included), and the table of APIs and versions this server implements.
+and tagged fields included), driven by the declaration of each API (`ApiSpec`, declared in
+apis.py).
 
-Only the versions in API_VERSIONS are decoded; ApiVersions advertises exactly that table.
+Only the versions an API declares are decoded; ApiVersions advertises exactly those.
 
 Why kafka-python's protocol and not kio: both are generated from Kafka's JSON schemas and
 measured alike here (Produce decode 1x1 MiB 99 vs 88 us, 50x16 KiB 92 vs 36 us; Fetch encode
@@ -11,7 +12,7 @@ kafka-python is already the project's peer and test client, and its mutable cont
 schema defaults let a handler fill one response across versions without per-version types.
 
 Record payloads bypass the codec's copies: a Produce request's records are views of the
-received frame (BYTES_AS_VIEWS), and a Fetch response is written as pieces around the records
+received frame (`request_views`), and a Fetch response is written as pieces around the records
 read, only records of up to 4 KiB joining the bytes around them (fetch_response.py).
 Decoding a 1 MiB Produce request takes about 10 us.
 """
@@ -22,73 +23,53 @@ import functools
 import struct
 import types
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, NamedTuple
 
 from logstore.server import error_codes as ec
-from logstore.server.fetch_response import encode_fetch_response
 
 with warnings.catch_warnings():
     # kafka-python 3 reads its schemas through importlib.resources' deprecated API as it imports:
     # a user's test run would otherwise show two warnings per message schema.
     warnings.simplefilter("ignore", DeprecationWarning)
-    from kafka.protocol import admin, consumer, metadata, producer
+    # apis.py takes the message modules from here, imported once under this filter
+    from kafka.protocol import admin, consumer, metadata, producer  # noqa: F401
     from kafka.protocol.api_message import ApiMessage
 
 _KEY_VERSION = struct.Struct(">hh")
+API_VERSIONS_KEY = metadata.ApiVersionsRequest.API_KEY
+Decoder = Callable[[memoryview, int], tuple[Any, int]]
+Buffer = bytes | bytearray | memoryview
+# A response's own encoder: (version, correlation id, response) -> size-prefixed buffers.
+Encoder = Callable[[int, int, ApiMessage], list[Buffer]]
 
 
 class ApiSpec(NamedTuple):
-    """One implemented API: its request and response classes and the versions served."""
+    """One API this server serves, declared once (apis.py): its messages, the versions served
+    and advertised, the handler answering it, and how its bytes differ from the schema's codec.
+
+    `handler` is the unbound method of the service (DataApi, GroupApi, ...) that answers it;
+    `request_views` decodes the request's bytes fields as views of the frame, not copies;
+    `encode` replaces the schema's response encoder (Fetch writes its records through).
+    """
 
     request: type[ApiMessage]
     response: type[ApiMessage]
     min_version: int
     max_version: int
+    handler: Callable[..., Awaitable[Any]]
+    request_views: bool = False
+    encode: Encoder | None = None
+
+    @property
+    def key(self) -> int:
+        return self.request.API_KEY
+
+    @property
+    def name(self) -> str:
+        return self.request.__name__.removesuffix("Request")
 
 
-def _spec(request: type[ApiMessage], response: type[ApiMessage], lo: int, hi: int) -> tuple[int, ApiSpec]:
-    return request.API_KEY, ApiSpec(request, response, lo, hi)
-
-
-# The versions kafka-python 3, aiokafka 0.14 and librdkafka 2.x negotiate, capped where a later
-# version needs what a single node without topic-id fetches or KIP-848 groups does not have.
-API_VERSIONS: dict[int, ApiSpec] = dict([
-    _spec(producer.ProduceRequest, producer.ProduceResponse, 3, 11),
-    _spec(consumer.FetchRequest, consumer.FetchResponse, 4, 12),
-    _spec(consumer.ListOffsetsRequest, consumer.ListOffsetsResponse, 1, 7),
-    _spec(metadata.MetadataRequest, metadata.MetadataResponse, 0, 12),
-    _spec(consumer.OffsetCommitRequest, consumer.OffsetCommitResponse, 2, 8),
-    _spec(consumer.OffsetFetchRequest, consumer.OffsetFetchResponse, 1, 7),
-    _spec(metadata.FindCoordinatorRequest, metadata.FindCoordinatorResponse, 0, 4),
-    _spec(consumer.JoinGroupRequest, consumer.JoinGroupResponse, 0, 7),
-    _spec(consumer.HeartbeatRequest, consumer.HeartbeatResponse, 0, 4),
-    _spec(consumer.LeaveGroupRequest, consumer.LeaveGroupResponse, 0, 4),
-    _spec(consumer.SyncGroupRequest, consumer.SyncGroupResponse, 0, 5),
-    _spec(admin.DescribeGroupsRequest, admin.DescribeGroupsResponse, 0, 5),
-    _spec(admin.ListGroupsRequest, admin.ListGroupsResponse, 0, 4),
-    _spec(metadata.ApiVersionsRequest, metadata.ApiVersionsResponse, 0, 3),
-    _spec(admin.CreateTopicsRequest, admin.CreateTopicsResponse, 2, 7),
-    _spec(admin.DeleteTopicsRequest, admin.DeleteTopicsResponse, 1, 5),
-    _spec(admin.DeleteRecordsRequest, admin.DeleteRecordsResponse, 0, 2),
-    _spec(producer.InitProducerIdRequest, producer.InitProducerIdResponse, 0, 4),
-    _spec(consumer.OffsetForLeaderEpochRequest, consumer.OffsetForLeaderEpochResponse, 2, 4),
-    _spec(producer.AddPartitionsToTxnRequest, producer.AddPartitionsToTxnResponse, 0, 3),
-    _spec(producer.AddOffsetsToTxnRequest, producer.AddOffsetsToTxnResponse, 0, 3),
-    _spec(producer.EndTxnRequest, producer.EndTxnResponse, 0, 3),
-    _spec(producer.TxnOffsetCommitRequest, producer.TxnOffsetCommitResponse, 0, 3),
-    _spec(admin.DescribeConfigsRequest, admin.DescribeConfigsResponse, 1, 4),
-    _spec(admin.CreatePartitionsRequest, admin.CreatePartitionsResponse, 0, 3),
-    _spec(admin.DeleteGroupsRequest, admin.DeleteGroupsResponse, 0, 2),
-    _spec(admin.IncrementalAlterConfigsRequest, admin.IncrementalAlterConfigsResponse, 0, 1),
-])
-API_VERSIONS_KEY = metadata.ApiVersionsRequest.API_KEY
-FETCH_KEY = consumer.FetchRequest.API_KEY
-# Requests whose bytes fields are decoded as views of the request frame, not copies: a
-# Produce request's records reach `Log.append` as one writable buffer over the bytes received.
-BYTES_AS_VIEWS = frozenset({producer.ProduceRequest.API_KEY})
-Decoder = Callable[[memoryview, int], tuple[Any, int]]
-Buffer = bytes | bytearray | memoryview
 
 
 class ProtocolError(Exception):
@@ -123,23 +104,23 @@ class Request(NamedTuple):
         return self.spec.response(version=self.version, **fields)
 
 
-def decode_request(frame: bytes | bytearray | memoryview, implemented: Iterable[int] = API_VERSIONS) -> Request:
-    """Decode one request frame (without its size prefix).
+def decode_request(frame: bytes | bytearray | memoryview, apis: Mapping[int, ApiSpec]) -> Request:
+    """Decode one request frame (without its size prefix) as `apis` declare it.
 
-    Raises UnsupportedVersion for an API or version not in API_VERSIONS and ProtocolError for
+    Raises UnsupportedVersion for an API or version not in `apis` and ProtocolError for
     bytes that do not decode as the schema says.
     """
     if len(frame) < 8:
         raise ProtocolError(f"request of {len(frame)} bytes is shorter than a header")
     api_key, api_version = _KEY_VERSION.unpack_from(frame, 0)
     correlation_id = struct.unpack_from(">i", frame, 4)[0]
-    spec = API_VERSIONS.get(api_key) if api_key in implemented else None
+    spec = apis.get(api_key)
     if spec is None or not spec.min_version <= api_version <= spec.max_version:
         raise UnsupportedVersion(api_key, api_version, correlation_id)
     data = memoryview(frame)
     try:
         header, start = _header_decoder(spec.request, api_version)(data, 0)
-        body, end = _body_decoder(spec.request, api_version)(data, start)
+        body, end = _body_decoder(spec.request, api_version, spec.request_views)(data, start)
     except Exception as exc:  # the schema decoder raises ValueError, struct.error, IndexError, ...
         raise ProtocolError(f"malformed api {api_key} v{api_version} request: {exc!r}") from None
     if end > len(data):  # a length field pointed past the frame; slicing hid it
@@ -210,12 +191,12 @@ def _header_decoder(cls: type[ApiMessage], version: int) -> Decoder:
 
 
 @functools.cache
-def _body_decoder(cls: type[ApiMessage], version: int) -> Decoder:
-    """The schema's compiled decoder of `cls` at `version`; for BYTES_AS_VIEWS, a twin of it
+def _body_decoder(cls: type[ApiMessage], version: int, views: bool) -> Decoder:
+    """The schema's compiled decoder of `cls` at `version`; with `views`, a twin of it
     whose `bytes(...)` of a frame slice keeps the slice (the generated code names `bytes`)."""
     flexible = cls.flexible_version_q(version)
     decode = cls._struct.compiled_decode_from(version, compact=flexible, tagged=flexible, data_class=cls)
-    if cls.API_KEY not in BYTES_AS_VIEWS:
+    if not views:
         return decode
     return types.FunctionType(decode.__code__, {**decode.__globals__, "bytes": _view_or_bytes}, decode.__name__)
 
@@ -227,24 +208,24 @@ def _view_or_bytes(value: Any) -> Any:
 def encode_response(request: Request, response: ApiMessage) -> list[Buffer]:
     """The size-prefixed bytes of `response` to `request`, as buffers to write in order (a
     Fetch response's records are passed through, not copied)."""
-    if request.api_key == FETCH_KEY:
-        return encode_fetch_response(request.version, request.correlation_id, response)
+    if request.spec.encode is not None:
+        return request.spec.encode(request.version, request.correlation_id, response)
     response.with_header(correlation_id=request.correlation_id)
     return [response.encode(header=True, framed=True)]
 
 
-def api_versions_entries(cls: type[ApiMessage], implemented: Iterable[int]) -> list:
-    """ApiVersions' `api_keys` array: the `implemented` APIs and their version ranges."""
+def api_versions_entries(cls: type[ApiMessage], apis: Mapping[int, ApiSpec]) -> list:
+    """ApiVersions' `api_keys` array: the declared APIs and their version ranges."""
     entry = cls.ApiVersion
-    return [entry(api_key=key, min_version=API_VERSIONS[key].min_version, max_version=API_VERSIONS[key].max_version)
-            for key in sorted(implemented)]
+    return [entry(api_key=key, min_version=apis[key].min_version, max_version=apis[key].max_version)
+            for key in sorted(apis)]
 
 
-def unsupported_version_response(error: UnsupportedVersion, implemented: Iterable[int]) -> bytes:
+def unsupported_version_response(error: UnsupportedVersion, apis: Mapping[int, ApiSpec]) -> bytes:
     """Kafka's answer to an unsupported version: for ApiVersions a v0 response carrying the
     supported ranges (so the client can retry lower); for any other API, no answer can be
     encoded in a version the client does not speak, so the caller closes the connection."""
     cls = metadata.ApiVersionsResponse
-    body = cls(version=0, error_code=ec.UNSUPPORTED_VERSION, api_keys=api_versions_entries(cls, implemented))
+    body = cls(version=0, error_code=ec.UNSUPPORTED_VERSION, api_keys=api_versions_entries(cls, apis))
     body.with_header(correlation_id=error.correlation_id)
     return body.encode(header=True, framed=True)

@@ -15,6 +15,7 @@ from logstore.clock import Clock, SystemClock
 from logstore.manager import LogManager
 from logstore.policies import CleanerFactory, RetentionPass
 from logstore.server.admin_api import AdminApi
+from logstore.server.apis import APIS, bind
 from logstore.server.broker_config import BrokerConfig
 from logstore.server.connection import Connection, FrameProtocol, Handler, InFlightBudget
 from logstore.server.context import ServerContext
@@ -138,7 +139,7 @@ class KafkaServer:
         topics = Topics(self.manager)
         ctx = ServerContext(config, meta, self.manager, topics, self._clock, host=self._advertised_host)
         handlers = self._build_handlers(ctx)
-        ctx.implemented = frozenset(handlers)
+        ctx.implemented = APIS
         self.context = ctx
         limit = config.queued_max_request_bytes
         budget = InFlightBudget(UNLIMITED_QUEUE_BYTES if limit <= 0 else limit)
@@ -146,8 +147,8 @@ class KafkaServer:
         loop = asyncio.get_running_loop()
 
         def serve(protocol: FrameProtocol) -> None:
-            connection = Connection(protocol, handlers=handlers, max_request_bytes=config.socket_request_max_bytes,
-                                    budget=budget)
+            connection = Connection(protocol, apis=APIS, handlers=handlers,
+                                    max_request_bytes=config.socket_request_max_bytes, budget=budget)
             task = loop.create_task(connection.serve())
             self._connections.add(task)
             task.add_done_callback(self._connections.discard)
@@ -160,12 +161,9 @@ class KafkaServer:
         self.manager.start()
 
     def _build_handlers(self, ctx: ServerContext) -> dict[int, Handler]:
-        handlers: dict[int, Handler] = {}
         self._groups = GroupCoordinator(ctx)
         self._txns = TransactionCoordinator(ctx, self._groups, ProducerIdManager(ctx.manager))
-        for api in (AdminApi(ctx), DataApi(ctx), self._groups, self._txns):
-            handlers.update(api.handlers())
-        return handlers
+        return bind(APIS, (AdminApi(ctx), DataApi(ctx), self._groups, self._txns))
 
     async def _shutdown(self) -> None:
         for coordinator in (self._groups, self._txns):

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,11 +68,6 @@ class TransactionCoordinator:
             self._ids.observe(txn.producer_id)
             if txn.state in (PREPARE_COMMIT, PREPARE_ABORT):  # a crash between prepare and complete
                 self._try_markers(txn)
-
-    def handlers(self) -> dict[int, Callable[[Request], Any]]:
-        """Handlers by API key."""
-        return {22: self.init_producer_id, 24: self.add_partitions_to_txn, 25: self.add_offsets_to_txn,
-                26: self.end_txn, 28: self.txn_offset_commit}
 
     # ------------------------------------------------------------------ storage
 

@@ -18,7 +18,7 @@ from logstore.clock import Clock
 from logstore.config import LogConfig
 from logstore.epoch import LeaderEpochFileCache
 from logstore.errors import InvalidRecordError, OffsetOutOfRangeError
-from logstore.log import AppendInfo, FetchResult
+from logstore.log_results import AppendInfo, FetchResult
 from logstore.records import (
     build_batch_columnar,
     iter_batches,

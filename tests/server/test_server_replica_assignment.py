@@ -1,0 +1,52 @@
+"""CreateTopics with a manual replica assignment, through kafka-python's admin client: an
+assignment of the live node is accepted; unknown ids, duplicates and gaps are refused with
+INVALID_REPLICA_ASSIGNMENT, as Kafka's controller refuses them."""
+
+from __future__ import annotations
+
+import pytest
+from kafka import KafkaAdminClient
+
+from logstore.server import KafkaServer
+
+NONE, INVALID_REQUEST, INVALID_REPLICA_ASSIGNMENT = 0, 42, 39
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    with KafkaServer(tmp_path_factory.mktemp("assign"), port=0) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def admin(server):
+    client = KafkaAdminClient(bootstrap_servers=server.bootstrap_servers)
+    yield client
+    client.close()
+
+
+def create(admin, name: str, assignments: dict, **options) -> int:
+    result = admin.create_topics({name: {"assignments": assignments, **options}}, raise_errors=False)
+    return result["topics"][0]["error_code"]
+
+
+def test_an_assignment_of_the_live_node_creates_the_topic(server, admin):
+    node = server.context.node_id
+    assert create(admin, "assigned", {0: [node], 1: [node], 2: [node]}) == NONE
+    assert server.context.topics.partition_count("assigned") == 3
+
+
+@pytest.mark.parametrize("assign", [
+    lambda node: {0: [4242]},
+    lambda node: {0: [node, node]},
+    lambda node: {0: [node], 2: [node]},
+    lambda node: {0: []},
+], ids=["unknown-broker", "duplicate-replica", "partition-gap", "empty-replicas"])
+def test_a_bad_assignment_is_refused_as_kafka_refuses_it(server, admin, request, assign):
+    name = "bad-" + request.node.callspec.id
+    assert create(admin, name, assign(server.context.node_id)) == INVALID_REPLICA_ASSIGNMENT
+    assert name not in server.context.topics
+
+
+def test_an_assignment_with_a_partition_count_is_an_invalid_request(server, admin):
+    assert create(admin, "both", {0: [server.context.node_id]}, num_partitions=1) == INVALID_REQUEST
