@@ -14,7 +14,7 @@ import json
 import threading
 from pathlib import Path
 
-from logstore.checkpoint import atomic_write
+from logstore.checkpoint import atomic_write, fsync_dir
 from logstore.log_files import CLEAN_SHUTDOWN_FILE
 from logstore.log_loader import LoadState
 
@@ -60,7 +60,9 @@ def claim(data_dir: Path) -> int | None:
         if held:
             return None  # the first one took the marker; this log cannot know how the last stop went
         broker_epoch = read_marker(data_dir)
-        (data_dir / CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
+        if broker_epoch is not None:
+            (data_dir / CLEAN_SHUTDOWN_FILE).unlink()
+            fsync_dir(data_dir)  # a marker back from the dead would vouch for a crash after this open
         return broker_epoch
 
 

@@ -201,7 +201,7 @@ class Controller:
         if not new_isr <= self.live:
             return False
         for joining in new_isr - self.isr - {partition.replica_id}:
-            epoch = partition.remote_replica(joining).broker_epoch
+            epoch = partition.replica_broker_epoch(joining)
             if epoch != NO_BROKER_EPOCH and not self.brokers.is_current(joining, epoch):
                 return False  # INELIGIBLE_REPLICA: a fetch from an earlier incarnation
         self._set_isr(new_isr)

@@ -242,6 +242,12 @@ class Partition:
         """True in the leader role."""
         return self.role == LEADER
 
+    def replica_broker_epoch(self, replica_id: int) -> int:
+        """The broker epoch the last fetch of `replica_id` carried (NO_BROKER_EPOCH: none known)."""
+        with self._lock:
+            state = self._remotes.get(replica_id)
+            return NO_BROKER_EPOCH if state is None else state.broker_epoch
+
     def remote_replica(self, replica_id: int) -> ReplicaState:
         """The leader's view of `replica_id` (a copy). NotLeaderOrFollowerError if unknown."""
         with self._lock:
