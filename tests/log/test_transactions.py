@@ -36,7 +36,7 @@ SAMPLE_CONFIG = {
     "message.timestamp.type": "CreateTime",
 }
 NOW = 1_700_000_000_000
-TXN_ENTRY = struct.Struct(">hqqqq")  # FORMAT.md .txnindex entry
+TXN_ENTRY = struct.Struct(">hqqqq")  # docs/FORMAT.md .txnindex entry
 
 
 def data(pid, epoch, seq, n=1, *, txn=False, value=b"v"):
