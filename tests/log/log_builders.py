@@ -3,8 +3,7 @@
 from logstore import Log, Record
 from logstore.records import build_batch
 from logstore.segment import LogSegment
-
-NOW = 1_700_000_000_000
+from tests.support.clock import NOW
 
 
 def open_log(tmp_path, clock, **config):
