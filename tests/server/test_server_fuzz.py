@@ -124,6 +124,12 @@ def errors():
         logger.removeHandler(handler)
 
 
+pytestmark = pytest.mark.kafka_broker_config({
+    "group.min.session.timeout.ms": 1, "group.max.session.timeout.ms": SESSION_MAX_MS,
+    "offsets.topic.num.partitions": 3, "transaction.state.log.num.partitions": 3,
+    "socket.request.max.bytes": 8 * 1024 * 1024})
+
+
 @pytest.fixture(scope="module")
 def seeded_server(errors, module_server):
     """The module's broker (started after `errors` listens) with two topics, a group and an open
