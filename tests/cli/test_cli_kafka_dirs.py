@@ -461,3 +461,27 @@ def test_verify_notes_a_cleans_leftovers_once_per_directory(tmp_path: Path):
     assert result.stderr == (f"logstore: note: skipped 3 files in {partition}: a segment file awaiting "
                              "deletion (Kafka removes it on open)\n")
     assert result.stdout == "verified 30 files (240 batches) in 1 partition(s), skipped 3: OK\n"
+
+
+def test_recover_removes_pending_deletions_as_kafkas_loader_does_and_exits_0(tmp_path: Path):
+    # a broker stopped during delayed deletion: retention moved the log start past segment 0 and
+    # renamed its files, and file.delete.delay.ms had not passed
+    partition = kafka_sample(tmp_path / "logdir")
+    pending = sorted(p.name + ".deleted" for p in partition.glob("00000000000000000000.*"))
+    for name in pending:
+        (partition / name.removesuffix(".deleted")).rename(partition / name)
+    (partition.parent / "log-start-offset-checkpoint").write_text("0\n1\nplain 0 105\n")
+    before = directory_digest(partition.parent)
+    note = f"logstore: note: {partition}: {{}} 3 files awaiting deletion (*.deleted), as Kafka's loader does on open\n"
+    for options in ([], ["--full"], ["--json"]):
+        result = run("recover", *options, str(partition.parent), cwd=tmp_path)
+        assert (result.returncode, result.stderr) == (0, note.format("would remove")), result.stdout
+        assert result.stdout == ("" if "--json" in options else f"{partition}: nothing to recover\n")
+    assert directory_digest(partition.parent) == before
+    result = run("recover", "--in-place", str(partition.parent), cwd=tmp_path)
+    assert (result.returncode, result.stderr) == (0, note.format("removed"))
+    assert result.stdout == f"{partition}: nothing to recover\n"
+    after = {k: v for k, v in directory_digest(partition.parent).items() if not k.endswith(".lock")}
+    assert after == {k: v for k, v in before.items() if not k.endswith(".deleted")}
+    again = run("recover", "--in-place", str(partition.parent), cwd=tmp_path)
+    assert (again.returncode, again.stderr, again.stdout) == (0, "", f"{partition}: nothing to recover\n")

@@ -9,7 +9,12 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from logstore import LogConfig, Record, _kernels
-from logstore.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
+from logstore.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    RecordTooLargeError,
+    RecordValidationError,
+)
 from logstore.log_validator import validate_leader_append
 from logstore.records import build_batch, crc32c, read_batch
 from logstore.records._kernels import ERR_OFFSET_DELTA, ERR_TRAILING_BYTES, OK, STATUS_MESSAGES
@@ -80,8 +85,8 @@ def model(buf: bytearray, config: LogConfig, next_offset: int, now: int, epoch: 
             raise CorruptRecordError(f"{STATUS_MESSAGES[status]} (record byte {at - start})",
                                      position=position if compressed else position + V2_HEADER_SIZE + at - start)
         if config.compact and null_key:
-            raise InvalidRecordError(
-                f"{SOURCE} is a compacted topic's partition: it cannot accept a record without a key")
+            raise RecordValidationError(
+                f"{SOURCE} is a compacted topic's partition: it cannot accept a record without a key", [])
         if not log_append and h.record_count:
             before, after = config.message_timestamp_before_max_ms, config.message_timestamp_after_max_ms
             if low != -1 and now - int(low) > before:
