@@ -5,6 +5,7 @@ DescribeLogDirs (`kafka-log-dirs.sh`), answered for this one node."""
 from __future__ import annotations
 
 import shutil
+from collections.abc import Mapping
 from typing import Any
 
 from logstore.server import error_codes as ec
@@ -44,24 +45,16 @@ class DescribeApi:
         cls = req.spec.response.DescribeTopicPartitionsResponseTopic
         topics = self._ctx.topics
         names = sorted({t.name for t in body.topics}) if body.topics else topics.names()
-        start = 0
-        if body.cursor is not None:
-            names = [n for n in names if n >= body.cursor.topic_name]
-            start = body.cursor.partition_index if names and names[0] == body.cursor.topic_name else 0
-        budget = min(body.response_partition_limit, PARTITION_LIMIT) if body.response_partition_limit > 0 \
-            else PARTITION_LIMIT
+        counts = {name: topics.partition_count(name) if name in topics else None for name in names}
+        cursor = None if body.cursor is None else (body.cursor.topic_name, body.cursor.partition_index)
+        limit = body.response_partition_limit
+        pages, next_cursor = partition_page(counts, cursor, min(limit, PARTITION_LIMIT) if limit > 0 else PARTITION_LIMIT)
         node = self._ctx.node_id
-        entries, cursor = [], None
-        for name in names:
-            if name not in topics:
+        entries = []
+        for name, start, end in pages:
+            if counts[name] is None:
                 entries.append(cls(error_code=ec.UNKNOWN_TOPIC_OR_PARTITION, name=name, partitions=[]))
-                start = 0
                 continue
-            if budget == 0:
-                cursor = req.spec.response.Cursor(topic_name=name, partition_index=start)
-                break
-            count = topics.partition_count(name)
-            end = min(count, start + budget)
             partitions = [cls.DescribeTopicPartitionsResponsePartition(
                 error_code=ec.NONE, partition_index=p, leader_id=node, leader_epoch=0, replica_nodes=[node],
                 isr_nodes=[node], eligible_leader_replicas=None, last_known_elr=None, offline_replicas=[])
@@ -69,12 +62,9 @@ class DescribeApi:
             entries.append(cls(error_code=ec.NONE, name=name, topic_id=topics.topic_id(name),
                                is_internal=topics.is_internal(name), partitions=partitions,
                                topic_authorized_operations=sum(1 << op for op in TOPIC_OPERATIONS)))
-            budget -= end - start
-            if end < count:
-                cursor = req.spec.response.Cursor(topic_name=name, partition_index=end)
-                break
-            start = 0
-        return req.response(throttle_time_ms=0, topics=entries, next_cursor=cursor)
+        cursor_entry = None if next_cursor is None else req.spec.response.Cursor(
+            topic_name=next_cursor[0], partition_index=next_cursor[1])
+        return req.response(throttle_time_ms=0, topics=entries, next_cursor=cursor_entry)
 
     async def describe_log_dirs(self, req: Request) -> Any:
         cls = req.spec.response.DescribeLogDirsResult
@@ -96,3 +86,33 @@ class DescribeApi:
         result = cls(error_code=ec.NONE, log_dir=str(data_dir.resolve()), topics=described,
                      total_bytes=usage.total, usable_bytes=usage.free, is_cordoned=False)
         return req.response(throttle_time_ms=0, error_code=ec.NONE, results=[result])
+
+
+def partition_page(counts: Mapping[str, int | None], cursor: tuple[str, int] | None,
+                   limit: int) -> tuple[list[tuple[str, int, int]], tuple[str, int] | None]:
+    """One page of DescribeTopicPartitions over topics in name order: (name, first partition,
+    end) per topic shown (an unknown topic, count None, shows as (name, 0, 0)), at most `limit`
+    partitions in all, from `cursor` (topic, partition) on; and where the next page starts, None
+    when nothing is left."""
+    pages: list[tuple[str, int, int]] = []
+    for name in sorted(counts):
+        start = 0
+        if cursor is not None:
+            if name < cursor[0]:
+                continue
+            if name == cursor[0]:
+                start = cursor[1]
+        count = counts[name]
+        if count is None:
+            pages.append((name, 0, 0))
+            continue
+        if start >= count:
+            continue
+        if limit == 0:
+            return pages, (name, start)
+        end = min(count, start + limit)
+        pages.append((name, start, end))
+        limit -= end - start
+        if end < count:
+            return pages, (name, end)
+    return pages, None

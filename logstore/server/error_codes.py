@@ -70,6 +70,7 @@ _ENGINE_ERRORS: tuple[tuple[type[BaseException], int], ...] = (
     (errors.RecordTooLargeError, MESSAGE_TOO_LARGE),
     (errors.OffsetOutOfRangeError, OFFSET_OUT_OF_RANGE),
     (errors.CorruptRecordError, CORRUPT_MESSAGE),
+    (errors.InvalidTimestampError, INVALID_TIMESTAMP),
     (errors.InvalidRecordError, INVALID_RECORD),
     (errors.OutOfOrderSequenceError, OUT_OF_ORDER_SEQUENCE_NUMBER),
     (errors.InvalidProducerEpochError, INVALID_PRODUCER_EPOCH),

@@ -12,6 +12,7 @@ from logstore import LogConfig, Record, _kernels
 from logstore.errors import (
     CorruptRecordError,
     InvalidRecordError,
+    InvalidTimestampError,
     RecordTooLargeError,
     RecordValidationError,
 )
@@ -90,13 +91,13 @@ def model(buf: bytearray, config: LogConfig, next_offset: int, now: int, epoch: 
         if not log_append and h.record_count:
             before, after = config.message_timestamp_before_max_ms, config.message_timestamp_after_max_ms
             if low != -1 and now - int(low) > before:
-                raise InvalidRecordError(
+                raise InvalidTimestampError(
                     f"timestamp {low} of a record in the batch at position {position} is more than "
-                    f"message.timestamp.before.max.ms={before} before the log's time {now}")
+                    f"message.timestamp.before.max.ms={before} before the log's time {now}", [])
             if high != -1 and int(high) - now > after:
-                raise InvalidRecordError(
+                raise InvalidTimestampError(
                     f"timestamp {high} of a record in the batch at position {position} is more than "
-                    f"message.timestamp.after.max.ms={after} after the log's time {now}")
+                    f"message.timestamp.after.max.ms={after} after the log's time {now}", [])
         struct.pack_into(">q", buf, position, next_offset)
         struct.pack_into(">i", buf, position + 12, epoch)
         batch_max = now if log_append else int(high)

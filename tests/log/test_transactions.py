@@ -35,7 +35,7 @@ SAMPLE_CONFIG = {
     "compression.type": "producer",
     "message.timestamp.type": "CreateTime",
 }
-TXN_ENTRY = struct.Struct(">hqqqq")  # FORMAT.md .txnindex entry
+TXN_ENTRY = struct.Struct(">hqqqq")  # docs/FORMAT.md .txnindex entry
 
 
 def data(pid, epoch, seq, n=1, *, txn=False, value=b"v"):

@@ -9,11 +9,14 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import Consumer, Producer, TopicCollection, TopicPartition
 from confluent_kafka.admin import AclOperation, AdminClient
+from hypothesis import given
+from hypothesis import strategies as st
 from kafka import KafkaAdminClient
 from kafka.errors import GroupIdNotFoundError, NoError, UnknownTopicOrPartitionError
 from kafka.protocol.admin import DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse
 from kafka.structs import TopicPartition as KafkaPythonPartition
 
+from logstore.server.describe_api import partition_page
 from tests.support.wire import WireClient
 
 pytestmark = pytest.mark.kafka_broker_config({"offsets.topic.num.partitions": 1, "transaction.state.log.num.partitions": 1})
@@ -116,3 +119,20 @@ def test_describe_topic_partitions_pages_with_a_cursor(module_server):
         [("beta", 0, [1]), ("unknown", 3, [])]
     assert rest.next_cursor is None
     assert rest.topics[0].topic_id == module_server.context.topics.topic_id("beta")
+
+
+@given(counts=st.dictionaries(st.text("abc", min_size=1, max_size=3), st.one_of(st.none(), st.integers(0, 7)),
+                              max_size=6),
+       limit=st.integers(1, 10))
+def test_paging_with_the_cursor_shows_every_partition_once_in_order(counts, limit):
+    shown, cursor, pages = [], None, 0
+    while True:
+        page, cursor = partition_page(counts, cursor, limit)
+        assert sum(end - start for _, start, end in page) <= limit
+        shown += [(name, p) for name, start, end in page for p in range(start, end)]
+        pages += 1
+        if cursor is None:
+            break
+    model = [(name, p) for name in sorted(counts) for p in range(counts[name] or 0)]
+    assert shown == model
+    assert pages <= len(model) // limit + 1
