@@ -13,8 +13,8 @@ import pytest
 from logstore import Log, Record
 from logstore.clock import ManualClock
 from logstore.records import build_batch, iter_batches
+from tests.support.clock import NOW
 
-NOW = 1_700_000_000_000
 CONFIG = {"segment.bytes": 2048, "index.interval.bytes": 256}
 
 CHILD = textwrap.dedent(

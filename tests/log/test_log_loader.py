@@ -6,17 +6,12 @@ import os
 import pytest
 
 from logstore import Log, LogConfig
-from logstore.clock import ManualClock
 from logstore.errors import InvalidConfigError
 from logstore.log_files import INDEX_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX, segment_file_name
 from logstore.log_loader import LoadState, LogLoader
 from logstore.partition_state import PartitionState
-from tests.log.log_builders import NOW, batch, log_with_cleaned_copy, offsets, open_log
-
-
-@pytest.fixture
-def clock():
-    return ManualClock(NOW)
+from tests.log.log_builders import batch, log_with_cleaned_copy, offsets, open_log
+from tests.support.clock import NOW
 
 
 def test_open_finishes_an_interrupted_swap(tmp_path, clock):
