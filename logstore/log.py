@@ -28,6 +28,7 @@ from logstore.checkpoint import (
     REPLICATION_OFFSET_CHECKPOINT,
     update_offsets_checkpoints,
 )
+from logstore.clean_shutdown import NO_BROKER_EPOCH, MarkerClaim
 from logstore.clock import Clock, SystemClock
 from logstore.config import TIMESTAMP_TYPE_LOG_APPEND, LogConfig
 from logstore.epoch import EPOCHS, LeaderEpochFileCache, epoch_argument
@@ -117,6 +118,7 @@ class Log:
         self._on_start_offset_change: Callable[[Log], None] | None = None
         self._recovered_bytes = 0
         self._had_clean_shutdown = False
+        self._marker: MarkerClaim | None = None  # a standalone writer's hold on .kafka_cleanshutdown
         self._input = AppendInput()
         self.high_watermark_follows_log_end = True
 
@@ -150,6 +152,7 @@ class Log:
         try:
             if load_state is None:
                 load_state = LoadState.from_parent_dir(directory, log.topic, log.partition)
+                log._marker = None if read_only else MarkerClaim(directory.parent, load_state)
             else:
                 log._standalone = False
             log._load(load_state)
@@ -640,8 +643,7 @@ class Log:
             self.delete_expired_files()
 
     def delete_expired_files(self, now_ms: int | None = None) -> int:
-        """Physically delete `.deleted` segments (and their `.snapshot.deleted` files) whose
-        delay has passed; returns how many."""
+        """Delete `.deleted` segments (and their `.snapshot.deleted` files) whose delay passed; returns how many."""
         now = self._clock.time_ms() if now_ms is None else now_ms
         with self._lock:
             due = self._local.take_expired(now)
@@ -680,9 +682,8 @@ class Log:
                   REPLICATION_OFFSET_CHECKPOINT: self._high_watermark}
         update_offsets_checkpoints(self._dir.parent, self.topic, self.partition, {n: values[n] for n in names})
 
-    def close(self) -> None:
-        """Flush, write the final time-index entries, trim indexes, write checkpoints (when
-        standalone) and release the directory. Idempotent."""
+    def close(self, *, broker_epoch: int = NO_BROKER_EPOCH) -> None:
+        """Flush, close segments, write checkpoints and (standalone) a clean-shutdown marker naming `broker_epoch`."""
         with self._lock:
             if self._closed:
                 return
@@ -694,9 +695,11 @@ class Log:
                 self._write_parent_checkpoints(
                     RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT)
             self._closed = True
-            self._release()
+            self._release(broker_epoch)
 
-    def _release(self) -> None:
+    def _release(self, broker_epoch: int | None = None) -> None:
+        if self._marker is not None:  # last: the marker vouches for every write before it
+            self._marker.release(broker_epoch)
         if self._dir_lock is not None:
             self._dir_lock.release()
             self._dir_lock = None
