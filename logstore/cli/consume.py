@@ -27,7 +27,7 @@ from logstore.cli._common import (
     partition_path,
     write_json,
 )
-from logstore.record_decoders import INTERNAL_TOPICS, decoder_for
+from logstore.tools.record_decoders import INTERNAL_TOPICS, decoder_for
 
 FETCH_BYTES = 1 << 20
 

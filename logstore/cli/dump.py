@@ -177,7 +177,7 @@ class Options:
     max_message_size: int
     skip_metadata: bool
     json: bool
-    decoder: Any  # a logstore.record_decoders.RecordDecoder
+    decoder: Any  # a logstore.tools.record_decoders.RecordDecoder
 
 
 class Output:
@@ -238,7 +238,7 @@ def run(args: argparse.Namespace) -> int:
     for path, kind in zip(paths, kinds, strict=True):
         if kind not in NOT_SEGMENT_FILES:
             base_offset_of(path)  # a misnamed file is a usage error before anything is printed
-    from logstore.record_decoders import DECODERS
+    from logstore.tools.record_decoders import DECODERS
 
     decoder = getattr(args, "decoder", None)
     opts = Options(
@@ -267,7 +267,7 @@ def run(args: argparse.Namespace) -> int:
 
 def report(problems: Problems, out: Output) -> None:
     """Kafka's end-of-run reports on stderr (or as JSON objects on stdout)."""
-    from logstore import dump
+    from logstore.tools import dump_files
 
     if out.json:
         sections = (("index_mismatch", problems.index_mismatches),
@@ -284,22 +284,22 @@ def report(problems: Problems, out: Output) -> None:
         return
     lines: list[str] = []
     for path, pairs in problems.index_mismatches.items():
-        lines += dump.index_mismatch_report(path, pairs)
+        lines += dump_files.index_mismatch_report(path, pairs)
     for path, pairs in problems.time_mismatches.items():
-        lines += dump.time_index_report(path, pairs, [], [])
+        lines += dump_files.time_index_report(path, pairs, [], [])
     for path, pairs in problems.time_out_of_order.items():
-        lines += dump.time_index_report(path, [], pairs, [])
+        lines += dump_files.time_index_report(path, [], pairs, [])
     for path, pairs in problems.time_not_found.items():
-        lines += dump.time_index_report(path, [], [], pairs)
+        lines += dump_files.time_index_report(path, [], [], pairs)
     for path, pairs in problems.non_consecutive.items():
-        lines += dump.non_consecutive_report(path, pairs)
+        lines += dump_files.non_consecutive_report(path, pairs)
     if lines:
         sys.stderr.write("\n".join(lines) + "\n")
 
 
 def dump_log(path: str, opts: Options, out: Output, problems: Problems) -> None:
     """Batches (and records under --deep-iteration) of a `.log` file, then any torn tail."""
-    from logstore import dump
+    from logstore.tools import dump
 
     out.line(dump.log_header_line(base_offset_of(path)))
     dump_batches(path, opts, out, problems)
@@ -307,7 +307,7 @@ def dump_log(path: str, opts: Options, out: Output, problems: Problems) -> None:
 
 def dump_kraft_snapshot(path: str, opts: Options, out: Output, problems: Problems) -> None:
     """A KRaft snapshot (`.checkpoint`): record batches, dumped as a `.log` file is."""
-    from logstore import dump
+    from logstore.tools import dump
 
     name = os.path.basename(path)
     if name == BOOTSTRAP_SNAPSHOT:
@@ -323,8 +323,8 @@ def dump_kraft_snapshot(path: str, opts: Options, out: Output, problems: Problem
 def dump_batches(path: str, opts: Options, out: Output, problems: Problems) -> None:
     """Every batch of a file of record batches (and its records under --deep-iteration), then
     any torn tail."""
-    from logstore import dump
     from logstore.records import read_batch
+    from logstore.tools import dump
 
     with MappedFile(path) as mapped:
         data = mapped.data
@@ -360,7 +360,7 @@ def dump_batches(path: str, opts: Options, out: Output, problems: Problems) -> N
 def dump_batch(batch: Any, position: int, path: str, opts: Options, out: Output, problems: Problems,
                last_offset: int) -> int:
     """One batch (and its records under --deep-iteration); returns the last offset seen."""
-    from logstore import dump
+    from logstore.tools import dump
 
     problems.found |= not dump.kafka_is_valid(batch)
     if out.json:
@@ -397,7 +397,7 @@ def corrupt_entry(exc: CorruptRecordError, path: str, out: Output, problems: Pro
 
 def write_records(batch: Any, path: str, position: int, opts: Options, out: Output) -> Any:
     """Write the record lines of one batch for a text deep dump; return the records' offsets."""
-    from logstore import dump
+    from logstore.tools import dump
 
     if batch.magic < 2 or batch.is_control or opts.decoder.name != "string":
         records, legacy = decode_records(batch, path, position)
@@ -451,7 +451,7 @@ def decode_records(batch: Any, path: str, position: int) -> tuple[list[Any], lis
 def legacy_entries(batch: Any) -> list[Any]:
     """Validity and CRC-32 of each magic 0/1 message (the inner ones of a compressed wrapper,
     which `records()` decoded and CRC-checked through the records package)."""
-    from logstore import dump
+    from logstore.tools import dump
 
     if batch.compression == "none":
         return [dump.LegacyEntry(dump.kafka_is_valid(batch), batch.crc)]
@@ -463,8 +463,8 @@ def first_batch_last_offset(data: Any, position: int, end: int, path: str) -> in
 
     Raises CorruptRecordError naming `path` when the bytes there have an impossible length.
     """
-    from logstore import dump
     from logstore.records import read_batch_header
+    from logstore.tools import dump
 
     if not 0 <= position <= len(data):  # an index entry from a corrupt file may point anywhere
         return -1
@@ -481,26 +481,26 @@ def read_bytes(path: str) -> bytes:
 
 def dump_offset_index(path: str, opts: Options, out: Output, problems: Problems) -> None:
     """Entries of a `.index` file, each checked against the batch it points at."""
-    from logstore import dump
     from logstore.errors import CorruptIndexError
+    from logstore.tools import dump_files
 
     base_offset = base_offset_of(path)
     log_path = sibling(path, LOG_SUFFIX)
     with MappedFile(log_path) as log:
         data = read_bytes(path)
-        offsets, positions = dump.read_offset_index(data, base_offset)
+        offsets, positions = dump_files.read_offset_index(data, base_offset)
         if len(offsets) == 0:
             out.line(f"{path} is empty.")
             out.obj({"type": "index_empty", "file": path})
             return
         if opts.sanity_only:
-            error = dump.offset_index_sanity_error(offsets, len(data), base_offset, os.path.abspath(path))
+            error = dump_files.offset_index_sanity_error(offsets, len(data), base_offset, os.path.abspath(path))
             if error:
                 raise CorruptIndexError(error)
             out.line(f"{path} passed sanity check.")
             out.obj({"type": "sanity_check", "file": path, "passed": True})
             return
-        for i in range(dump.sparse_entry_count(offsets, base_offset)):
+        for i in range(dump_files.sparse_entry_count(offsets, base_offset)):
             offset, position = int(offsets[i]), int(positions[i])
             end = min(len(log.data), position + opts.max_message_size)
             found = first_batch_last_offset(log.data, position, end, log_path)
@@ -508,15 +508,15 @@ def dump_offset_index(path: str, opts: Options, out: Output, problems: Problems)
                 problems.found = True
                 problems.add(problems.index_mismatches, path, (offset, found))
             if not opts.verify_only:
-                out.line(dump.offset_index_line(offset, position))
+                out.line(dump_files.offset_index_line(offset, position))
                 out.obj({"type": "index_entry", "file": path, "offset": offset, "position": position})
 
 
 def dump_time_index(path: str, opts: Options, out: Output, problems: Problems) -> None:
     """Entries of a `.timeindex` file, each checked against the batch holding its offset."""
-    from logstore import dump
     from logstore.errors import CorruptIndexError
     from logstore.records import read_batch
+    from logstore.tools import dump, dump_files
 
     base_offset = base_offset_of(path)
     log_path = sibling(path, LOG_SUFFIX)
@@ -524,13 +524,13 @@ def dump_time_index(path: str, opts: Options, out: Output, problems: Problems) -
         index_path = sibling(path, INDEX_SUFFIX)
         # Kafka would create a missing offset index here; a read-only dump treats it as empty.
         index_data = read_bytes(index_path) if os.path.exists(index_path) else b""
-        index_offsets, index_positions = dump.read_offset_index(index_data, base_offset)
-        n_index = dump.sparse_entry_count(index_offsets, base_offset)
+        index_offsets, index_positions = dump_files.read_offset_index(index_data, base_offset)
+        n_index = dump_files.sparse_entry_count(index_offsets, base_offset)
         index_offsets, index_positions = index_offsets[:n_index], index_positions[:n_index]
         data = read_bytes(path)
-        timestamps, offsets = dump.read_time_index(data, base_offset)
+        timestamps, offsets = dump_files.read_time_index(data, base_offset)
         if opts.sanity_only:
-            error = dump.time_index_sanity_error(timestamps, offsets, len(data), base_offset,
+            error = dump_files.time_index_sanity_error(timestamps, offsets, len(data), base_offset,
                                                  os.path.abspath(path))
             if error:
                 raise CorruptIndexError(error)
@@ -538,9 +538,9 @@ def dump_time_index(path: str, opts: Options, out: Output, problems: Problems) -
             out.obj({"type": "sanity_check", "file": path, "passed": True})
             return
         previous = -1
-        for i in range(dump.sparse_entry_count(offsets, base_offset)):
+        for i in range(dump_files.sparse_entry_count(offsets, base_offset)):
             timestamp, offset = int(timestamps[i]), int(offsets[i])
-            start = dump.lookup_position(index_offsets, index_positions, offset)
+            start = dump_files.lookup_position(index_offsets, index_positions, offset)
             holder = None
             if 0 <= start <= len(log.data):
                 for position, _ in dump.iter_batch_spans(log.data, start, path=log_path):
@@ -562,7 +562,7 @@ def dump_time_index(path: str, opts: Options, out: Output, problems: Problems) -
                     problems.found = True
                     problems.add(problems.time_out_of_order, path, (timestamp, previous))
             if not opts.verify_only:
-                out.line(dump.time_index_line(timestamp, offset))
+                out.line(dump_files.time_index_line(timestamp, offset))
                 out.obj({"type": "time_index_entry", "file": path, "timestamp": timestamp,
                          "offset": offset})
             previous = timestamp
@@ -570,12 +570,12 @@ def dump_time_index(path: str, opts: Options, out: Output, problems: Problems) -
 
 def dump_snapshot(path: str, opts: Options, out: Output, problems: Problems) -> None:
     """Producers of a producer-state `.snapshot`; a corrupt one is reported on stderr."""
-    from logstore import dump
     from logstore.errors import CorruptSnapshotError
+    from logstore.tools import dump_files
 
     data = read_bytes(path)
     try:
-        entries = dump.read_producer_snapshot(data)
+        entries = dump_files.read_producer_snapshot(data)
     except CorruptSnapshotError as exc:
         problems.found = True
         if out.json:
@@ -585,39 +585,39 @@ def dump_snapshot(path: str, opts: Options, out: Output, problems: Problems) -> 
             print(str(exc), file=sys.stderr)
         return
     for entry in entries:
-        out.line(dump.snapshot_entry_line(entry))
-        out.obj({**dump.snapshot_entry_json(entry), "file": path})
+        out.line(dump_files.snapshot_entry_line(entry))
+        out.obj({**dump_files.snapshot_entry_json(entry), "file": path})
 
 
 def dump_txn_index(path: str, opts: Options, out: Output, problems: Problems) -> None:
     """Aborted transactions of a `.txnindex` file."""
-    from logstore import dump
+    from logstore.tools import dump_files
 
     base_offset_of(path)
-    for txn in dump.read_aborted_txns(read_bytes(path), os.path.abspath(path)):
-        out.line(dump.aborted_txn_line(txn))
-        out.obj({**dump.aborted_txn_json(txn), "file": path})
+    for txn in dump_files.read_aborted_txns(read_bytes(path), os.path.abspath(path)):
+        out.line(dump_files.aborted_txn_line(txn))
+        out.obj({**dump_files.aborted_txn_json(txn), "file": path})
 
 
 def dump_epochs(path: str, opts: Options, out: Output, problems: Problems) -> None:
     """Entries of a `leader-epoch-checkpoint` (an extension: Kafka's tool skips these)."""
-    from logstore import dump
     from logstore.checkpoint import read_checkpoint
+    from logstore.tools import dump_files
 
     read_bytes(path)  # a missing file is an error here, not "no entries"
     for epoch, start_offset in read_checkpoint(Path(path), (int, int)):
-        out.line(dump.leader_epoch_line(epoch, start_offset))
+        out.line(dump_files.leader_epoch_line(epoch, start_offset))
         out.obj({"type": "leader_epoch", "file": path, "epoch": epoch, "startOffset": start_offset})
 
 
 def dump_offsets(path: str, opts: Options, out: Output, problems: Problems) -> None:
     """Entries of a data-directory offset checkpoint (an extension, like leader epochs)."""
-    from logstore import dump
     from logstore.checkpoint import read_checkpoint
+    from logstore.tools import dump_files
 
     read_bytes(path)
     for topic, partition, offset in read_checkpoint(Path(path), (str, int, int)):
-        out.line(dump.offset_checkpoint_line(topic, partition, offset))
+        out.line(dump_files.offset_checkpoint_line(topic, partition, offset))
         out.obj({"type": "offset_checkpoint", "file": path, "topic": topic,
                  "partition": partition, "offset": offset})
 

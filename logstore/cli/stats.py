@@ -130,7 +130,7 @@ def partition_stats(path: Path, bar: Progress, *, decode: bool = False) -> Parti
     """Walk every segment of one partition directory, counting what lies at or above the log
     start offset; a batch that does not read is a problem, and the walk goes on. With `decode`,
     an internal topic's records are decoded and counted by type."""
-    from logstore.record_decoders import decoder_for
+    from logstore.tools.record_decoders import decoder_for
 
     stats = PartitionStats(path.name)
     decoder = decoder_for(path.name.rsplit("-", 1)[0]) if decode else None
@@ -152,11 +152,11 @@ def segment_stats(stats: PartitionStats, log_path: Path, start: int, bar: Progre
                   decoder: Any = None) -> int:
     """Add one `.log` to `stats` (record types counted by `decoder`, when given); returns the
     segment's next offset."""
-    from logstore import dump
     from logstore.cli._common import corruption_detail
     from logstore.cli.dump import MappedFile
     from logstore.errors import CorruptRecordError
     from logstore.records import read_batch
+    from logstore.tools import dump
 
     def problem(position: int, message: str) -> None:
         stats.problems.append({"file": str(log_path), "position": position, "message": message})

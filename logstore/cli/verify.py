@@ -274,8 +274,8 @@ def verify_file(path: Path, report: Report, deep: bool, bar: Progress) -> None:
 
 def iter_batches_checked(data: Any, path: Path, report: Report) -> Iterator[tuple[int, int]]:
     """Kafka's batch walk over `data`; a corrupt length becomes a problem and ends the walk."""
-    from logstore import dump
     from logstore.errors import CorruptRecordError
+    from logstore.tools import dump
 
     try:
         yield from dump.iter_batch_spans(data)
@@ -308,9 +308,9 @@ class NoBar:
 def verify_log(path: Path, report: Report, deep: bool, bar: Progress | NoBar) -> SegmentScan:
     """Batches of one `.log`: CRC, offsets, torn tail. A batch that does not read is one problem,
     and the walk goes on at the next batch its length field gives, as Kafka's dump does."""
-    from logstore import dump
     from logstore.errors import CorruptRecordError
     from logstore.records import read_batch
+    from logstore.tools import dump
 
     report.files += 1
     scan = SegmentScan(next_offset=base_offset_of(str(path)))
@@ -389,11 +389,11 @@ def verify_offset_index(path: Path, report: Report, scan: SegmentScan | None = N
     the position of its first batch, so an entry is wrong only when a lookup through it could
     miss a batch, not when the batch at its position ends below its offset."""
     from index.offset_index import OFFSET_INDEX_DTYPE
-    from logstore import dump
+    from logstore.tools import dump_files
 
-    offsets, positions, log_path = read_index(path, report, OFFSET_INDEX_DTYPE, dump.read_offset_index)
+    offsets, positions, log_path = read_index(path, report, OFFSET_INDEX_DTYPE, dump_files.read_offset_index)
     base = base_offset_of(str(path))
-    n = dump.sparse_entry_count(offsets, base)
+    n = dump_files.sparse_entry_count(offsets, base)
     scan = scan_of(log_path, scan, report)
     if scan is None:
         return
@@ -422,11 +422,11 @@ def verify_time_index(path: Path, report: Report, scan: SegmentScan | None = Non
     the one holding an entry's offset with a larger max timestamp than the entry's (a lookup
     for a timestamp between the two would start after that batch and miss it)."""
     from index.time_index import TIME_INDEX_DTYPE
-    from logstore import dump
+    from logstore.tools import dump_files
 
-    timestamps, offsets, log_path = read_index(path, report, TIME_INDEX_DTYPE, dump.read_time_index)
+    timestamps, offsets, log_path = read_index(path, report, TIME_INDEX_DTYPE, dump_files.read_time_index)
     base = base_offset_of(str(path))
-    n = dump.sparse_entry_count(offsets, base)
+    n = dump_files.sparse_entry_count(offsets, base)
     scan = scan_of(log_path, scan, report)
     if scan is None:
         return
@@ -456,8 +456,8 @@ def verify_time_index(path: Path, report: Report, scan: SegmentScan | None = Non
 
 def verify_txn_index(path: Path, report: Report) -> None:
     """Aborted-transaction entries: whole, a known version, ordered offsets."""
-    from logstore import dump
     from logstore.errors import CorruptRecordError
+    from logstore.tools import dump_files
     from logstore.txn_index import ENTRY_SIZE
 
     report.files += 1
@@ -466,7 +466,7 @@ def verify_txn_index(path: Path, report: Report) -> None:
         report.problem(path, f"{len(data)} bytes is not a multiple of the 34-byte entry size",
                        len(data) - len(data) % ENTRY_SIZE)
     try:
-        txns = dump.read_aborted_txns(data, str(path))
+        txns = dump_files.read_aborted_txns(data, str(path))
     except CorruptRecordError as exc:
         report.problem(path, corruption_detail(exc), exc.position)
         return
@@ -478,12 +478,12 @@ def verify_txn_index(path: Path, report: Report) -> None:
 
 def verify_snapshot(path: Path, report: Report) -> None:
     """A producer snapshot decodes with a good version and CRC."""
-    from logstore import dump
     from logstore.errors import CorruptSnapshotError
+    from logstore.tools import dump_files
 
     report.files += 1
     try:
-        dump.read_producer_snapshot(read_bytes(str(path)))
+        dump_files.read_producer_snapshot(read_bytes(str(path)))
     except CorruptSnapshotError as exc:
         report.problem(path, str(exc))
 

@@ -1,4 +1,4 @@
-"""logstore.dump: Kafka DumpLogSegments text for single batches, records and entries."""
+"""logstore.tools.dump: Kafka DumpLogSegments text for single batches, records and entries."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import struct
 import numpy as np
 import pytest
 
-from logstore import dump
 from logstore.errors import CorruptRecordError, CorruptSnapshotError
 from logstore.records import Record, RecordBatch, build_batch, read_batch
 from logstore.records.crc import crc32c
+from logstore.tools import dump, dump_files
 
 
 def test_batch_line_has_kafkas_fields_in_kafkas_order():
@@ -90,19 +90,19 @@ def test_batch_spans_stop_before_a_torn_tail_and_reject_tiny_lengths():
 
 def test_index_helpers_stop_at_the_first_zero_filled_slot():
     data = struct.pack(">iiiiii", 3, 100, 7, 200, 0, 0)
-    offsets, positions = dump.read_offset_index(data, 10)
+    offsets, positions = dump_files.read_offset_index(data, 10)
     assert offsets.tolist() == [13, 17, 10] and positions.tolist() == [100, 200, 0]
-    assert dump.sparse_entry_count(offsets, 10) == 2
-    assert dump.lookup_position(offsets[:2], positions[:2], 16) == 100
-    assert dump.lookup_position(offsets[:2], positions[:2], 12) == 0
+    assert dump_files.sparse_entry_count(offsets, 10) == 2
+    assert dump_files.lookup_position(offsets[:2], positions[:2], 16) == 100
+    assert dump_files.lookup_position(offsets[:2], positions[:2], 12) == 0
 
 
 def test_sanity_checks_use_kafkas_messages():
     offsets = np.array([5], dtype=np.int64)
-    assert "neither positive nor a multiple of 8" in dump.offset_index_sanity_error(offsets, 9, 0, "/x")
-    assert dump.offset_index_sanity_error(offsets, 8, 0, "/x") is None
+    assert "neither positive nor a multiple of 8" in dump_files.offset_index_sanity_error(offsets, 9, 0, "/x")
+    assert dump_files.offset_index_sanity_error(offsets, 8, 0, "/x") is None
     ts = np.array([10, 0], dtype=np.int64)
-    assert "last timestamp is 0 which is less than the first timestamp 10" in dump.time_index_sanity_error(
+    assert "last timestamp is 0 which is less than the first timestamp 10" in dump_files.time_index_sanity_error(
         ts, np.array([1, 0]), 24, 0, "/x")
 
 
@@ -113,12 +113,12 @@ def _snapshot(entries: list[tuple]) -> bytes:
 
 def test_producer_snapshot_lines_match_kafkas_format():
     data = _snapshot([(42, 3, 9, 120, 4, 1700, 7, 110), (43, 0, -1, -1, 0, 5, -1, -1)])
-    first, second = dump.read_producer_snapshot(data)
-    assert dump.snapshot_entry_line(first) == (
+    first, second = dump_files.read_producer_snapshot(data)
+    assert dump_files.snapshot_entry_line(first) == (
         "producerId: 42 producerEpoch: 3 coordinatorEpoch: 7 currentTxnFirstOffset: OptionalLong[110] "
         "lastTimestamp: 1700 firstSequence: 5 lastSequence: 9 lastOffset: 120 offsetDelta: 4 timestamp: 1700"
     )
-    assert dump.snapshot_entry_line(second) == (
+    assert dump_files.snapshot_entry_line(second) == (
         "producerId: 43 producerEpoch: 0 coordinatorEpoch: -1 currentTxnFirstOffset: OptionalLong.empty "
         "lastTimestamp: 5 "
     )
@@ -135,22 +135,22 @@ def test_producer_snapshot_lines_match_kafkas_format():
 ])
 def test_corrupt_snapshots_raise_kafkas_messages(data, message):
     with pytest.raises(CorruptSnapshotError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        dump.read_producer_snapshot(data)
+        dump_files.read_producer_snapshot(data)
 
 
 def test_aborted_txns_ignore_a_partial_entry_and_reject_unknown_versions():
     entry = struct.pack(">hqqqq", 0, 7, 10, 20, 30)
-    (txn,) = dump.read_aborted_txns(entry + b"\x00" * 5, "/x")
-    assert dump.aborted_txn_line(txn) == (
+    (txn,) = dump_files.read_aborted_txns(entry + b"\x00" * 5, "/x")
+    assert dump_files.aborted_txn_line(txn) == (
         "version: 0 producerId: 7 firstOffset: 10 lastOffset: 20 lastStableOffset: 30")
     with pytest.raises(CorruptRecordError, match="Unexpected aborted transaction version 1"):
-        dump.read_aborted_txns(struct.pack(">hqqqq", 1, 7, 10, 20, 30), "/x")
+        dump_files.read_aborted_txns(struct.pack(">hqqqq", 1, 7, 10, 20, 30), "/x")
 
 
 def test_reports_list_pairs_newest_first_like_kafkas_scala_lists():
-    assert dump.index_mismatch_report("/p", [(1, 2), (3, 4)]) == [
+    assert dump_files.index_mismatch_report("/p", [(1, 2), (3, 4)]) == [
         "Mismatches in :/p", "  Index offset: 3, log offset: 4", "  Index offset: 1, log offset: 2"]
-    assert dump.non_consecutive_report("/p", [(1, 3)]) == ["Non-consecutive offsets in /p", "  1 is followed by 3"]
+    assert dump_files.non_consecutive_report("/p", [(1, 3)]) == ["Non-consecutive offsets in /p", "  1 is followed by 3"]
 
 
 @pytest.mark.parametrize("options", [

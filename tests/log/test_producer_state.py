@@ -166,7 +166,7 @@ def test_corrupt_snapshot_raises(log, damage):
 def test_engine_and_dump_read_a_snapshot_with_one_decoder(data):
     """Whatever bytes: the engine refuses every snapshot Kafka's reader (dump's) refuses, for the
     same reason; it also refuses bytes after the entries, which Kafka ignores under a good CRC."""
-    from logstore import dump
+    from logstore.tools import dump_files
 
     good = encode_snapshot([ProducerStateEntry(7, 1, 0, 5, None), ProducerStateEntry(9, 0, 2, 6, 3)])
     cut = data.draw(st.integers(0, len(good) + 3))
@@ -175,7 +175,7 @@ def test_engine_and_dump_read_a_snapshot_with_one_decoder(data):
         if damaged:
             damaged[at] ^= 0xFF
     try:
-        kafka = dump.read_producer_snapshot(bytes(damaged))
+        kafka = dump_files.read_producer_snapshot(bytes(damaged))
     except CorruptSnapshotError as exc:
         with pytest.raises(CorruptSnapshotError) as engine:
             decode_snapshot(bytes(damaged))

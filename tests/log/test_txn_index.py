@@ -6,8 +6,8 @@ import struct
 
 import pytest
 
-from logstore import dump
 from logstore.errors import CorruptIndexError, CorruptRecordError, CorruptTxnIndexError
+from logstore.tools import dump_files
 from logstore.txn_index import ENTRY_SIZE, AbortedTxn, TransactionIndex, parse_aborted_txns
 
 ENTRY = struct.Struct(">hqqqq")  # docs/FORMAT.md: version, producerId, first, last, lastStableOffset
@@ -138,7 +138,7 @@ def test_dump_and_the_index_read_entries_with_the_same_parser(tmp_path):
     with pytest.raises(CorruptTxnIndexError, match="position 34"):
         TransactionIndex(0, path).all_aborted_txns()
     with pytest.raises(CorruptTxnIndexError, match="position 34"):
-        dump.read_aborted_txns(path.read_bytes(), str(path))
+        dump_files.read_aborted_txns(path.read_bytes(), str(path))
 
 
 def test_an_index_kept_in_memory_never_touches_its_file(tmp_path):
