@@ -12,6 +12,7 @@ from logstore.clock import Clock
 from logstore.manager import LogManager
 from logstore.server.broker_config import BrokerConfig
 from logstore.server.meta_properties import MetaProperties
+from logstore.server.partition_access import LocalPartition, PartitionAccess
 from logstore.server.protocol import ApiSpec
 from logstore.server.topics import Topics
 
@@ -52,3 +53,8 @@ class ServerContext:
     @property
     def node_id(self) -> int:
         return self.meta.node_id
+
+    def partition(self, topic: str, partition: int) -> PartitionAccess | None:
+        """The partition the handlers read and write, if the node has it: the one way they reach data."""
+        log = self.topics.log(topic, partition)
+        return None if log is None else LocalPartition(log)

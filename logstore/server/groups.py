@@ -523,7 +523,7 @@ class GroupCoordinator:
             for p in t.partitions:
                 tp = (t.name, p.partition_index)
                 metadata = p.committed_metadata or ""
-                if self._ctx.topics.log(*tp) is None:
+                if self._ctx.partition(*tp) is None:
                     errors[tp] = ec.UNKNOWN_TOPIC_OR_PARTITION
                 elif len(metadata) > self._ctx.config.offset_metadata_max_bytes:
                     errors[tp] = ec.OFFSET_METADATA_TOO_LARGE

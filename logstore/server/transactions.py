@@ -234,7 +234,7 @@ class TransactionCoordinator:
                                     body.v3_and_below_producer_epoch)
         errors = {tp: error for tp in wanted}
         if txn is not None:
-            unknown = {tp for tp in wanted if self._ctx.topics.log(*tp) is None}
+            unknown = {tp for tp in wanted if self._ctx.partition(*tp) is None}
             if unknown:
                 errors = {tp: ec.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ec.OPERATION_NOT_ATTEMPTED for tp in wanted}
             else:
