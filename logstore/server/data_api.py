@@ -124,13 +124,14 @@ class DataApi:
             targets = [(t, p, s) for (t, p), s in session.partitions.items()]
         deadline = time.monotonic() + max(body.max_wait_ms, 0) / 1000
         while True:
+            watched = self._ctx.data.watch()
             topics, total, errors = await self._fetch_round(cls, targets, body.max_bytes, committed, full)
             remaining = deadline - time.monotonic()
             # Kafka's ReplicaManager answers at once when no partition is asked for or min_bytes
             # (zero or negative included) is met; otherwise it waits up to max_wait_ms
             if not targets or total >= body.min_bytes or errors or remaining <= 0:
                 break
-            await self._ctx.data.wait(remaining)
+            await self._ctx.data.wait(remaining, watched)
         if session is not None:
             _remember(targets, topics)
         return req.response(throttle_time_ms=0, error_code=ec.NONE,

@@ -4,11 +4,15 @@ ListOffsets, OffsetForLeaderEpoch and DeleteRecords need of a partition this nod
 Today every partition is a `Log` in the node's data directory (`LocalPartition`); a partition
 replicated to other nodes will sit behind the same Protocol, its appends answered once its
 followers have them. Appends and reads are coroutines so that either may wait: for replicas,
-or for a disk thread.
+or, as here, for the data directory's disk thread, so that no pwrite, pread or fsync stalls
+the event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
+from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any, Protocol
 
 from logstore.log import Log
@@ -64,12 +68,14 @@ class PartitionAccess(Protocol):
 
 
 class LocalPartition:
-    """A partition held by this node alone: its `Log`, led at epoch 0."""
+    """A partition held by this node alone: its `Log`, led at epoch 0. Appends and reads run on
+    `disk`, the data directory's executor: one thread keeps them in the order they were asked."""
 
-    __slots__ = ("_log",)
+    __slots__ = ("_disk", "_log")
 
-    def __init__(self, log: Log):
+    def __init__(self, log: Log, disk: Executor):
         self._log = log
+        self._disk = disk
 
     @property
     def topic(self) -> str:
@@ -96,10 +102,12 @@ class LocalPartition:
         return self._log.last_stable_offset
 
     async def append(self, records: Any) -> AppendInfo:
-        return self._log.append(records, leader_epoch=LEADER_EPOCH)
+        append = functools.partial(self._log.append, records, leader_epoch=LEADER_EPOCH)
+        return await asyncio.get_running_loop().run_in_executor(self._disk, append)
 
     async def read(self, offset: int, max_bytes: int, *, isolation: str, min_one_batch: bool) -> FetchResult:
-        return self._log.read(offset, max_bytes, isolation=isolation, min_one_batch=min_one_batch)
+        read = functools.partial(self._log.read, offset, max_bytes, isolation=isolation, min_one_batch=min_one_batch)
+        return await asyncio.get_running_loop().run_in_executor(self._disk, read)
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         return self._log.offset_for_timestamp(timestamp)

@@ -143,6 +143,8 @@ class KafkaServer:
             self._close_manager()
 
     def _close_manager(self) -> None:
+        if self.context is not None:  # an append or read cancelled with its connection ends first
+            self.context.disk.shutdown(wait=True)
         if self.manager is not None:
             self.manager.close()
 
