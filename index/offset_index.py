@@ -17,7 +17,7 @@ from index.errors import (
     ReadOnlyLogError,
 )
 
-# FORMAT.md "Segment files": int32 relativeOffset, int32 position, big-endian.
+# docs/FORMAT.md "Segment files": int32 relativeOffset, int32 position, big-endian.
 OFFSET_INDEX_ENTRY = struct.Struct(">ii")
 OFFSET_INDEX_DTYPE = np.dtype([("relative_offset", ">i4"), ("position", ">i4")])
 

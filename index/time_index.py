@@ -25,7 +25,7 @@ from index.errors import (
     ReadOnlyLogError,
 )
 
-# FORMAT.md "Segment files": int64 timestamp, int32 relativeOffset, big-endian.
+# docs/FORMAT.md "Segment files": int64 timestamp, int32 relativeOffset, big-endian.
 TIME_INDEX_ENTRY = struct.Struct(">qi")
 TIME_INDEX_DTYPE = np.dtype([("timestamp", ">i8"), ("relative_offset", ">i4")])
 # Kafka's RecordBatch.NO_TIMESTAMP.

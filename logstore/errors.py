@@ -44,6 +44,11 @@ class RecordValidationError(InvalidRecordError):
         self.record_errors = tuple(record_errors)
 
 
+class InvalidTimestampError(RecordValidationError):
+    """A batch refused for records timestamped outside the topic's message.timestamp.before.max.ms
+    and message.timestamp.after.max.ms of the log's clock (Kafka's InvalidTimestampException)."""
+
+
 class OffsetOutOfRangeError(LogstoreError):
     """An offset outside the log's valid range [log start offset, log end offset]."""
 
@@ -83,15 +88,37 @@ class CorruptCheckpointError(LogstoreError):
     """A checkpoint file (recovery points, log start offsets, epochs...) that does not parse."""
 
 
+class CorruptMetadataFileError(LogstoreError):
+    """A small text file of a data or partition directory (`meta.properties`,
+    `partition.metadata`) that does not parse; names the file and, where known, the line."""
+
+    def __init__(self, message: str, *, path: object = None, line: int | None = None):
+        self.detail = message  # without the place: what `verify` reports
+        self.path = path
+        self.line = line
+        where = [str(path)] if path is not None else []
+        if line is not None:
+            where.append(f"line {line}")
+        super().__init__(f"{message} ({', '.join(where)})" if where else message)
+
+
 class InvalidSegmentTableError(LogstoreError):
     """Segment metadata handed to a policy that is not ordered by ascending base offset."""
 
 
 class CorruptSnapshotError(LogstoreError):
-    """A producer-state `.snapshot` file with a bad version, size or CRC; names the file."""
+    """A producer-state `.snapshot` file with a bad version, size or CRC; names the file.
 
-    def __init__(self, message: str, *, path: object = None):
+    `reason` (one of producer_snapshot's SNAPSHOT_* reasons) and `facts` (the field, count,
+    version or CRCs involved) say what is wrong, so that `dump` and `verify` can word it as
+    Kafka does; `position` is the byte where reading failed, where one did."""
+
+    def __init__(self, message: str, *, path: object = None, reason: str | None = None,
+                 facts: dict[str, object] | None = None, position: int | None = None):
         self.path = path
+        self.reason = reason
+        self.facts = facts or {}
+        self.position = position
         super().__init__(f"{message} ({path})" if path is not None else message)
 
 

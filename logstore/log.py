@@ -46,8 +46,6 @@ from logstore.log_loader import (
     LoadState,
     LogLoader,
     check_writable_config,
-    roll_jitter_ms,
-    segment_options,
 )
 from logstore.log_results import AppendInfo, FetchResult, append_info
 from logstore.log_validator import (
@@ -64,6 +62,7 @@ from logstore.producer_state import ProducerStateManager
 from logstore.records import Record, RecordBatch
 from logstore.records.header import LOG_OVERHEAD, NO_TIMESTAMP, SIZE_FIELD, SIZE_OFFSET
 from logstore.segment import LogSegment, TimestampAndOffset
+from logstore.segment_options import SegmentOptions, roll_jitter_ms
 from logstore.topic_configs import ORIGIN_GIVEN, resolve_log_config
 
 # ListOffsets special timestamps (Kafka's ListOffsetsRequest).
@@ -177,8 +176,8 @@ class Log:
         self._had_clean_shutdown = load_state.clean_shutdown
 
     def _new_segment(self, base_offset: int) -> LogSegment:
-        return LogSegment.create(self._dir, base_offset, roll_jitter_ms=roll_jitter_ms(self._config),
-                                 **segment_options(self._config, self._clock))
+        return LogSegment.create(self._dir, base_offset, SegmentOptions.of(
+            self._config, self._clock, roll_jitter_ms=roll_jitter_ms(self._config)))
 
     def _set_segments(self, segments: list[LogSegment]) -> None:
         # Copy-on-write: readers keep the list they started with.

@@ -5,13 +5,13 @@ interrupted clean, anything unknown). A broker directory never makes a tool cras
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Iterable
 from pathlib import Path
 
 from logstore.checkpoint import OFFSET_CHECKPOINTS
 from logstore.epoch import CHECKPOINT_FILE_NAME as LEADER_EPOCH_CHECKPOINT
+from logstore.errors import CorruptMetadataFileError
 from logstore.lock import LOCK_FILE_NAME
 from logstore.log_files import (
     BOOTSTRAP_SNAPSHOT,
@@ -27,11 +27,11 @@ from logstore.log_files import (
     parse_kraft_snapshot_name,
     parse_offset_file_name,
 )
+from logstore.meta_properties import META_PROPERTIES, parse_meta_properties
+from logstore.partition_metadata import PARTITION_METADATA, parse_partition_metadata
 from logstore.topic_configs import TOPIC_CONFIGS_FILE
 
 PART_SUFFIX = ".part"
-META_PROPERTIES = "meta.properties"
-PARTITION_METADATA = "partition.metadata"
 QUORUM_STATE = "quorum-state"
 
 LEFTOVER_NOTES = {
@@ -51,36 +51,19 @@ UNKNOWN_FILE = "not a file Kafka's log layer writes; not checked"
 
 def check_meta_properties(data: bytes) -> str | None:
     """The problem with a broker's `meta.properties` (Kafka's MetaProperties v0 or v1), or None."""
-    props = {}
-    for line in data.decode("utf-8", errors="replace").splitlines():
-        line = line.strip()
-        if line and not line.startswith(("#", "!")):
-            key, _, value = line.partition("=")
-            props[key.strip()] = value.strip()
-    version = props.get("version")
-    required = {"0": ("broker.id",), "1": ("node.id", "cluster.id")}.get(version or "")
-    if required is None:
-        return f"version {version!r} is not 0 or 1"
-    missing = [key for key in required if not props.get(key)]
-    if missing:
-        return f"version {version} without {', '.join(missing)}"
-    if not props[required[0]].lstrip("-").isdigit():
-        return f"{required[0]} {props[required[0]]!r} is not a number"
+    try:
+        parse_meta_properties(data)
+    except CorruptMetadataFileError as exc:
+        return exc.detail
     return None
 
 
 def check_partition_metadata(data: bytes) -> str | None:
     """The problem with a `partition.metadata` file ("version: 0", "topic_id: <uuid>"), or None."""
-    fields = dict(line.partition(": ")[::2] for line in data.decode("utf-8", errors="replace").splitlines())
-    if fields.get("version") != "0":
-        return f"version {fields.get('version')!r} is not 0"
-    topic_id = fields.get("topic_id", "")
     try:
-        raw = base64.urlsafe_b64decode(topic_id + "==")
-    except ValueError:
-        raw = b""
-    if len(topic_id) != 22 or len(raw) != 16:
-        return f"topic_id {topic_id!r} is not a base64 topic id"
+        parse_partition_metadata(data)
+    except CorruptMetadataFileError as exc:
+        return exc.detail
     return None
 
 

@@ -7,7 +7,9 @@ truncated or deleted segments, indexes a lookup could miss through (an index tha
 differs from ours but answers every lookup correctly is healthy and kept), leftovers of an
 interrupted clean, snapshots and epochs past the recovered end. Nothing else changes: producer
 snapshots Kafka wrote are kept, so no producer Kafka's recovery keeps is dropped. With
---in-place those repairs are applied to the directory itself, under its lock.
+--in-place those repairs are applied to the directory itself, under its lock. Files awaiting
+deletion (`.deleted`, a broker stopped during delayed deletion) are no repair: Kafka's loader
+removes them on every open, so they are named in a note and removed with --in-place.
 """
 
 from __future__ import annotations
@@ -65,7 +67,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Damage below the recovery point, where Kafka's recovery does not look, is named too.\n"
             "Configs (index.interval.bytes, segment.index.bytes, ...): each topic's stored configs\n"
             "with --config-file and --config over them, else Kafka's defaults (recovery deletes no\n"
-            "data a config could keep). Exit 0 when nothing needed recovering, 1 when something did."
+            "data a config could keep). Files awaiting deletion (*.deleted) are routine: a note\n"
+            "names them and --in-place removes them, as Kafka's loader does on open.\n"
+            "Exit 0 when nothing needed recovering, 1 when something did."
         ),
         example="logstore recover --config index.interval.bytes=4096 /var/lib/kafka/data/orders-0",
     )
@@ -159,7 +163,7 @@ def is_repair(change: dict[str, Any], original: Path, recovered: Path, log_end: 
     from logstore.epoch import CHECKPOINT_FILE_NAME
 
     name, action = change["file"], change["action"]
-    if name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX)):
+    if name.endswith((CLEANED_SUFFIX, SWAP_SUFFIX)):
         return True  # an interrupted deletion or clean, which Kafka's open finishes
     if name == CHECKPOINT_FILE_NAME:
         return action != "create" and epochs_reach(original / name, log_end)
@@ -239,11 +243,12 @@ def damage_below_recovery_point(path: Path, point: int) -> list[dict[str, Any]]:
     from logstore.log_files import segment_file_name, segment_log_offsets
     from logstore.read_only_recovery import valid_extent
     from logstore.segment import LogSegment
+    from logstore.segment_options import SegmentOptions
 
     bases = segment_log_offsets(os.listdir(path))
     found = []
     for base in bases[: max(bisect.bisect_right(bases, point) - 1, 0)]:
-        segment = LogSegment.open(path, base, read_only=True)
+        segment = LogSegment.open(path, base, SegmentOptions(read_only=True))
         try:
             valid_bytes, _ = valid_extent(segment)
             if valid_bytes < segment.size:
@@ -263,10 +268,11 @@ def check_segments_do_not_overlap(path: Path) -> None:
     from logstore.errors import CorruptRecordError
     from logstore.log_files import segment_log_offsets
     from logstore.segment import LogSegment
+    from logstore.segment_options import SegmentOptions
 
     bases = segment_log_offsets(os.listdir(path))
     for base, next_base in zip(bases, bases[1:], strict=False):
-        segment = LogSegment.open(path, base, read_only=True)
+        segment = LogSegment.open(path, base, SegmentOptions(read_only=True))
         try:
             overlap = next(((position, header.last_offset) for position, header in segment.batch_headers()
                             if header.last_offset >= next_base), None)
@@ -339,6 +345,16 @@ def report(path: Path, repairs: list[dict[str, Any]], args: argparse.Namespace) 
         sys.stdout.write(f"{path}: nothing to recover\n")
 
 
+def note_pending_deletions(path: Path, pending: list[dict[str, Any]], in_place: bool) -> None:
+    """Say on stderr that `path`'s files awaiting deletion go (or would go) as Kafka's loader
+    removes them on open: routine after a stop during delayed deletion, not a repair."""
+    if pending:
+        verb = "removed" if in_place else "would remove"
+        sys.stdout.flush()
+        sys.stderr.write(f"logstore: note: {path}: {verb} {len(pending)} files awaiting deletion "
+                         f"(*{DELETED_SUFFIX}), as Kafka's loader does on open\n")
+
+
 def run(args: argparse.Namespace) -> int:
     """Recover each partition on a copy, report the repairs and apply them with --in-place. A
     partition that cannot be recovered is one error line on stderr, and the others go on."""
@@ -350,7 +366,7 @@ def run(args: argparse.Namespace) -> int:
     with Progress(total=len(partitions), desc="recover", unit="partition", quiet_when_stdout_tty=True) as bar:
         for path in partitions:
             try:
-                repairs = recover_one(path, given, args, offsets[path.parent])
+                repairs, pending = recover_one(path, given, args, offsets[path.parent])
             except (LogstoreError, OSError) as exc:
                 if len(partitions) == 1:
                     raise
@@ -358,6 +374,7 @@ def run(args: argparse.Namespace) -> int:
                 sys.stderr.write(f"logstore: error: {exc}\n")
                 failed += 1
             else:
+                note_pending_deletions(path, pending, args.in_place)
                 report(path, repairs, args)
                 repaired += bool(repairs)
             bar.update(1)
@@ -366,9 +383,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def recover_one(path: Path, given: Any, args: argparse.Namespace,
-                offsets: dict[str, dict[tuple[str, int], int]]) -> list[dict[str, Any]]:
-    """The repairs recovery makes to one partition (applied with --in-place); `offsets` are its
-    data directory's checkpoints as `data_dir_offsets` read them."""
+                offsets: dict[str, dict[tuple[str, int], int]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(the repairs recovery makes to one partition, its files awaiting deletion), both applied
+    with --in-place; `offsets` are its data directory's checkpoints as `data_dir_offsets` read them."""
     from logstore.checkpoint import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
     from logstore.log_files import parse_partition_dir
 
@@ -388,7 +405,9 @@ def recover_one(path: Path, given: Any, args: argparse.Namespace,
         corrupt = corrupt_snapshots(path)
         found += [{"file": name, "action": "delete", "bytes": (path / name).stat().st_size}
                   for name in sorted(corrupt - {c["file"] for c in found})]
-        repairs = [c for c in found if c["file"] in corrupt or is_repair(c, path, copy, log_end)]
-        if args.in_place and repairs:
-            apply(repairs, path, copy)
-    return repairs if args.full else repairs + damage_below_recovery_point(path, point)
+        pending = [c for c in found if c["file"].endswith(DELETED_SUFFIX)]
+        repairs = [c for c in found if c not in pending
+                   and (c["file"] in corrupt or is_repair(c, path, copy, log_end))]
+        if args.in_place and (repairs or pending):
+            apply(repairs + pending, path, copy)
+    return (repairs if args.full else repairs + damage_below_recovery_point(path, point)), pending

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from logstore.errors import CorruptRecordError, InvalidRecordError
+from logstore.kafka_uuid import kafka_uuid
 from logstore.records.varint import encode_unsigned_varint
 
 UNKNOWN_TAGS = "_unknownTaggedFields"
@@ -435,11 +436,6 @@ def _write_primitive(f: Field, kind: str, version: int, flexible: bool, value, o
 
 # ---------------------------------------------------------------------------------------
 # JSON, as Kafka's generated JsonConverter classes and Jackson's ObjectNode.toString write it
-
-
-def kafka_uuid(value: uuid.UUID) -> str:
-    """Kafka's Uuid.toString(): URL-safe base64 of the 16 bytes, without padding."""
-    return base64.urlsafe_b64encode(value.bytes).rstrip(b"=").decode("ascii")
 
 
 def to_json_tree(msg: Message | Struct, version: int, values: Mapping) -> dict:

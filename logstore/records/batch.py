@@ -327,7 +327,7 @@ def check_batch(view: memoryview, header: BatchHeader, position: int) -> None:
     """Raise CorruptRecordError unless the magic 2 batch in `view` (exactly its bytes; `header`
     parsed from them; `position` names it in errors) has a matching CRC and a sound header.
     RecordBatch.validate without the object. The leader's append path makes the same checks in
-    logstore._kernels.validate_batches (tests/test_log_validator_model.py holds them equal)."""
+    logstore._kernels.validate_batches (tests/log/test_log_validator_model.py holds them equal)."""
     if header.magic != 2 or header.batch_length < MIN_V2_BATCH_LENGTH:
         raise CorruptRecordError("not a magic 2 batch", position=position)
     stored = header.crc

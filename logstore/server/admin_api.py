@@ -5,12 +5,20 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Callable
 from typing import Any
 
-from logstore.config import CONFIG_KEYS, LogConfig
+from logstore.config import LogConfig
 from logstore.errors import InvalidConfigError, InvalidTopicError, LogstoreError, ReservedTopicError
 from logstore.log_files import validate_topic
 from logstore.server import error_codes as ec
+from logstore.server.config_entries import (
+    SOURCE_DEFAULT,
+    TOPIC_KEYS,
+    ConfigEntry,
+    broker_entries,
+    topic_entries,
+)
 from logstore.server.context import ServerContext
 from logstore.server.protocol import Request, api_versions_entries
 from logstore.server.replica_assignment import InvalidReplicaAssignmentError, assigned_partitions
@@ -22,7 +30,6 @@ from logstore.server.topics import (
 )
 
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
-SOURCE_DYNAMIC_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 OPERATIONS = frozenset({OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT})
 ZERO_UUID = uuid.UUID(int=0)
@@ -30,19 +37,12 @@ ZERO_UUID = uuid.UUID(int=0)
 # supports (read, write, create, delete, alter, describe, describe and alter configs); None
 # when not asked for (Integer.MIN_VALUE on the wire)
 TOPIC_OPERATIONS = frozenset({3, 4, 5, 6, 7, 8, 10, 11})
+# and what the cluster supports: create, alter, describe, cluster action, describe and alter
+# configs, idempotent write
+CLUSTER_OPERATIONS = frozenset({5, 7, 8, 9, 10, 11, 12})
 OPEN_CHUNK = 32  # partitions a CreateTopics or CreatePartitions opens between two turns of the event loop
-TOPIC_KEYS = tuple(k for k in CONFIG_KEYS if not k.name.startswith(("log.", "producer.", "replica.")))
 _TOPIC_KEY_NAMES = {k.name for k in TOPIC_KEYS}
 _LIST_KEYS = {k.name for k in TOPIC_KEYS if k.type == "list"}
-
-
-def config_text(value: Any) -> str:
-    """A config value as Kafka prints it (lists comma-joined, booleans lower case)."""
-    if isinstance(value, list | tuple):
-        return ",".join(value)
-    if isinstance(value, bool):
-        return str(value).lower()
-    return str(value)
 
 
 class InvalidRequestError(LogstoreError):
@@ -121,8 +121,11 @@ class AdminApi:
                     entries.append(cls.MetadataResponseTopic(error_code=error, name=name, partitions=[]))
         broker = cls.MetadataResponseBroker(node_id=self._ctx.node_id, host=self._ctx.host, port=self._ctx.port,
                                             rack=None)
+        # v8-10 carry the cluster's operations too (librdkafka's describe_cluster asks there)
+        asked = 8 <= req.version <= 10 and body.include_cluster_authorized_operations
         return req.response(throttle_time_ms=0, brokers=[broker], cluster_id=self._ctx.meta.cluster_id,
-                            controller_id=self._ctx.node_id, topics=entries)
+                            controller_id=self._ctx.node_id, topics=entries,
+                            authorized_operations=set(CLUSTER_OPERATIONS) if asked else None)
 
     def _topic_by_id(self, cls: Any, version: int, topic_id: uuid.UUID, operations: frozenset[int] | None) -> Any:
         """The topic with `topic_id`, or UNKNOWN_TOPIC_ID; before v12 ids are refused (Kafka's
@@ -186,8 +189,8 @@ class AdminApi:
             if error == ec.NONE:
                 result.num_partitions, result.replication_factor = count, 1
                 result.configs = [cls.CreatableTopicResult.CreatableTopicConfigs(
-                    name=name, value=value, read_only=False, config_source=source, is_sensitive=False)
-                    for name, value, source in self._describe(topic.name, configs)]
+                    name=e.name, value=e.value, read_only=False, config_source=e.source, is_sensitive=False)
+                    for e in self._describe(topic.name, configs)]
             results.append(result)
         return req.response(throttle_time_ms=0, topics=results)
 
@@ -239,42 +242,75 @@ class AdminApi:
 
     # ------------------------------------------------------------------ configs
 
-    def _describe(self, topic: str, overrides: dict[str, str] | None = None) -> list[tuple[str, str, int]]:
-        """(name, value, source) of every topic-level config of `topic`."""
+    def _describe(self, topic: str, overrides: dict[str, str] | None = None) -> list[ConfigEntry]:
+        """Every topic-level config of `topic` (with `overrides`, else its stored ones)."""
         stored = self._ctx.topics.overrides(topic) if overrides is None else overrides
-        config = self._ctx.manager.default_config.with_overrides(stored)
-        return [(k.name, config_text(config[k.name]),
-                 SOURCE_DYNAMIC_TOPIC if k.name in stored else SOURCE_DEFAULT) for k in TOPIC_KEYS]
+        return topic_entries(self._ctx.manager.default_config, stored)
 
     async def describe_configs(self, req: Request) -> Any:
+        body = req.body
         cls = req.spec.response
+        result_cls = cls.DescribeConfigsResult.DescribeConfigsResourceResult
+        synonym_cls = result_cls.DescribeConfigsSynonym
+        with_docs = req.version >= 3 and body.include_documentation
         results = []
-        for resource in req.body.resources:
+        for resource in body.resources:
             error, message, entries = ec.NONE, None, []
+            name = resource.resource_name
             if resource.resource_type == TOPIC_RESOURCE:
-                if resource.resource_name in self._ctx.topics:
-                    entries = self._describe(resource.resource_name)
+                if name in self._ctx.topics:
+                    entries = self._describe(name)
                 else:
-                    error, message = ec.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {resource.resource_name}"
+                    error, message = ec.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name}"
             elif resource.resource_type == BROKER_RESOURCE:
-                default = self._ctx.manager.default_config
-                entries = [(k.name, config_text(default[k.name]),
-                            SOURCE_STATIC_BROKER if k.name in default.overrides else SOURCE_DEFAULT)
-                           for k in CONFIG_KEYS]
+                if name == str(self._ctx.node_id):
+                    entries = broker_entries(self._ctx.config, self._ctx.manager.default_config)
+                elif name:  # "" is the cluster-wide dynamic default: none is set
+                    error, message = ec.INVALID_REQUEST, f"unexpected broker id {name}, this is {self._ctx.node_id}"
             else:
                 error, message = ec.INVALID_REQUEST, f"unsupported resource type {resource.resource_type}"
             keys = resource.configuration_keys
-            result_cls = cls.DescribeConfigsResult.DescribeConfigsResourceResult
-            configs = [result_cls(name=name, value=value, read_only=False, config_source=source,
-                                  is_default=source == SOURCE_DEFAULT, is_sensitive=False, synonyms=[],
-                                  documentation=None)
-                       for name, value, source in entries if keys is None or name in keys]
+            configs = [result_cls(
+                name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
+                is_default=e.source == SOURCE_DEFAULT, is_sensitive=False, config_type=e.type,
+                documentation=e.documentation if with_docs else None,
+                synonyms=[synonym_cls(name=s.name, value=s.value, source=s.source) for s in e.synonyms]
+                if body.include_synonyms else [])
+                for e in entries if keys is None or e.name in keys]
             results.append(cls.DescribeConfigsResult(error_code=error, error_message=message,
                                                      resource_type=resource.resource_type,
-                                                     resource_name=resource.resource_name, configs=configs))
+                                                     resource_name=name, configs=configs))
         return req.response(throttle_time_ms=0, results=results)
 
+    async def alter_configs(self, req: Request) -> Any:
+        """AlterConfigs: each topic's configs become exactly the ones given (the rest revert to
+        the broker's defaults), as the API Kafka kept for KafkaJS and older admin clients."""
+        def new_overrides(resource: Any) -> dict[str, str]:
+            given = {c.name: c.value for c in resource.configs}
+            if None in given.values():
+                raise InvalidRequestError("null value not supported for configs")
+            unknown = sorted(set(given) - _TOPIC_KEY_NAMES)
+            if unknown:
+                raise InvalidConfigError(f"{', '.join(unknown)}: unknown topic config")
+            return given
+
+        return self._alter(req, new_overrides)
+
     async def incremental_alter_configs(self, req: Request) -> Any:
+        def new_overrides(resource: Any) -> dict[str, str]:
+            if any(op.config_operation not in OPERATIONS for op in resource.configs):
+                raise InvalidRequestError("unknown config operation")
+            name = resource.resource_name
+            overrides = self._ctx.topics.overrides(name) if name in self._ctx.topics else {}
+            for op in resource.configs:
+                _apply_op(overrides, op.name, op.config_operation, op.value)
+            return overrides
+
+        return self._alter(req, new_overrides)
+
+    def _alter(self, req: Request, new_overrides: Callable[[Any], dict[str, str]]) -> Any:
+        """Both AlterConfigs APIs: the checks Kafka's KafkaApis makes on every resource, then each
+        topic's stored overrides replaced by `new_overrides(resource)`."""
         body = req.body
         cls = req.spec.response
         responses = []
@@ -284,17 +320,12 @@ class AdminApi:
             try:
                 if (resource.resource_type, resource.resource_name) in duplicated:
                     raise InvalidRequestError("duplicate resource")  # Kafka's KafkaApis: none is altered
-                if len({op.name for op in resource.configs}) < len(resource.configs):
+                if len({c.name for c in resource.configs}) < len(resource.configs):
                     raise InvalidRequestError("duplicate config keys")
-                if any(op.config_operation not in OPERATIONS for op in resource.configs):
-                    raise InvalidRequestError("unknown config operation")
+                overrides = new_overrides(resource)
                 if resource.resource_type != TOPIC_RESOURCE:
                     raise InvalidConfigError(f"only topic configs can be altered, not type {resource.resource_type}")
-                name = resource.resource_name
-                overrides = self._ctx.topics.overrides(name) if name in self._ctx.topics else {}
-                for op in resource.configs:
-                    _apply_op(overrides, op.name, op.config_operation, op.value)
-                self._ctx.topics.alter_config(name, overrides, validate_only=body.validate_only)
+                self._ctx.topics.alter_config(resource.resource_name, overrides, validate_only=body.validate_only)
             except LogstoreError as exc:
                 error, message = _error_of(exc), str(exc)
             responses.append(cls.AlterConfigsResourceResponse(

@@ -14,10 +14,13 @@ from collections.abc import Iterable, Mapping
 from logstore.server.admin_api import AdminApi
 from logstore.server.connection import Handler
 from logstore.server.data_api import DataApi
+from logstore.server.describe_api import DescribeApi
 from logstore.server.fetch_response import encode_fetch_response
 from logstore.server.group_api import GroupApi
+from logstore.server.offset_delete_api import OffsetDeleteApi
 from logstore.server.protocol import ApiSpec, admin, consumer, metadata, producer
 from logstore.server.transaction_api import TransactionApi
+from logstore.server.txn_describe_api import TxnDescribeApi
 
 
 def declare(*apis: ApiSpec) -> dict[int, ApiSpec]:
@@ -31,7 +34,10 @@ def declare(*apis: ApiSpec) -> dict[int, ApiSpec]:
 
 
 APIS: dict[int, ApiSpec] = declare(
-    ApiSpec(producer.ProduceRequest, producer.ProduceResponse, 3, 11, DataApi.produce, request_views=True),
+    # Produce v0-2 are advertised but refused, as Kafka 4.0 does (KAFKA-18659): librdkafka before
+    # 2.10 sends compressed batches uncompressed to a broker whose Produce range starts above v0.
+    ApiSpec(producer.ProduceRequest, producer.ProduceResponse, 3, 11, DataApi.produce, request_views=True,
+            advertised_min_version=0),
     ApiSpec(consumer.FetchRequest, consumer.FetchResponse, 4, 12, DataApi.fetch, encode=encode_fetch_response),
     ApiSpec(consumer.ListOffsetsRequest, consumer.ListOffsetsResponse, 1, 7, DataApi.list_offsets),
     ApiSpec(metadata.MetadataRequest, metadata.MetadataResponse, 0, 12, AdminApi.metadata),
@@ -63,8 +69,19 @@ APIS: dict[int, ApiSpec] = declare(
     ApiSpec(admin.DescribeConfigsRequest, admin.DescribeConfigsResponse, 1, 4, AdminApi.describe_configs),
     ApiSpec(admin.CreatePartitionsRequest, admin.CreatePartitionsResponse, 0, 3, AdminApi.create_partitions),
     ApiSpec(admin.DeleteGroupsRequest, admin.DeleteGroupsResponse, 0, 2, GroupApi.delete_groups),
+    ApiSpec(admin.AlterConfigsRequest, admin.AlterConfigsResponse, 0, 2, AdminApi.alter_configs),
     ApiSpec(admin.IncrementalAlterConfigsRequest, admin.IncrementalAlterConfigsResponse, 0, 1,
             AdminApi.incremental_alter_configs),
+    ApiSpec(consumer.OffsetDeleteRequest, consumer.OffsetDeleteResponse, 0, 0, OffsetDeleteApi.offset_delete),
+    ApiSpec(admin.DescribeLogDirsRequest, admin.DescribeLogDirsResponse, 1, 5, DescribeApi.describe_log_dirs),
+    ApiSpec(admin.DescribeClusterRequest, admin.DescribeClusterResponse, 0, 2, DescribeApi.describe_cluster),
+    ApiSpec(admin.DescribeTopicPartitionsRequest, admin.DescribeTopicPartitionsResponse, 0, 0,
+            DescribeApi.describe_topic_partitions),
+    ApiSpec(admin.DescribeProducersRequest, admin.DescribeProducersResponse, 0, 0, TxnDescribeApi.describe_producers),
+    ApiSpec(admin.DescribeTransactionsRequest, admin.DescribeTransactionsResponse, 0, 0,
+            TxnDescribeApi.describe_transactions),
+    # v2 filters transactional ids by a Java regular expression: not served
+    ApiSpec(admin.ListTransactionsRequest, admin.ListTransactionsResponse, 0, 1, TxnDescribeApi.list_transactions),
 )
 
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 from logstore.clock import Clock
 from logstore.manager import LogManager
+from logstore.meta_properties import MetaProperties
 from logstore.server.broker_config import BrokerConfig
-from logstore.server.meta_properties import MetaProperties
 from logstore.server.partition_access import LocalPartition, PartitionAccess
 from logstore.server.protocol import ApiSpec
 from logstore.server.topics import Topics

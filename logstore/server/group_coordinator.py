@@ -15,6 +15,7 @@ from collections import OrderedDict
 from logstore.errors import LogstoreError
 from logstore.log import Log
 from logstore.server import error_codes as ec
+from logstore.server.consumer_protocol import CONSUMER_PROTOCOL_TYPE, subscribed_topics
 from logstore.server.context import ServerContext
 from logstore.server.coordinator_records import (
     OFFSETS_TOPIC,
@@ -434,6 +435,31 @@ class GroupCoordinator:
         else:
             group.offsets.update(offsets)
         return ec.NONE
+
+    def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> tuple[int, dict[tuple[str, int], int]]:
+        """OffsetDelete as Kafka's coordinator rules it: (group error, error per partition).
+        An Empty group loses any offsets; a consumer group only those of topics no member
+        subscribes to (GROUP_SUBSCRIBED_TO_TOPIC); another non-empty group none (NON_EMPTY_GROUP)."""
+        group = self._group(group_id)
+        if group is None or group.state == DEAD:
+            return ec.GROUP_ID_NOT_FOUND, {}
+        subscribed: frozenset[str] = frozenset()
+        if group.state != EMPTY:
+            if group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+                return ec.NON_EMPTY_GROUP, {}
+            subscribed = frozenset().union(*(subscribed_topics(m.metadata(group.protocol)) or frozenset()
+                                             for m in group.members.values()))
+        errors = {tp: ec.GROUP_SUBSCRIBED_TO_TOPIC if tp[0] in subscribed else ec.NONE for tp in partitions}
+        deleted = [tp for tp, error in errors.items() if error == ec.NONE and tp in group.offsets]
+        try:
+            if deleted:
+                append_records(self._offsets_log(group_id), [offset_record(group_id, t, p, None) for t, p in deleted],
+                               self._now_ms())
+        except LogstoreError as exc:
+            return ec.for_exception(exc), {}
+        for tp in deleted:
+            del group.offsets[tp]
+        return ec.NONE, errors
 
     def complete_transaction(self, producer_id: int, committed: bool) -> None:
         """Apply or drop the offsets `producer_id` committed in its transaction (after the marker)."""

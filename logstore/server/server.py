@@ -20,13 +20,16 @@ from logstore.server.broker_config import BrokerConfig
 from logstore.server.connection import Connection, FrameProtocol, Handler, InFlightBudget
 from logstore.server.context import ServerContext
 from logstore.server.data_api import DataApi
+from logstore.server.describe_api import DescribeApi
 from logstore.server.group_api import GroupApi
 from logstore.server.group_coordinator import GroupCoordinator
 from logstore.server.meta_properties import load_or_create
+from logstore.server.offset_delete_api import OffsetDeleteApi
 from logstore.server.producer_ids import ProducerIdManager
 from logstore.server.topics import Topics
 from logstore.server.transaction_api import TransactionApi
 from logstore.server.transactions import TransactionCoordinator
+from logstore.server.txn_describe_api import TxnDescribeApi
 
 UNLIMITED_QUEUE_BYTES = 2**62
 
@@ -180,7 +183,8 @@ class KafkaServer:
     def _build_handlers(self, ctx: ServerContext) -> dict[int, Handler]:
         self._groups = GroupCoordinator(ctx)
         self._txns = TransactionCoordinator(ctx, self._groups, ProducerIdManager(ctx.manager))
-        return bind(APIS, (AdminApi(ctx), DataApi(ctx), GroupApi(ctx, self._groups), TransactionApi(self._txns)))
+        return bind(APIS, (AdminApi(ctx), DataApi(ctx), GroupApi(ctx, self._groups), TransactionApi(self._txns),
+                           DescribeApi(ctx), OffsetDeleteApi(ctx, self._groups), TxnDescribeApi(ctx, self._txns)))
 
     async def _shutdown(self) -> None:
         for coordinator in (self._groups, self._txns):

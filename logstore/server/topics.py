@@ -4,21 +4,23 @@ with the configs Kafka gives them (compacted)."""
 
 from __future__ import annotations
 
-import base64
 import resource
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
 
-from logstore.checkpoint import atomic_write
 from logstore.config import LogConfig
-from logstore.errors import LogstoreError
+from logstore.errors import CorruptMetadataFileError, LogstoreError
 from logstore.internal_topics.coordinator_schemas import OFFSETS_TOPIC, TRANSACTION_TOPIC
 from logstore.log import Log
 from logstore.manager import LogManager, refuse_reserved
+from logstore.partition_metadata import (
+    PARTITION_METADATA,
+    read_partition_metadata,
+    write_partition_metadata,
+)
 from logstore.topic_configs import INTERNAL_TOPIC_CONFIGS, stored_topic_configs
 
-PARTITION_METADATA = "partition.metadata"
 INTERNAL_TOPICS = (OFFSETS_TOPIC, TRANSACTION_TOPIC)
 MAX_PARTITIONS = 10_000  # per topic; bounds what one CreateTopics or CreatePartitions may open
 FDS_PER_PARTITION = 3  # an open log keeps its active segment's .log, .index and .timeindex open
@@ -48,24 +50,12 @@ def open_partition_limit() -> int:
     return 2**31 - 1 if soft == resource.RLIM_INFINITY else soft // 2 // FDS_PER_PARTITION
 
 
-def _read_topic_id(directory: Path) -> uuid.UUID | None:
+def _stored_topic_id(directory: Path) -> uuid.UUID | None:
+    """The partition's stored topic id; None when absent or unreadable (a fresh one is chosen)."""
     try:
-        text = (directory / PARTITION_METADATA).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+        return read_partition_metadata(directory)
+    except (OSError, CorruptMetadataFileError):
         return None
-    for line in text.splitlines():
-        if line.startswith("topic_id:"):
-            raw = line.split(":", 1)[1].strip()
-            try:
-                return uuid.UUID(bytes=base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)))
-            except ValueError:
-                return None
-    return None
-
-
-def _write_topic_id(directory: Path, topic_id: uuid.UUID) -> None:
-    encoded = base64.urlsafe_b64encode(topic_id.bytes).rstrip(b"=").decode()
-    atomic_write(directory / PARTITION_METADATA, f"version: 0\ntopic_id: {encoded}\n".encode())
 
 
 class Topics:
@@ -78,7 +68,7 @@ class Topics:
         self._ids: dict[str, uuid.UUID] = {}
         for log in manager.logs():
             self._partitions[log.topic] = max(self._partitions.get(log.topic, 0), log.partition + 1)
-            topic_id = _read_topic_id(log.dir)
+            topic_id = _stored_topic_id(log.dir)
             if topic_id is not None:
                 self._ids.setdefault(log.topic, topic_id)
         for topic, count in self._partitions.items():
@@ -87,7 +77,7 @@ class Topics:
             for partition in range(count):
                 log = manager.get_or_create(topic, partition, overrides or None)
                 if not (log.dir / PARTITION_METADATA).exists():
-                    _write_topic_id(log.dir, self._ids[topic])
+                    write_partition_metadata(log.dir, self._ids[topic])
 
     def names(self) -> list[str]:
         """Every topic, sorted."""
@@ -164,7 +154,7 @@ class Topics:
         overrides = self.overrides(topic) if overrides is None else overrides
         for partition in range(start, end):
             log = self._manager.get_or_create(topic, partition, overrides)
-            _write_topic_id(log.dir, self._ids[topic])
+            write_partition_metadata(log.dir, self._ids[topic])
             self._partitions[topic] = partition + 1
 
     def add_partitions(self, topic: str, count: int, *, validate_only: bool = False) -> None:

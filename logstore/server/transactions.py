@@ -56,6 +56,10 @@ class TransactionCoordinator:
             if txn.state in (PREPARE_COMMIT, PREPARE_ABORT):  # a crash between prepare and complete
                 self._try_markers(txn)
 
+    def transactions(self) -> list[TxnMetadata]:
+        """Every transactional id's metadata, for the describing APIs (to read, not change)."""
+        return list(self._txns.values())
+
     # ------------------------------------------------------------------ storage
 
     def _store(self, txn: TxnMetadata) -> None:

@@ -1,0 +1,1 @@
+"""Tests of logstore.cli: the logstore command's subcommands on real directories."""

@@ -1,0 +1,1 @@
+"""Tests of the compaction package: planning, offset map, cleaner."""

@@ -1,0 +1,1 @@
+"""Tests of the index package: offset and time indexes."""

@@ -1,0 +1,1 @@
+"""Tests of logstore.internal_topics: coordinator and metadata record schemas."""

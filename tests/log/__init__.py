@@ -1,0 +1,1 @@
+"""Tests of the core log engine (logstore): Log, segments, loading, producer state, manager."""

@@ -1,0 +1,1 @@
+"""Tests of logstore.records: batch and record encoding, compression, CRCs, corruption."""

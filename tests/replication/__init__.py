@@ -1,0 +1,1 @@
+"""Tests of logstore.replication on real and in-memory logs."""

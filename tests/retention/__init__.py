@@ -1,0 +1,1 @@
+"""Tests of the retention package: planning and applying retention."""

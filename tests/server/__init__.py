@@ -1,0 +1,1 @@
+"""Tests of logstore.server: the Kafka-wire-protocol broker."""

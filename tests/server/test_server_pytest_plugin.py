@@ -1,0 +1,87 @@
+"""The `kafka_broker` pytest fixture, run as a user's test suite would load it: README's
+example as written, a fresh broker per test, and one broker per session when the ini says so."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tomllib
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import pytest
+
+from tests.support.paths import REPO_ROOT
+
+ROOT = REPO_ROOT
+
+USER_TESTS = '''
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+def test_roundtrip(kafka_broker):
+    producer = Producer({"bootstrap.servers": kafka_broker.bootstrap_servers})
+    producer.produce("greetings", value=b"hello")
+    producer.flush(10)
+    consumer = Consumer({"bootstrap.servers": kafka_broker.bootstrap_servers, "group.id": "g"})
+    consumer.assign([TopicPartition("greetings", 0, 0)])
+    message = None
+    for _ in range(50):
+        message = consumer.poll(0.2)
+        if message is not None:
+            break
+    consumer.close()
+    assert message.value() == b"hello"
+
+def test_fresh_broker_per_test(kafka_broker):
+    assert "greetings" not in kafka_broker.context.topics
+
+def test_session_broker(kafka_broker_session):
+    assert kafka_broker_session.port > 0
+'''
+
+SHARED_TESTS = '''
+ports = []
+
+def test_first(kafka_broker):
+    ports.append(kafka_broker.port)
+
+def test_second(kafka_broker):
+    assert ports == [kafka_broker.port]
+'''
+
+
+def readme_example() -> str:
+    """The Python example of README's `kafka_broker` section, as a user would copy it."""
+    section = (ROOT / "README.md").read_text().split("the `kafka_broker` fixture", 1)[1]
+    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+
+
+def run_user_tests(directory: Path, *files: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    installed = any(e.value == "logstore.server.pytest_plugin" for e in entry_points(group="pytest11"))
+    load = [] if installed else ["-p", "logstore.server.pytest_plugin"]  # a checkout not yet reinstalled
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", *load, "-p", "no:cacheprovider", *files],
+                          cwd=directory, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_the_plugin_is_registered_through_the_pytest11_entry_point():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert project["project"]["entry-points"]["pytest11"]["logstore"] == "logstore.server.pytest_plugin"
+
+
+@pytest.mark.slow
+def test_kafka_broker_fixture_serves_a_users_tests_and_the_readme_example(tmp_path):
+    (tmp_path / "test_user.py").write_text(USER_TESTS)
+    (tmp_path / "test_readme.py").write_text(readme_example())
+    result = run_user_tests(tmp_path, "test_user.py", "test_readme.py")
+    assert "4 passed" in result.stdout, result.stdout + result.stderr
+
+
+@pytest.mark.slow
+def test_the_ini_file_makes_kafka_broker_one_broker_per_session(tmp_path):
+    (tmp_path / "pytest.ini").write_text("[pytest]\nkafka_broker_scope = session\n")
+    (tmp_path / "test_shared.py").write_text(SHARED_TESTS)
+    result = run_user_tests(tmp_path, "test_shared.py")
+    assert "2 passed" in result.stdout, result.stdout + result.stderr

@@ -1,0 +1,1 @@
+"""Tests of spark_tools: Spark readers, audits and reports."""

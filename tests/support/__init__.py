@@ -1,0 +1,1 @@
+"""Helpers shared by test folders: repository paths, the Kafka sample, broker directories."""
