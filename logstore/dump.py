@@ -30,7 +30,7 @@ from logstore.producer_snapshot import (
     read_snapshot_rows,
 )
 from logstore.record_decoders import STRING, RecordDecoder, java_string
-from logstore.records.control import CONTROL_KEY, END_TXN_MARKER_VALUE
+from logstore.records.control import ABORT, COMMIT, CONTROL_KEY, END_TXN_MARKER_VALUE
 from logstore.records.header import (
     HEADER_SIZE_UP_TO_MAGIC,
     LOG_OVERHEAD,
@@ -50,16 +50,10 @@ RECORD_INDENT = "|"
 SNAPSHOT_KAFKA_NAMES = {"count": "producer_entries", "producer_epoch": "epoch"}
 BUFFER_UNDERFLOW = "java.nio.BufferUnderflowException"
 
-# Kafka's ControlRecordType names, by type id (the int16 after the key's version).
-CONTROL_TYPES = {
-    0: "ABORT",
-    1: "COMMIT",
-    2: "LEADER_CHANGE",
-    3: "SNAPSHOT_HEADER",
-    4: "SNAPSHOT_FOOTER",
-    5: "KRAFT_VERSION",
-    6: "KRAFT_VOTERS",
-}
+# Kafka's ControlRecordType names, by type id (the int16 after the key's version): the two
+# transaction markers (records.control) and KRaft's types (internal_topics).
+CONTROL_TYPES = {ABORT: "ABORT", COMMIT: "COMMIT",
+                 **{kraft.id: kraft.enum_name for kraft in KRAFT_CONTROL_TYPES.values()}}
 
 
 @dataclass(frozen=True, slots=True)

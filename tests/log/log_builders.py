@@ -4,8 +4,7 @@ from logstore import Log, Record
 from logstore.records import build_batch
 from logstore.segment import LogSegment
 from logstore.segment_options import SegmentOptions
-
-NOW = 1_700_000_000_000
+from tests.support.clock import NOW
 
 
 def open_log(tmp_path, clock, **config):

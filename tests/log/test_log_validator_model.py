@@ -21,8 +21,8 @@ from logstore.records import build_batch, crc32c, read_batch
 from logstore.records._kernels import ERR_OFFSET_DELTA, ERR_TRAILING_BYTES, OK, STATUS_MESSAGES
 from logstore.records.batch import check_batch
 from logstore.records.header import V2_HEADER_SIZE, read_batch_header
+from tests.support.clock import NOW
 
-NOW = 1_700_000_000_000
 SOURCE = "t-0"
 
 

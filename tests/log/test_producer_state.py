@@ -34,12 +34,12 @@ from logstore.producer_state import ProducerStateManager
 from logstore.records.control import ABORT, COMMIT
 from logstore.records.header import INT32_MAX
 from logstore.txn_index import AbortedTxn, TransactionIndex
+from tests.support.clock import NOW
 from tests.support.paths import KAFKA_LOGDIR
 
 SAMPLE_DIR = KAFKA_LOGDIR / "plain-0"
 SNAPSHOT_HEADER = struct.Struct(">hIi")
 SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")  # docs/FORMAT.md field order, 46 bytes
-NOW = 1_700_000_000_000
 
 
 class FakeLog:

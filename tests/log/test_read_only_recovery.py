@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 from logstore import Log
 from logstore.clock import ManualClock
 from logstore.log_files import CLEAN_SHUTDOWN_FILE
 from logstore.log_loader import LoadState
-
-
-def _digest(root: Path) -> dict[str, str]:
-    return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*")) if p.is_file()}
+from tests.support.files import directory_digest
 
 
 def _recovering_open(path: Path) -> Log:
@@ -28,6 +24,7 @@ def _three_segments(root: Path) -> Path:
             log.append([(b"k%d" % i, b"v" * 40)])
         assert len(log.segments) == 4
     (root / "recovery-point-offset-checkpoint").write_text("0\n1\nt 0 0\n")
+    (root / CLEAN_SHUTDOWN_FILE).unlink()  # as after a crash
     return path
 
 
@@ -37,7 +34,7 @@ def test_a_corrupt_middle_segment_hides_its_tail_and_the_later_segments(tmp_path
     data = bytearray(second.read_bytes())
     data[300] ^= 0xFF
     second.write_bytes(bytes(data))
-    before = _digest(tmp_path)
+    before = directory_digest(tmp_path)
     with _recovering_open(path) as log:
         base = log.segments[1].base_offset
         assert len(log.segments) == 2
@@ -46,7 +43,7 @@ def test_a_corrupt_middle_segment_hides_its_tail_and_the_later_segments(tmp_path
         assert [r.offset for r in log.records()] == list(range(end))
         assert log.recovered_bytes == sum(p.stat().st_size for p in sorted(path.glob("*.log"))[1:]) \
             - log.segments[1].size
-    assert _digest(tmp_path) == before
+    assert directory_digest(tmp_path) == before
     with Log.open(path) as log:  # the writable open (Kafka's recovery) keeps the same records
         assert log.log_end_offset == end and len(log.segments) == 2
 

@@ -6,9 +6,6 @@ use them), and DescribeTopicPartitions' cursor at the wire (only the Java client
 
 from __future__ import annotations
 
-import socket
-import struct
-
 import pytest
 from confluent_kafka import Consumer, Producer, TopicCollection, TopicPartition
 from confluent_kafka.admin import AclOperation, AdminClient
@@ -19,31 +16,30 @@ from kafka.errors import GroupIdNotFoundError, NoError, UnknownTopicOrPartitionE
 from kafka.protocol.admin import DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse
 from kafka.structs import TopicPartition as KafkaPythonPartition
 
-from logstore.server import KafkaServer
 from logstore.server.describe_api import partition_page
+from tests.support.wire import WireClient
+
+pytestmark = pytest.mark.kafka_broker_config({"offsets.topic.num.partitions": 1, "transaction.state.log.num.partitions": 1})
+
+
+@pytest.fixture(scope="module", autouse=True)
+def seeded(module_server) -> None:
+    for name, partitions in [("alpha", 3), ("beta", 2), ("tx", 2)]:
+        module_server.context.topics.create(name, partitions)
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    with KafkaServer(tmp_path_factory.mktemp("tools"), port=0,
-                     config={"offsets.topic.num.partitions": 1, "transaction.state.log.num.partitions": 1}) as srv:
-        for name, partitions in [("alpha", 3), ("beta", 2), ("tx", 2)]:
-            srv.context.topics.create(name, partitions)
-        yield srv
-
-
-@pytest.fixture(scope="module")
-def admin(server):
-    client = KafkaAdminClient(bootstrap_servers=server.bootstrap_servers)
+def admin(module_server):
+    client = KafkaAdminClient(bootstrap_servers=module_server.bootstrap_servers)
     yield client
     client.close()
 
 
-def test_describe_cluster_with_authorized_operations(server):
-    admin = AdminClient({"bootstrap.servers": server.bootstrap_servers})
+def test_describe_cluster_with_authorized_operations(module_server):
+    admin = AdminClient({"bootstrap.servers": module_server.bootstrap_servers})
     cluster = admin.describe_cluster(include_authorized_operations=True).result(10)
-    assert cluster.cluster_id == server.context.meta.cluster_id
-    assert [(n.id, n.port) for n in cluster.nodes] == [(server.context.node_id, server.port)]
+    assert cluster.cluster_id == module_server.context.meta.cluster_id
+    assert [(n.id, n.port) for n in cluster.nodes] == [(module_server.context.node_id, module_server.port)]
     assert {AclOperation.DESCRIBE, AclOperation.ALTER, AclOperation.IDEMPOTENT_WRITE} <= set(
         cluster.authorized_operations)
     [topic] = admin.describe_topics(TopicCollection(["alpha"]), include_authorized_operations=True).values()
@@ -52,26 +48,26 @@ def test_describe_cluster_with_authorized_operations(server):
     assert {AclOperation.READ, AclOperation.WRITE, AclOperation.DESCRIBE} <= set(described.authorized_operations)
 
 
-def test_kafka_python_describe_cluster_uses_describe_cluster(server, admin):
+def test_kafka_python_describe_cluster_uses_describe_cluster(module_server, admin):
     cluster = admin.describe_cluster()
-    assert cluster["cluster_id"] == server.context.meta.cluster_id
-    assert [b["broker_id"] for b in cluster["brokers"]] == [server.context.node_id]
+    assert cluster["cluster_id"] == module_server.context.meta.cluster_id
+    assert [b["broker_id"] for b in cluster["brokers"]] == [module_server.context.node_id]
 
 
-def test_describe_log_dirs_lists_each_partition_and_its_size(server, admin):
-    server.manager.get("beta", 1).append([(None, b"x" * 100)])
+def test_describe_log_dirs_lists_each_partition_and_its_size(module_server, admin):
+    module_server.manager.get("beta", 1).append([(None, b"x" * 100)])
     [broker] = admin.describe_log_dirs()
     [log_dir] = broker["log_dirs"]
-    assert log_dir["log_dir"] == str(server.data_dir.resolve())
+    assert log_dir["log_dir"] == str(module_server.data_dir.resolve())
     sizes = {(t["name"], p["partition_index"]): p["partition_size"] for t in log_dir["topics"]
              for p in t["partitions"]}
-    assert sizes[("beta", 1)] == server.manager.get("beta", 1).size > 0
+    assert sizes[("beta", 1)] == module_server.manager.get("beta", 1).size > 0
     assert sizes[("alpha", 0)] == 0 and ("alpha", 2) in sizes
     assert log_dir["usable_bytes"] > 0
 
 
-def test_offset_delete_removes_an_empty_groups_offsets(server, admin):
-    consumer = Consumer({"bootstrap.servers": server.bootstrap_servers, "group.id": "deleting"})
+def test_offset_delete_removes_an_empty_groups_offsets(module_server, admin):
+    consumer = Consumer({"bootstrap.servers": module_server.bootstrap_servers, "group.id": "deleting"})
     consumer.commit(offsets=[TopicPartition("alpha", 0, 5), TopicPartition("alpha", 1, 7)], asynchronous=False)
     consumer.close()
     errors = admin.delete_group_offsets("deleting", [KafkaPythonPartition("alpha", 0),
@@ -84,8 +80,8 @@ def test_offset_delete_removes_an_empty_groups_offsets(server, admin):
         admin.delete_group_offsets("no-such-group", [KafkaPythonPartition("alpha", 0)])
 
 
-def test_a_hanging_transaction_is_found_and_described(server, admin):
-    producer = Producer({"bootstrap.servers": server.bootstrap_servers, "transactional.id": "hanging"})
+def test_a_hanging_transaction_is_found_and_described(module_server, admin):
+    producer = Producer({"bootstrap.servers": module_server.bootstrap_servers, "transactional.id": "hanging"})
     producer.init_transactions(10)
     producer.begin_transaction()
     producer.produce("tx", b"undecided", partition=1)
@@ -99,7 +95,7 @@ def test_a_hanging_transaction_is_found_and_described(server, admin):
     [state] = producers.active_producers
     assert (state.producer_id, state.current_transaction_start_offset) == (listing.producer_id, 0)
     producer.commit_transaction(10)
-    assert admin.list_transactions(state_filters=["Ongoing"]) in ({}, {server.context.node_id: []})
+    assert admin.list_transactions(state_filters=["Ongoing"]) in ({}, {module_server.context.node_id: []})
     [done] = admin.describe_producers([KafkaPythonPartition("tx", 1)])[KafkaPythonPartition("tx", 1)].active_producers
     assert done.current_transaction_start_offset == -1
 
@@ -108,24 +104,21 @@ def describe_partitions(server, names: list[str], limit: int, cursor=None):
     request = DescribeTopicPartitionsRequest[0](
         topics=[DescribeTopicPartitionsRequest[0].TopicRequest(name=n) for n in names],
         response_partition_limit=limit, cursor=cursor)
-    request.with_header(correlation_id=1, client_id="java-like")
-    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
-        sock.sendall(request.encode(header=True, framed=True))
-        size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
-        return DescribeTopicPartitionsResponse[0].decode(sock.recv(size, socket.MSG_WAITALL), header=True)
+    with WireClient(server.port, client_id="java-like") as client:
+        return client.call(request, DescribeTopicPartitionsResponse[0])
 
 
-def test_describe_topic_partitions_pages_with_a_cursor(server):
-    first = describe_partitions(server, ["beta", "alpha", "unknown"], limit=4)
+def test_describe_topic_partitions_pages_with_a_cursor(module_server):
+    first = describe_partitions(module_server, ["beta", "alpha", "unknown"], limit=4)
     assert [(t.name, [p.partition_index for p in t.partitions]) for t in first.topics] == \
         [("alpha", [0, 1, 2]), ("beta", [0])]
     assert (first.next_cursor.topic_name, first.next_cursor.partition_index) == ("beta", 1)
     cursor = DescribeTopicPartitionsRequest[0].Cursor(topic_name="beta", partition_index=1)
-    rest = describe_partitions(server, ["beta", "alpha", "unknown"], limit=4, cursor=cursor)
+    rest = describe_partitions(module_server, ["beta", "alpha", "unknown"], limit=4, cursor=cursor)
     assert [(t.name, t.error_code, [p.partition_index for p in t.partitions]) for t in rest.topics] == \
         [("beta", 0, [1]), ("unknown", 3, [])]
     assert rest.next_cursor is None
-    assert rest.topics[0].topic_id == server.context.topics.topic_id("beta")
+    assert rest.topics[0].topic_id == module_server.context.topics.topic_id("beta")
 
 
 @given(counts=st.dictionaries(st.text("abc", min_size=1, max_size=3), st.one_of(st.none(), st.integers(0, 7)),

@@ -25,12 +25,7 @@ INCONSISTENT_GROUP_PROTOCOL, INVALID_REQUEST = 23, 42
 
 CONFIG = {"group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 3,
           "transaction.state.log.num.partitions": 3}
-
-
-@pytest.fixture
-def server(tmp_path):
-    with KafkaServer(tmp_path, port=0, config=CONFIG) as srv:
-        yield srv
+pytestmark = pytest.mark.kafka_broker_config(CONFIG)
 
 
 def produce(bootstrap: str, topic: str, count: int, partitions: int, start: int = 0) -> None:

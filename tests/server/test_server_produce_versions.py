@@ -6,42 +6,32 @@ from __future__ import annotations
 
 import contextlib
 import socket
-import struct
 
 import pytest
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 from kafka.protocol.producer import ProduceRequest
 
-from logstore.server import KafkaServer
+from tests.support.wire import WireClient
 
 PRODUCE = ProduceRequest.API_KEY
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    with KafkaServer(tmp_path_factory.mktemp("produce-versions"), port=0) as srv:
-        yield srv
-
-
-def test_api_versions_lists_produce_from_v0(server):
+def test_api_versions_lists_produce_from_v0(module_server):
     request = ApiVersionsRequest[3](client_software_name="librdkafka", client_software_version="2.0.2")
-    request.with_header(correlation_id=1, client_id="kcat")
-    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
-        sock.sendall(request.encode(header=True, framed=True))
-        size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
-        response = ApiVersionsResponse[3].decode(sock.recv(size, socket.MSG_WAITALL), header=True)
+    with WireClient(module_server.port, client_id="kcat") as client:
+        response = client.call(request, ApiVersionsResponse[3])
     [produce] = [k for k in response.api_keys if k.api_key == PRODUCE]
     assert (produce.min_version, produce.max_version) == (0, 11)
 
 
 @pytest.mark.parametrize("version", [0, 1, 2])
-def test_a_produce_below_v3_is_refused(server, version):
+def test_a_produce_below_v3_is_refused(module_server, version):
     topic = ProduceRequest[version].TopicProduceData
     request = ProduceRequest[version](acks=1, timeout_ms=1000, topic_data=[topic(
         name="old", partition_data=[topic.PartitionProduceData(index=0, records=b"")])])
     request.with_header(correlation_id=1, client_id="old")
-    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+    with socket.create_connection(("127.0.0.1", module_server.port), timeout=10) as sock:
         sock.sendall(request.encode(header=True, framed=True))
         with contextlib.suppress(ConnectionResetError):
             assert sock.recv(4) == b""  # closed unanswered, as for any version not served
-    assert "old" not in server.context.topics
+    assert "old" not in module_server.context.topics

@@ -26,12 +26,7 @@ from tests.server.server_topics import KAFKA_PYTHON_MEMBER, create_topic, subscr
 FENCED_INSTANCE_ID, UNKNOWN_MEMBER_ID = 82, 25
 CONFIG = {"group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 1,
           "transaction.state.log.num.partitions": 1, "group.min.session.timeout.ms": 100}
-
-
-@pytest.fixture
-def server(tmp_path):
-    with KafkaServer(tmp_path, port=0, config=CONFIG) as srv:
-        yield srv
+pytestmark = pytest.mark.kafka_broker_config(CONFIG)
 
 
 def test_a_rejoining_static_member_takes_its_old_place_and_fences_the_old_member_id(server):
