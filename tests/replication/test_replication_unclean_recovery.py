@@ -25,7 +25,8 @@ from logstore.replication.election import (
 )
 from logstore.replication.follower import Follower
 from logstore.replication.transport import InProcessTransport
-from tests.simulation.cluster import SimCluster, batch_ids
+from tests.simulation.cluster import SimCluster
+from tests.simulation.invariants import batch_ids
 from tests.simulation.memory_log import MemoryLog
 
 BACKENDS = ("memory", "disk")

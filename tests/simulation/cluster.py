@@ -27,16 +27,8 @@ registration (KIP-966 with KIP-903's broker epochs); nothing tells it by hand:
 
 Batches hold one to three records, so DeleteRecords can put a log start inside one.
 
-Invariants, after every action: (1) no acknowledged (acks=all, committed) batch is missing
-from the leader above its log start offset -- unless every replica that ever held it lost it
-to a power loss (`lost_everywhere`) or an unclean election since chose a replica without it
-(`lost_to_unclean_recovery`), both counted apart; (2) a follower that has fetched in the current
-epoch holds exactly the leader's batches below its own HW; (3) the leader's HW never
-decreases within a leader epoch; (4) every replica's offsets are dense from its log start
-offset to its log end, with start <= HW <= end; (5) no fetcher round fails. With
-`strict_history` also (6): a batch once below any leader's HW is never replaced at its
-offset (with the same two exceptions). After healing (7): the partition has a leader and
-every replica is back in the ISR.
+The invariants are in tests/simulation/invariants.py; random schedules of these faults in
+tests/simulation/schedule.py.
 """
 
 from __future__ import annotations
@@ -44,7 +36,6 @@ from __future__ import annotations
 import os
 import random
 from collections import Counter
-from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -59,12 +50,13 @@ from logstore.clock import ManualClock
 from logstore.config import LogConfig
 from logstore.errors import NotEnoughReplicasError, NotLeaderOrFollowerError
 from logstore.log_files import CLEAN_SHUTDOWN_FILE
-from logstore.records import build_batch_columnar, iter_batches, read_batch_header
+from logstore.records import build_batch_columnar, read_batch_header
 from logstore.replication.controller import Controller
 from logstore.replication.follower import Follower, Step
 from logstore.replication.partition import ACKS_ALL, AppendHandle, Partition
 from logstore.replication.transport import FetchRequest, InProcessTransport
 from retention import apply_retention
+from tests.simulation.invariants import BatchId, Invariants, batch_ids
 from tests.simulation.memory_log import MemoryLog
 
 TOPIC = "sim"
@@ -73,26 +65,8 @@ LAG_MS = 100
 BASE_CONFIG = {"replica.lag.time.max.ms": LAG_MS, "min.insync.replicas": 1, "file.delete.delay.ms": 0,
                "segment.bytes": 1024}
 
-BatchId = tuple[int, int, int]  # (base offset, next offset, crc)
 #: Faults the simulation spared before KIP-966 was complete; each schedule counts its hits.
 NEW_FAULTS = ("isr_power_loss", "last_isr_replica_power_loss", "sigkill", "bounce", "random_restart_order")
-
-
-def batch_ids(log: Any) -> list[BatchId]:
-    """Every readable batch of `log` from its log start offset, as (base, next, crc)."""
-    if isinstance(log, MemoryLog):
-        return log.batch_ids()
-    out: list[BatchId] = []
-    offset = log.log_start_offset
-    while offset < log.log_end_offset:
-        data = log.read(offset, 1 << 30).records
-        if not data:
-            break
-        for batch in iter_batches(data):
-            h = read_batch_header(batch.buffer, batch.position)
-            out.append((h.base_offset, h.next_offset, h.crc))
-            offset = h.next_offset
-    return out
 
 
 class Node:
@@ -109,129 +83,6 @@ class Node:
     @property
     def up(self) -> bool:
         return self.partition is not None
-
-
-class Invariants:
-    """The properties listed in the module docstring; violations are collected, not raised."""
-
-    def __init__(self, strict_history: bool = True):
-        self.strict_history = strict_history
-        self.acked: dict[int, BatchId] = {}  # base offset -> batch, acks=all and acknowledged
-        self.committed: dict[int, BatchId] = {}  # base offset -> batch once below a leader's HW
-        self.leader_hw: tuple[int, int] = (-1, -1)  # (leader epoch, HW) last seen
-        self.violations: list[str] = []
-        self.held: dict[BatchId, set[int]] = {}  # batch -> replicas ever seen holding it
-        self.power_lost: dict[BatchId, set[int]] = {}  # batch -> replicas that lost it to power loss, since
-        self.unclean_at: dict[BatchId, int] = {}  # batch -> unclean elections so far when committed
-        self.written_in: dict[BatchId, int] = {}  # acknowledged batch -> the leader epoch it was written in
-        self.lost_everywhere: list[BatchId] = []  # every replica that held it lost it
-        self.lost_to_unclean_recovery: list[BatchId] = []  # an unclean election chose a replica without it
-
-    def _fail(self, message: str) -> None:
-        if message not in self.violations:
-            self.violations.append(message)
-
-    def _loss_cause(self, batch: BatchId, unclean_epochs: list[int]) -> list[BatchId] | None:
-        """Where a lost batch the fault model allows is counted (see the module docstring); None
-        if it is not allowed. An unclean election counts if it came after the batch's epoch (an
-        acknowledged batch, even one a zombie leader took) or after its commit (any other)."""
-        if self.held.get(batch, set()) <= self.power_lost.get(batch, set()):
-            return self.lost_everywhere
-        epoch = self.written_in.get(batch)
-        if (any(e > epoch for e in unclean_epochs) if epoch is not None
-                else len(unclean_epochs) > self.unclean_at.get(batch, len(unclean_epochs))):
-            return self.lost_to_unclean_recovery
-        return None
-
-    def check(self, cluster: SimCluster) -> None:
-        """Run every invariant over the current state."""
-        ids = {n.replica_id: batch_ids(n.partition.log) for n in cluster.nodes if n.partition is not None}
-        for replica_id, replica_ids in ids.items():
-            for batch in replica_ids:
-                self.held.setdefault(batch, set()).add(replica_id)
-                lost = self.power_lost.get(batch)
-                if lost:
-                    lost.discard(replica_id)  # it holds the batch again
-        for node in cluster.nodes:
-            if node.partition is not None:
-                self._check_dense(node.partition, ids[node.replica_id])
-        unclean = [e for e, election in cluster.controller.elections if election.unclean]
-        leader = cluster.leader_partition()
-        if leader is None:
-            return
-        leader_ids = ids[leader.replica_id]
-        by_base = {b[0]: b for b in leader_ids}
-        hw = leader.high_watermark
-        epoch = leader.leader_epoch
-        last_epoch, last_hw = self.leader_hw
-        if epoch == last_epoch and hw < last_hw:
-            self._fail(f"leader HW decreased in epoch {epoch}: {last_hw} -> {hw}")
-        self.leader_hw = (epoch, hw)
-        for batch in leader_ids:
-            if batch[1] <= hw:
-                old = self.committed.setdefault(batch[0], batch)
-                if old == batch:
-                    self.unclean_at.setdefault(batch, len(unclean))
-                elif self._loss_cause(old, unclean) is not None:
-                    self.committed[batch[0]] = batch
-                    self.unclean_at.setdefault(batch, len(unclean))
-                elif self.strict_history:
-                    self._fail(f"committed batch at offset {batch[0]} replaced: {old} -> {batch}")
-        start = leader.log.log_start_offset
-        for base, batch in list(self.acked.items()):
-            if batch[1] > start and by_base.get(base) != batch:
-                cause = self._loss_cause(batch, unclean)
-                if cause is not None:
-                    cause.append(batch)
-                    del self.acked[base]
-                else:
-                    self._fail(f"acknowledged batch {batch} lost on leader {leader.replica_id}")
-        for node in cluster.nodes:
-            p = node.partition
-            if p is None or p is leader or node.follower is None or not node.follower.fetched_in_current_epoch:
-                continue
-            for batch in ids[node.replica_id]:
-                if batch[1] <= p.high_watermark and batch[0] >= start and by_base.get(batch[0]) != batch:
-                    self._fail(f"replica {node.replica_id} differs from leader {leader.replica_id} below its HW "
-                               f"{p.high_watermark}: {batch} vs {by_base.get(batch[0])}")
-
-    def _check_dense(self, partition: Partition, ids: list[BatchId]) -> None:
-        log = partition.log
-        start, end, hw = log.log_start_offset, log.log_end_offset, log.high_watermark
-        if not start <= hw <= end:
-            self._fail(f"replica {partition.replica_id}: start {start} <= hw {hw} <= end {end} broken")
-        expected = ids[0][0] if ids else start
-        if ids and not ids[0][0] <= start < ids[0][1]:
-            self._fail(f"replica {partition.replica_id}: first batch {ids[0]} does not hold the start {start}")
-        for base, nxt, _ in ids:
-            if base != expected:
-                self._fail(f"replica {partition.replica_id}: offsets not dense at {expected} (batch at {base})")
-            expected = nxt
-        if ids and expected != end:
-            self._fail(f"replica {partition.replica_id}: last batch ends at {expected}, log end is {end}")
-
-    def acknowledged(self, batch: BatchId, leader_epoch: int) -> None:
-        """Remember an acks=all append the producer saw succeed, written in `leader_epoch`."""
-        self.acked[batch[0]] = batch
-        self.written_in[batch] = leader_epoch
-
-    def lost_to_power_loss(self, replica_id: int, batches: Iterable[BatchId]) -> None:
-        """`replica_id` lost `batches` (unflushed) when its machine failed."""
-        for batch in batches:
-            self.power_lost.setdefault(batch, set()).add(replica_id)
-
-    def fetcher_failed(self, replica_id: int, error: Exception | None) -> None:
-        """A fetcher round ended FAILED: an error no replication rule handled."""
-        self._fail(f"replica {replica_id}: fetcher round failed: {error!r}")
-
-    def check_healed(self, cluster: SimCluster) -> None:
-        """After healing, the partition has a leader and every replica is back in the ISR."""
-        if cluster.controller.leader is None:
-            self._fail(f"no leader after healing: {cluster.controller}")
-            return
-        missing = sorted(set(range(len(cluster.nodes))) - cluster.controller.isr)
-        if missing:
-            self._fail(f"replicas {missing} did not rejoin the ISR after healing: {cluster.controller}")
 
 
 class SimCluster:
@@ -630,147 +481,3 @@ class SimCluster:
         for node in self.nodes:
             if node.partition is not None:
                 self._stop(node, clean=True)
-
-
-Action = Callable[[SimCluster, random.Random], None]
-
-
-def _some_replica(cluster: SimCluster, rng: random.Random, up: bool) -> int | None:
-    choices = [n.replica_id for n in cluster.nodes if n.up == up]
-    return rng.choice(choices) if choices else None
-
-
-def _act_produce(c: SimCluster, rng: random.Random) -> None:
-    c.produce(acks=rng.choice((ACKS_ALL, ACKS_ALL, ACKS_ALL, 1, 0)), records=rng.choice((1, 1, 2, 3)))
-
-
-def _act_fetch(c: SimCluster, rng: random.Random) -> None:
-    r = _some_replica(c, rng, True)
-    if r is not None:
-        c.fetch(r)
-
-
-def _act_tick(c: SimCluster, rng: random.Random) -> None:
-    c.tick(rng.choice((1, 10, LAG_MS // 2, LAG_MS + 1)))
-
-
-def _act_flush(c: SimCluster, rng: random.Random) -> None:
-    r = _some_replica(c, rng, True)
-    if r is not None:
-        c.flush(r)
-
-
-def _act_checkpoint(c: SimCluster, rng: random.Random) -> None:
-    r = _some_replica(c, rng, True)
-    if r is not None:
-        c.checkpoint_hw(r)
-
-
-def _act_restart(c: SimCluster, rng: random.Random) -> None:
-    r = _some_replica(c, rng, True)
-    if r is not None:
-        c.restart(r, clean=rng.random() < 0.25)
-
-
-def _act_bounce(c: SimCluster, rng: random.Random) -> None:
-    r = _some_replica(c, rng, True)
-    if r is not None:
-        c.bounce(r)
-
-
-def _act_fail(c: SimCluster, rng: random.Random) -> None:
-    r = _some_replica(c, rng, True)
-    if r is not None:
-        c.fail(r)
-
-
-def _act_recover(c: SimCluster, rng: random.Random) -> None:
-    r = _some_replica(c, rng, False)
-    if r is not None:
-        c.recover(r)
-
-
-def _act_recover_all(c: SimCluster, rng: random.Random) -> None:
-    c.recover_all(rng)
-
-
-def _act_elect_preferred(c: SimCluster, rng: random.Random) -> None:
-    c.elect_preferred()
-
-
-def _act_controlled_shutdown(c: SimCluster, rng: random.Random) -> None:
-    r = _some_replica(c, rng, True)
-    if r is not None:
-        c.controlled_shutdown(r)
-
-
-def _act_delete_records(c: SimCluster, rng: random.Random) -> None:
-    c.delete_records(rng.random())
-
-
-def _act_power_loss_after_delete_records(c: SimCluster, rng: random.Random) -> None:
-    c.power_loss_after_delete_records(rng.random())
-
-
-def _act_fetch_then_crash(c: SimCluster, rng: random.Random) -> None:
-    r = _some_replica(c, rng, True)
-    if r is not None:
-        c.fetch_then_crash(r)
-
-
-def _act_power_loss_of_the_isr(c: SimCluster, rng: random.Random) -> None:
-    c.power_loss_of_the_isr(rng)
-
-
-def _act_isolate(c: SimCluster, rng: random.Random) -> None:
-    c.isolate()
-
-
-def _act_produce_to_zombie(c: SimCluster, rng: random.Random) -> None:
-    c.produce_to_zombie()
-
-
-def _act_reconnect(c: SimCluster, rng: random.Random) -> None:
-    c.reconnect()
-
-
-ACTIONS: tuple[tuple[Action, int], ...] = (
-    (_act_produce, 30),
-    (_act_fetch, 40),
-    (_act_tick, 8),
-    (_act_flush, 5),
-    (_act_checkpoint, 5),
-    (_act_restart, 4),
-    (_act_fail, 4),
-    (_act_recover, 5),
-    (_act_recover_all, 2),
-    (_act_bounce, 2),
-    (_act_elect_preferred, 1),
-    (_act_controlled_shutdown, 1),
-    (_act_delete_records, 2),
-    (_act_power_loss_after_delete_records, 1),
-    (_act_fetch_then_crash, 2),
-    (_act_power_loss_of_the_isr, 2),
-    (_act_isolate, 1),
-    (_act_produce_to_zombie, 2),
-    (_act_reconnect, 2),
-)
-_FUNCS = [a for a, _ in ACTIONS]
-_WEIGHTS = [w for _, w in ACTIONS]
-
-
-def run_schedule(seed: int, steps: int, **cluster_args: Any) -> SimCluster:
-    """Build a cluster, run `steps` random actions drawn from `seed`, then heal it; the
-    cluster's `invariants.violations` say what broke (empty: nothing). Followers truncate with
-    OffsetsForLeaderEpoch on even seeds and on diverging-epoch fetch answers on odd ones;
-    min.insync.replicas is 2 on every other pair of seeds (else 1)."""
-    rng = random.Random(seed)
-    if not cluster_args.get("truncate_to_hw"):
-        cluster_args.setdefault("truncate_on_fetch", seed % 2 == 1)  # odd seeds: KIP-320 followers
-    if seed // 2 % 2:
-        cluster_args["config"] = {"min.insync.replicas": 2, **cluster_args.get("config", {})}
-    cluster = SimCluster(**cluster_args)
-    for action in rng.choices(_FUNCS, _WEIGHTS, k=steps):
-        action(cluster, rng)
-    cluster.heal()
-    return cluster

@@ -13,7 +13,8 @@ import pytest
 
 from logstore.replication.follower import Step
 from logstore.replication.partition import ACKS_ALL
-from tests.simulation.cluster import SimCluster, batch_ids
+from tests.simulation.cluster import SimCluster
+from tests.simulation.invariants import batch_ids
 
 A, B = 0, 1
 BACKENDS = ("memory", "disk")

@@ -19,7 +19,9 @@ import pytest
 
 from logstore import Log
 from logstore.cli import main as cli_main
-from tests.simulation.cluster import NEW_FAULTS, SimCluster, batch_ids, run_schedule
+from tests.simulation.cluster import NEW_FAULTS, SimCluster
+from tests.simulation.invariants import batch_ids
+from tests.simulation.schedule import run_schedule
 
 SCHEDULES = 2_000
 CHUNKS = 4
