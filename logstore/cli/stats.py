@@ -153,7 +153,7 @@ def segment_stats(stats: PartitionStats, log_path: Path, start: int, bar: Progre
     """Add one `.log` to `stats` (record types counted by `decoder`, when given); returns the
     segment's next offset."""
     from logstore.cli._common import corruption_detail
-    from logstore.cli.dump import MappedFile
+    from logstore.cli.dump_run import MappedFile
     from logstore.errors import CorruptRecordError
     from logstore.records import read_batch
     from logstore.tools import dump
