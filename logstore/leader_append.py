@@ -14,6 +14,7 @@ from numba import literal_unroll, njit, types
 
 from logstore import _kernels
 from logstore import _segment_kernels as segment_kernels
+from logstore.config import LogConfig
 from logstore.log_validator import LeaderChecks
 from logstore.records import crc32c, native_crc
 from logstore.records.header import (
@@ -116,3 +117,19 @@ def _append(data, size, table, validated, limits, state, offset_index, time_inde
     if status != segment_kernels.OK:
         return FAILED, status, value, result[4], 0
     return WRITTEN, result[4], result[5], result[6], result[7]
+
+
+def max_segment_ms(config: LogConfig) -> int:
+    """The age at which the active segment rolls: segment.ms, or for a compacted topic
+    max.compaction.lag.ms when lower (Kafka's UnifiedLog.maxSegmentMs)."""
+    if config.compact and config.max_compaction_lag_ms > 0:
+        return min(config.max_compaction_lag_ms, config.segment_ms)
+    return config.segment_ms
+
+
+def append_reads(config: LogConfig) -> tuple[LeaderChecks, int, np.ndarray]:
+    """What appends read of a config, read once per config (its properties cost more than a
+    small batch's validation): the leader checks, the roll age, the compiled append's limits."""
+    checks = LeaderChecks.of(config)
+    roll_age = max_segment_ms(config)
+    return checks, roll_age, limits(checks, config.segment_bytes, roll_age)

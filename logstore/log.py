@@ -18,8 +18,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from logstore import leader_append
 from logstore.append_input import AppendInput
 from logstore.checkpoint import (
@@ -49,7 +47,6 @@ from logstore.log_loader import (
 )
 from logstore.log_results import AppendInfo, FetchResult, append_info
 from logstore.log_validator import (
-    LeaderChecks,
     ValidatedBatches,
     finish_leader_append,
     leader_args,
@@ -74,22 +71,6 @@ _INT64 = struct.Struct(">q")
 _LEADER_ORIGINS = frozenset(ORIGINS) - {"replication"}
 
 
-def max_segment_ms(config: LogConfig) -> int:
-    """The age at which the active segment rolls: segment.ms, or for a compacted topic
-    max.compaction.lag.ms when lower (Kafka's UnifiedLog.maxSegmentMs)."""
-    if config.compact and config.max_compaction_lag_ms > 0:
-        return min(config.max_compaction_lag_ms, config.segment_ms)
-    return config.segment_ms
-
-
-def append_reads(config: LogConfig) -> tuple[LeaderChecks, int, np.ndarray]:
-    """What appends read of a config, read once per config (its properties cost more than a
-    small batch's validation): the leader checks, the roll age, the compiled append's limits."""
-    checks = LeaderChecks.of(config)
-    roll_age = max_segment_ms(config)
-    return checks, roll_age, leader_append.limits(checks, config.segment_bytes, roll_age)
-
-
 class Log:
     """An append-only partition log in a Kafka partition directory. Thread-safe: one lock
     serialises appends, reads and maintenance. Open with `Log.open`."""
@@ -99,7 +80,7 @@ class Log:
         self.topic, self.partition = parse_partition_dir(directory.name)
         self._name = f"{self.topic}-{self.partition}"
         self._config = config
-        self._checks, self._max_segment_ms, self._limits = append_reads(self._config)
+        self._checks, self._max_segment_ms, self._limits = leader_append.append_reads(self._config)
         # Where the config came from (logstore.topic_configs ORIGIN_*); None: unknown.
         self.config_origin: str | None = ORIGIN_GIVEN
         self._clock = clock
@@ -194,7 +175,7 @@ class Log:
     @config.setter
     def config(self, config: LogConfig | dict[str, Any]) -> None:
         self._config = self._local.config = LogConfig.coerce(config)
-        self._checks, self._max_segment_ms, self._limits = append_reads(self._config)
+        self._checks, self._max_segment_ms, self._limits = leader_append.append_reads(self._config)
         self.config_origin = ORIGIN_GIVEN
 
     @property
