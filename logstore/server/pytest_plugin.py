@@ -3,16 +3,19 @@
 `kafka_broker` is a running `KafkaServer` on an ephemeral port over a temporary data
 directory (function scope by default; `kafka_broker_scope = session` in the ini file shares
 one per session). `kafka_broker_session` is always session-scoped. Registered through the
-`pytest11` entry point, so installing logstore is enough.
+`pytest11` entry point, so installing logstore is enough; the server (and its extra,
+`logstore[server]`) is imported only when a fixture is used.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
-from logstore.server.server import KafkaServer
+if TYPE_CHECKING:
+    from logstore.server.server import KafkaServer
 
 # Quick to start and to rebalance: tests want groups to form at once.
 TEST_BROKER_CONFIG = {
@@ -32,6 +35,8 @@ def _scope(fixture_name: str, config: pytest.Config) -> str:
 
 
 def _serve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaServer]:
+    from logstore.server.server import KafkaServer  # MissingExtraError without logstore[server]
+
     with KafkaServer(tmp_path_factory.mktemp("kafka-broker"), port=0, config=TEST_BROKER_CONFIG) as server:
         yield server
 
