@@ -1,7 +1,7 @@
 """numba kernels for the cleaner's per-record loops: key hashing, the offset map, record scans.
 
 Everything here works on flat numpy arrays so the Python side stays per batch.
-Byte layouts follow FORMAT.md ("Record batch, magic 2" and "Record").
+Byte layouts follow docs/FORMAT.md ("Record batch, magic 2" and "Record").
 """
 
 from __future__ import annotations
@@ -10,7 +10,13 @@ import numpy as np
 from numba import njit
 from numba.core import event
 
-from logstore.records._kernels import read_zigzag, write_zigzag, zigzag_size
+from logstore.records._kernels import (
+    MIN_HEADER_SIZE,
+    MIN_RECORD_BODY,
+    read_zigzag,
+    write_zigzag,
+    zigzag_size,
+)
 
 # Why a record was dropped (per record, int8). KEPT for records that stay.
 KEPT = 0
@@ -220,7 +226,8 @@ def decide_records(batch_index, offsets, has_key, is_tombstone, found, latest_of
 def scan_records(buf, body_starts, body_ends, counts, base_offsets, base_timestamps,
                  log_append_times, rec_start, rec_end, offsets, timestamps, key_starts,
                  key_lengths, value_lengths, batch_index, key_hash1, key_hash2):
-    """Decode the record framing of v2 batch bodies into columns (no copies of keys/values).
+    """Decode the record framing of v2 batch bodies into columns (no copies of keys/values),
+    refusing what records.record_grammar refuses.
 
     Each key is hashed (murmur3_128; a null key as (0, 0)) while its bytes are in cache.
 
@@ -234,7 +241,7 @@ def scan_records(buf, body_starts, body_ends, counts, base_offsets, base_timesta
         end = np.int64(body_ends[b])
         for _ in range(counts[b]):
             length, q = read_zigzag(buf, p, end, 5)
-            if q < 0 or length < 0 or q + length > end:
+            if q < 0 or length < MIN_RECORD_BODY or length > end - q:
                 return b
             stop = q + length
             q += 1  # attributes
@@ -245,13 +252,30 @@ def scan_records(buf, body_starts, body_ends, counts, base_offsets, base_timesta
             if q < 0:
                 return b
             klen, q = read_zigzag(buf, q, stop, 5)
-            if q < 0 or q + max(klen, 0) > stop:
+            if q < 0 or klen < -1 or klen > stop - q:
                 return b
             kstart = q
             if klen > 0:
                 q += klen
             vlen, q = read_zigzag(buf, q, stop, 5)
-            if q < 0 or q + max(vlen, 0) > stop:
+            if q < 0 or vlen < -1 or vlen > stop - q:
+                return b
+            if vlen > 0:
+                q += vlen
+            headers, q = read_zigzag(buf, q, stop, 5)
+            if q < 0 or headers < 0 or headers > (stop - q) // MIN_HEADER_SIZE:
+                return b
+            for _ in range(headers):
+                n, q = read_zigzag(buf, q, stop, 5)
+                if q < 0 or n < 0 or n > stop - q:
+                    return b
+                q += n
+                n, q = read_zigzag(buf, q, stop, 5)
+                if q < 0 or n < -1 or n > stop - q:
+                    return b
+                if n > 0:
+                    q += n
+            if q != stop:
                 return b
             rec_start[row] = p
             rec_end[row] = stop
@@ -271,6 +295,8 @@ def scan_records(buf, body_starts, body_ends, counts, base_offsets, base_timesta
             batch_index[row] = b
             row += 1
             p = stop
+        if p != end:
+            return b
     return -1
 
 

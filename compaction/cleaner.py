@@ -55,6 +55,7 @@ from logstore.log_files import CLEANED_SUFFIX, INDEX_SUFFIXES, LOG_SUFFIX, segme
 from logstore.log_like import SegmentedLogLike
 from logstore.records.header import CONTROL_BIT, INT32_MAX, MAX_TIMESTAMP_OFFSET, V2_HEADER_SIZE
 from logstore.segment import LogSegment
+from logstore.segment_options import SegmentOptions
 from logstore.txn_index import AbortedTxn
 
 _MAX_TIMESTAMP = struct.Struct(">q")
@@ -450,9 +451,8 @@ class Cleaner:
         cleaned = None
         if not dry_run:
             _remove_cleaned_files(log.dir, group[0].base_offset)  # leftovers of an aborted clean
-            cleaned = LogSegment.create(log.dir, group[0].base_offset, file_suffix=CLEANED_SUFFIX,
-                                        index_interval_bytes=cfg["index.interval.bytes"],
-                                        max_index_size=cfg["segment.index.bytes"], clock=log.clock)
+            cleaned = LogSegment.create(log.dir, group[0].base_offset,
+                                        SegmentOptions.of(cfg, log.clock, file_suffix=CLEANED_SUFFIX))
         try:
             for seg in group:
                 self._check_abort()

@@ -9,6 +9,14 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from index.entries import (
+    OFFSET_ENTRY_SIZE,
+    RELATIVE_OFFSET_WIDTH,
+    TIME_ENTRY_SIZE,
+    TIMESTAMP_WIDTH,
+    VALUE_WIDTH,
+)
+
 
 @njit(cache=True, inline="always")
 def read_be(buf: np.ndarray, pos: int, width: int) -> int:
@@ -83,7 +91,7 @@ def _add_entry(meta: np.ndarray, buf: np.ndarray, n: int, key_width: int, key: i
                value: int) -> int:
     """Write entry `n` (a big-endian key of `key_width` bytes, then an int32 value) and count it."""
     write_be(buf, n * entry_size, key_width, key)
-    write_be(buf, n * entry_size + key_width, 4, value)
+    write_be(buf, n * entry_size + key_width, VALUE_WIDTH, value)
     meta[ENTRIES] = n + 1
     return APPENDED
 
@@ -93,17 +101,17 @@ def offset_index_append(meta: np.ndarray, buf: np.ndarray, base_offset: int, off
     """Add an offset-index entry (offset, position) after the last of meta[ENTRIES], in the
     order of Kafka's OffsetIndex.append checks; APPENDED or why not."""
     n = meta[ENTRIES]
-    if n >= min(meta[MAX_ENTRIES], buf.size // 8):
+    if n >= min(meta[MAX_ENTRIES], buf.size // OFFSET_ENTRY_SIZE):
         return FULL
     if not meta[WRITABLE]:
         return READ_ONLY
-    if n and offset <= base_offset + read_be(buf, (n - 1) * 8, 4):
+    if n and offset <= base_offset + read_be(buf, (n - 1) * OFFSET_ENTRY_SIZE, RELATIVE_OFFSET_WIDTH):
         return NOT_ASCENDING
     if not _fits_int32(offset - base_offset):
         return OVERFLOW
     if not _fits_int32(position):
         return POSITION_RANGE
-    return _add_entry(meta, buf, n, 4, offset - base_offset, 8, position)
+    return _add_entry(meta, buf, n, RELATIVE_OFFSET_WIDTH, offset - base_offset, OFFSET_ENTRY_SIZE, position)
 
 
 @njit(cache=True)
@@ -113,13 +121,13 @@ def time_index_maybe_append(meta: np.ndarray, buf: np.ndarray, base_offset: int,
     TimeIndex.maybeAppend): APPENDED, UNCHANGED, or why not. One slot stays reserved for the
     roll/close entry unless `skip_full_check`; NEEDS_GROW when that entry finds no slot."""
     n = meta[ENTRIES]
-    capacity = min(meta[MAX_ENTRIES], buf.size // 12)
+    capacity = min(meta[MAX_ENTRIES], buf.size // TIME_ENTRY_SIZE)
     if n > capacity or (not skip_full_check and n >= capacity - 1):
         return FULL
     last_timestamp = -1
     if n:
-        last_timestamp = read_be(buf, (n - 1) * 12, 8)
-        if offset < base_offset + read_be(buf, (n - 1) * 12 + 8, 4):
+        last_timestamp = read_be(buf, (n - 1) * TIME_ENTRY_SIZE, TIMESTAMP_WIDTH)
+        if offset < base_offset + read_be(buf, (n - 1) * TIME_ENTRY_SIZE + TIMESTAMP_WIDTH, RELATIVE_OFFSET_WIDTH):
             return OFFSET_BACKWARDS
         if timestamp < last_timestamp:
             return TIMESTAMP_BACKWARDS
@@ -131,4 +139,4 @@ def time_index_maybe_append(meta: np.ndarray, buf: np.ndarray, base_offset: int,
         return NEEDS_GROW
     if not _fits_int32(offset - base_offset):
         return OVERFLOW
-    return _add_entry(meta, buf, n, 8, timestamp, 12, offset - base_offset)
+    return _add_entry(meta, buf, n, TIMESTAMP_WIDTH, timestamp, TIME_ENTRY_SIZE, offset - base_offset)

@@ -1,6 +1,6 @@
 """What the offset and time indexes share: a lazily mapped file of fixed-size big-endian entries.
 
-Layouts are in /work/shared/FORMAT.md ("Segment files"). Rules follow Kafka's AbstractIndex:
+Layouts are in docs/FORMAT.md ("Segment files"). Rules follow Kafka's AbstractIndex:
 - a new writable index file is preallocated to `max_index_size` rounded down to the entry size;
 - an existing file, opened writable, holds `file size // entry size` entries, whatever the
   bytes are (an active index that was never trimmed reads as full; its zero-filled slots fail

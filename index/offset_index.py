@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import struct
 from typing import NamedTuple
 
 import numpy as np
 
 from index._kernels import APPENDED, FULL, NOT_ASCENDING, OVERFLOW, READ_ONLY, offset_index_append
 from index.base import AbstractIndex
+from index.entries import OFFSET_INDEX_DTYPE, OFFSET_INDEX_ENTRY
 from index.errors import (
     CorruptIndexError,
     IndexFullError,
@@ -16,10 +16,6 @@ from index.errors import (
     InvalidOffsetError,
     ReadOnlyLogError,
 )
-
-# FORMAT.md "Segment files": int32 relativeOffset, int32 position, big-endian.
-OFFSET_INDEX_ENTRY = struct.Struct(">ii")
-OFFSET_INDEX_DTYPE = np.dtype([("relative_offset", ">i4"), ("position", ">i4")])
 
 
 class OffsetPosition(NamedTuple):

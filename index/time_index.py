@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import struct
 from typing import NamedTuple
 
 import numpy as np
@@ -17,6 +16,7 @@ from index._kernels import (
     time_index_maybe_append,
 )
 from index.base import AbstractIndex
+from index.entries import TIME_INDEX_DTYPE, TIME_INDEX_ENTRY
 from index.errors import (
     CorruptIndexError,
     IndexFullError,
@@ -25,9 +25,6 @@ from index.errors import (
     ReadOnlyLogError,
 )
 
-# FORMAT.md "Segment files": int64 timestamp, int32 relativeOffset, big-endian.
-TIME_INDEX_ENTRY = struct.Struct(">qi")
-TIME_INDEX_DTYPE = np.dtype([("timestamp", ">i8"), ("relative_offset", ">i4")])
 # Kafka's RecordBatch.NO_TIMESTAMP.
 NO_TIMESTAMP = -1
 

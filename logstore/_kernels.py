@@ -27,6 +27,7 @@ from logstore.records._kernels import (
     ERR_TRAILING_BYTES,
     ERR_VALUE_LENGTH,
     ERR_VARINT,
+    MIN_HEADER_SIZE,
     MIN_RECORD_BODY,
     MIN_RECORD_SIZE,
     OK,
@@ -226,7 +227,7 @@ def _parse_entries(buf, table):
             table[row, BASE_SEQUENCE] = _int(buf, pos + BASE_SEQUENCE_OFFSET, 4)
             table[row, RECORD_COUNT] = _int(buf, pos + RECORDS_COUNT_OFFSET, 4)
         else:
-            # Legacy: offset, size, crc, magic, attributes, [timestamp] (FORMAT.md "Legacy messages").
+            # Legacy: offset, size, crc, magic, attributes, [timestamp] (docs/FORMAT.md "Legacy messages").
             table[row, CRC] = _uint(buf, pos + LEGACY_CRC_OFFSET, 4)
             attributes = np.int64(buf[pos + LEGACY_ATTRIBUTES_OFFSET])
             table[row, ATTRIBUTES] = attributes - 256 if attributes >= 128 else attributes
@@ -246,7 +247,8 @@ def _parse_entries(buf, table):
 
 @njit(cache=True)
 def _scan_records(buf, start, end, count, base_timestamp):
-    """Walk `count` records in buf[start:end].
+    """Walk `count` records in buf[start:end] by records.record_grammar's rules, record i
+    carrying offset delta i.
 
     Returns (status, error position, min timestamp (ignoring -1), max timestamp, any null key);
     status is one of records._kernels' codes.
@@ -293,15 +295,21 @@ def _scan_records(buf, start, end, count, base_timestamp):
         if n > 0:
             p += n
         headers, p = read_zigzag(buf, p, record_end, VARINT_MAX_BYTES)
-        if p < 0 or headers < 0:
+        if p < 0:
+            return ERR_VARINT, pos, min_ts, max_ts, null_key
+        if headers < 0 or headers > (record_end - p) // MIN_HEADER_SIZE:
             return ERR_HEADER_COUNT, pos, min_ts, max_ts, null_key
         for _ in range(headers):
             n, p = read_zigzag(buf, p, record_end, VARINT_MAX_BYTES)
-            if p < 0 or n < 0 or n > record_end - p:
+            if p < 0:
+                return ERR_VARINT, pos, min_ts, max_ts, null_key
+            if n < 0 or n > record_end - p:
                 return ERR_HEADER_KEY, pos, min_ts, max_ts, null_key
             p += n
             n, p = read_zigzag(buf, p, record_end, VARINT_MAX_BYTES)
-            if p < 0 or n < -1 or n > record_end - p:
+            if p < 0:
+                return ERR_VARINT, pos, min_ts, max_ts, null_key
+            if n < -1 or n > record_end - p:
                 return ERR_HEADER_VALUE, pos, min_ts, max_ts, null_key
             if n > 0:
                 p += n

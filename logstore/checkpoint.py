@@ -1,4 +1,4 @@
-"""Atomic text checkpoint files in Kafka's format (FORMAT.md "Checkpoint files").
+"""Atomic text checkpoint files in Kafka's format (docs/FORMAT.md "Checkpoint files").
 
     <version>
     <entry count>

@@ -5,7 +5,7 @@ decoded entries; opening files and choosing what to print is `logstore.cli.dump`
 The text is what Kafka's `kafka.tools.DumpLogSegments` prints for the same input (Kafka
 4.0, the Scala tool), so the rules for walking a segment, reading index slots, producer
 snapshots and transaction indexes follow Kafka's read-only tool rather than the engine.
-Layouts: /work/shared/FORMAT.md.
+Layouts: docs/FORMAT.md.
 """
 
 from __future__ import annotations
@@ -23,15 +23,14 @@ from logstore.internal_topics import decode_control_record, format_control_for_d
 from logstore.internal_topics.metadata_schemas import CONTROL_TYPES as KRAFT_CONTROL_TYPES
 from logstore.producer_append import decrement_sequence, increment_sequence
 from logstore.producer_snapshot import (
-    SNAPSHOT_CRC_END,
-    SNAPSHOT_ENTRY_DTYPE,
-    SNAPSHOT_ENTRY_SIZE,
-    SNAPSHOT_HEADER_DTYPE,
-    SNAPSHOT_HEADER_SIZE,
-    SNAPSHOT_VERSION,
+    SNAPSHOT_COUNT_PAST_END,
+    SNAPSHOT_NEGATIVE_COUNT,
+    SNAPSHOT_TRUNCATED,
+    SNAPSHOT_UNKNOWN_VERSION,
+    read_snapshot_rows,
 )
 from logstore.record_decoders import STRING, RecordDecoder, java_string
-from logstore.records.control import CONTROL_KEY, END_TXN_MARKER_VALUE
+from logstore.records.control import ABORT, COMMIT, CONTROL_KEY, END_TXN_MARKER_VALUE
 from logstore.records.header import (
     HEADER_SIZE_UP_TO_MAGIC,
     LOG_OVERHEAD,
@@ -47,27 +46,14 @@ from logstore.txn_index import parse_aborted_txns
 RECORD_INDENT = "|"
 
 
-def _kafka_fields(dtype: np.dtype, kafka_names: dict[str, str]) -> tuple[tuple[str, int], ...]:
-    """(name, bytes) of each field of `dtype`, under the name Kafka's schema gives it."""
-    return tuple((kafka_names.get(name, name), dtype[name].itemsize) for name in dtype.names)
-
-
-# Producer snapshot (FORMAT.md "Producer-state snapshot", layout in producer_state): the field
-# names Kafka's schema reports in its errors.
-SNAPSHOT_HEADER_FIELDS = _kafka_fields(SNAPSHOT_HEADER_DTYPE, {"count": "producer_entries"})
-SNAPSHOT_ENTRY_FIELDS = _kafka_fields(SNAPSHOT_ENTRY_DTYPE, {"producer_epoch": "epoch"})
+# The names Kafka's snapshot schema gives the fields producer_snapshot names otherwise.
+SNAPSHOT_KAFKA_NAMES = {"count": "producer_entries", "producer_epoch": "epoch"}
 BUFFER_UNDERFLOW = "java.nio.BufferUnderflowException"
 
-# Kafka's ControlRecordType names, by type id (the int16 after the key's version).
-CONTROL_TYPES = {
-    0: "ABORT",
-    1: "COMMIT",
-    2: "LEADER_CHANGE",
-    3: "SNAPSHOT_HEADER",
-    4: "SNAPSHOT_FOOTER",
-    5: "KRAFT_VERSION",
-    6: "KRAFT_VOTERS",
-}
+# Kafka's ControlRecordType names, by type id (the int16 after the key's version): the two
+# transaction markers (records.control) and KRaft's types (internal_topics).
+CONTROL_TYPES = {ABORT: "ABORT", COMMIT: "COMMIT",
+                 **{kraft.id: kraft.enum_name for kraft in KRAFT_CONTROL_TYPES.values()}}
 
 
 @dataclass(frozen=True, slots=True)
@@ -603,46 +589,33 @@ def read_aborted_txns(data: bytes | memoryview, path: str) -> list[TxnIndexEntry
     return [TxnIndexEntry(*row) for row in entries.tolist()]
 
 
-def _schema_error(fields: Sequence[tuple[str, int]], available: int) -> str | None:
-    """Kafka's SchemaException text for reading `fields` from `available` bytes, else None."""
-    for name, size in fields:
-        if available < size:
-            return f"Error reading field '{name}': {BUFFER_UNDERFLOW}"
-        available -= size
-    return None
+def kafka_snapshot_message(error: CorruptSnapshotError) -> str:
+    """Kafka's text for a snapshot that producer_snapshot.read_snapshot_rows refused."""
+    facts = error.facts
+    schema = "Snapshot failed schema validation: Error reading field "
+    if error.reason == SNAPSHOT_TRUNCATED and "field" in facts:
+        return f"{schema}'{SNAPSHOT_KAFKA_NAMES.get(facts['field'], facts['field'])}': {BUFFER_UNDERFLOW}"
+    if error.reason == SNAPSHOT_TRUNCATED:
+        field = SNAPSHOT_KAFKA_NAMES.get(facts["entry_field"], facts["entry_field"])
+        return f"{schema}'producer_entries': Error reading field '{field}': {BUFFER_UNDERFLOW}"
+    if error.reason == SNAPSHOT_NEGATIVE_COUNT:
+        return f"{schema}'producer_entries': Array size {facts['count']} cannot be negative"
+    if error.reason == SNAPSHOT_COUNT_PAST_END:
+        return (f"{schema}'producer_entries': Error reading array of size {facts['count']},"
+                f" only {facts['available']} bytes available")
+    if error.reason == SNAPSHOT_UNKNOWN_VERSION:
+        return f"Snapshot contained an unknown file version {facts['version']}"
+    return (f"Snapshot is corrupt (CRC is no longer valid). Stored crc: {facts['stored']}."
+            f" Computed crc: {facts['computed']}")
 
 
-def read_producer_snapshot(data: bytes | memoryview, crc32c: Any) -> list[ProducerSnapshotEntry]:
-    """Decode a producer `.snapshot` as Kafka does; raises CorruptSnapshotError with Kafka's message.
-
-    `crc32c` is the CRC-32C function (passed in so this module stays free of codec imports).
-    """
-    prefix = "Snapshot failed schema validation: "
-    error = _schema_error(SNAPSHOT_HEADER_FIELDS, len(data))
-    if error:
-        raise CorruptSnapshotError(prefix + error)
-    header = np.frombuffer(data, dtype=SNAPSHOT_HEADER_DTYPE, count=1)[0]
-    version, crc, count = int(header["version"]), int(header["crc"]), int(header["count"])
-    remaining = len(data) - SNAPSHOT_HEADER_SIZE
-    if count < 0:
-        raise CorruptSnapshotError(f"{prefix}Error reading field 'producer_entries': Array size {count} cannot be negative")
-    if count > remaining:
-        raise CorruptSnapshotError(
-            f"{prefix}Error reading field 'producer_entries': Error reading array of size {count},"
-            f" only {remaining} bytes available"
-        )
-    if count * SNAPSHOT_ENTRY_SIZE > remaining:
-        whole = remaining // SNAPSHOT_ENTRY_SIZE
-        inner = _schema_error(SNAPSHOT_ENTRY_FIELDS, remaining - whole * SNAPSHOT_ENTRY_SIZE)
-        raise CorruptSnapshotError(f"{prefix}Error reading field 'producer_entries': {inner}")
-    if version != SNAPSHOT_VERSION:
-        raise CorruptSnapshotError(f"Snapshot contained an unknown file version {version}")
-    computed = crc32c(memoryview(data)[SNAPSHOT_CRC_END:])
-    if crc != computed:
-        raise CorruptSnapshotError(
-            f"Snapshot is corrupt (CRC is no longer valid). Stored crc: {crc}. Computed crc: {computed}"
-        )
-    rows = np.frombuffer(data, dtype=SNAPSHOT_ENTRY_DTYPE, count=count, offset=SNAPSHOT_HEADER_SIZE)
+def read_producer_snapshot(data: bytes | memoryview) -> list[ProducerSnapshotEntry]:
+    """Decode a producer `.snapshot` as Kafka does; raises CorruptSnapshotError with Kafka's message."""
+    try:
+        rows = read_snapshot_rows(data, exact=False)
+    except CorruptSnapshotError as exc:
+        raise CorruptSnapshotError(kafka_snapshot_message(exc), reason=exc.reason, facts=exc.facts,
+                                   position=exc.position) from exc
     return [ProducerSnapshotEntry(*row) for row in rows.tolist()]
 
 

@@ -1,5 +1,5 @@
 """The leader-epoch cache: which leader epoch started at which offset, kept in
-`leader-epoch-checkpoint` (FORMAT.md "Checkpoint files", written by logstore.checkpoint), as Kafka's LeaderEpochFileCache.
+`leader-epoch-checkpoint` (docs/FORMAT.md "Checkpoint files", written by logstore.checkpoint), as Kafka's LeaderEpochFileCache.
 
 Entries are strictly increasing in both epoch and start offset. Replication asks
 `end_offset_for(epoch, log_end_offset)` the way Kafka answers OffsetsForLeaderEpoch; the Log

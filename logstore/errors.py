@@ -44,6 +44,11 @@ class RecordValidationError(InvalidRecordError):
         self.record_errors = tuple(record_errors)
 
 
+class InvalidTimestampError(RecordValidationError):
+    """A batch refused for records timestamped outside the topic's message.timestamp.before.max.ms
+    and message.timestamp.after.max.ms of the log's clock (Kafka's InvalidTimestampException)."""
+
+
 class OffsetOutOfRangeError(LogstoreError):
     """An offset outside the log's valid range [log start offset, log end offset]."""
 
@@ -102,10 +107,18 @@ class InvalidSegmentTableError(LogstoreError):
 
 
 class CorruptSnapshotError(LogstoreError):
-    """A producer-state `.snapshot` file with a bad version, size or CRC; names the file."""
+    """A producer-state `.snapshot` file with a bad version, size or CRC; names the file.
 
-    def __init__(self, message: str, *, path: object = None):
+    `reason` (one of producer_snapshot's SNAPSHOT_* reasons) and `facts` (the field, count,
+    version or CRCs involved) say what is wrong, so that `dump` and `verify` can word it as
+    Kafka does; `position` is the byte where reading failed, where one did."""
+
+    def __init__(self, message: str, *, path: object = None, reason: str | None = None,
+                 facts: dict[str, object] | None = None, position: int | None = None):
         self.path = path
+        self.reason = reason
+        self.facts = facts or {}
+        self.position = position
         super().__init__(f"{message} ({path})" if path is not None else message)
 
 

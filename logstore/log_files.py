@@ -1,7 +1,7 @@
 """Names of the files and directories of a Kafka log (Kafka's LogFileUtils): segment-file
 suffixes, the 20-digit base-offset prefix, and `<topic>-<partition>` directory names.
 
-Every module that builds or parses such a name uses this one; FORMAT.md "Segment files".
+Every module that builds or parses such a name uses this one; docs/FORMAT.md "Segment files".
 """
 
 from __future__ import annotations

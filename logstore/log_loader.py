@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import bisect
 import os
-import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from index.offset_index import OffsetIndex
 from index.time_index import TimeIndex
@@ -40,6 +38,7 @@ from logstore.log_files import (
 from logstore.partition_state import PartitionState
 from logstore.read_only_recovery import recover_read_only
 from logstore.segment import LogSegment
+from logstore.segment_options import SegmentOptions, roll_jitter_ms
 
 
 @dataclass(slots=True)
@@ -76,20 +75,6 @@ class LoadedLog:
     log_end_offset: int
     recovery_point: int
     recovered_bytes: int
-
-
-def segment_options(config: LogConfig, clock: Clock) -> dict[str, Any]:
-    """Keyword arguments for LogSegment.open/create taken from the log's config."""
-    return {"index_interval_bytes": config.index_interval_bytes,
-            "max_index_size": config.segment_index_bytes, "clock": clock}
-
-
-def roll_jitter_ms(config: LogConfig) -> int:
-    """A new active segment's random segment.jitter.ms share (Kafka's randomSegmentJitter)."""
-    jitter = config.segment_jitter_ms
-    if jitter == 0:
-        return 0
-    return random.randrange(2**31) % min(jitter, config.segment_ms)
 
 
 def check_writable_config(config: LogConfig) -> None:
@@ -152,9 +137,8 @@ class LogLoader:
         if not self._segments:
             if self._read_only:
                 raise FileNotFoundError(f"log directory {self._dir} holds no segments")
-            self._segments = [LogSegment.create(self._dir, state.log_start_offset,
-                                                roll_jitter_ms=roll_jitter_ms(self._config),
-                                                **segment_options(self._config, self._clock))]
+            self._segments = [LogSegment.create(self._dir, state.log_start_offset, SegmentOptions.of(
+                self._config, self._clock, roll_jitter_ms=roll_jitter_ms(self._config)))]
         active = self._segments[-1]
         log_end = active.next_offset
         if not self._read_only:
@@ -177,8 +161,8 @@ class LogLoader:
         self._state.epochs.clear_and_flush()
 
     def _open_segment(self, base_offset: int) -> LogSegment:
-        return LogSegment.open(self._dir, base_offset, read_only=self._read_only,
-                               **segment_options(self._config, self._clock))
+        return LogSegment.open(self._dir, base_offset,
+                               SegmentOptions.of(self._config, self._clock, read_only=self._read_only))
 
     def _load_segments_read_only(self) -> list[LogSegment]:
         return [self._open_segment(offset_from_file_name(name))
@@ -225,8 +209,8 @@ class LogLoader:
             base = offset_from_file_name(path.name)
             if base is None:
                 continue
-            segment = LogSegment.open(self._dir, base, file_suffix=SWAP_SUFFIX, read_only=True,
-                                      **segment_options(self._config, self._clock))
+            segment = LogSegment.open(self._dir, base, SegmentOptions.of(
+                self._config, self._clock, file_suffix=SWAP_SUFFIX, read_only=True))
             low = min(low, base)
             high = max(high, segment.read_next_offset())
             segment.close_handlers()

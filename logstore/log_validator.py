@@ -17,6 +17,7 @@ from logstore.config import TIMESTAMP_TYPE_LOG_APPEND, LogConfig
 from logstore.errors import (
     CorruptRecordError,
     InvalidRecordError,
+    InvalidTimestampError,
     RecordTooLargeError,
     RecordValidationError,
 )
@@ -295,13 +296,13 @@ def _raise_batch_error(view: memoryview, result: tuple, table: np.ndarray, check
         _raise_null_keys(read_batch(view, position), source)
     # Python ints in the messages: no int64 overflow for the Long.MAX defaults.
     if status == _kernels.ERR_TIMESTAMP_BEFORE:
-        raise InvalidRecordError(
-            f"timestamp {value} of a record in the batch at position {position} is more than "
-            f"message.timestamp.before.max.ms={checks[5]} before the log's time {now}")
+        _raise_timestamps(read_batch(view, position), now, checks[5], checks[6],
+                          f"timestamp {value} of a record in the batch at position {position} is more than "
+                          f"message.timestamp.before.max.ms={checks[5]} before the log's time {now}")
     if status == _kernels.ERR_TIMESTAMP_AFTER:
-        raise InvalidRecordError(
-            f"timestamp {value} of a record in the batch at position {position} is more than "
-            f"message.timestamp.after.max.ms={checks[6]} after the log's time {now}")
+        _raise_timestamps(read_batch(view, position), now, checks[5], checks[6],
+                          f"timestamp {value} of a record in the batch at position {position} is more than "
+                          f"message.timestamp.after.max.ms={checks[6]} after the log's time {now}")
     if status in (ERR_OFFSET_DELTA, ERR_TRAILING_BYTES):
         raise InvalidRecordError(
             f"batch at position {position} holds records that disagree with its "
@@ -315,10 +316,23 @@ def _raise_null_keys(batch: RecordBatch, source: str) -> None:
     """RecordValidationError naming each record of `batch` without a key (Kafka's KIP-467
     record errors: the client learns which records failed, not only that the batch did)."""
     why = f"{source} is a compacted topic's partition: it cannot accept a record without a key"
-    null = np.flatnonzero(batch.columns().key_null).tolist()
-    shown = "; ".join(f"record {i}" for i in null[:3])
-    raise RecordValidationError(f"{len(null)} record(s) rejected, the first at most three: {shown}: {why}",
-                                [(i, why) for i in null])
+    try:
+        null = np.flatnonzero(batch.columns().key_null).tolist()
+    except CorruptRecordError:  # a damaged count the record walk allowed: the batch fails without names
+        null = []
+    raise RecordValidationError(why, [(i, why) for i in null])
+
+
+def _raise_timestamps(batch: RecordBatch, now: int, before_max: int, after_max: int, message: str) -> None:
+    """InvalidTimestampError naming each record of `batch` timestamped more than `before_max`
+    before or `after_max` after `now` (KIP-467 record errors, as for null keys)."""
+    try:
+        stamps = batch.columns().timestamp.tolist()
+    except CorruptRecordError:  # a damaged count the record walk allowed: the batch fails without names
+        stamps = []
+    bad = [(i, f"timestamp {t} is out of range: it must be within [{now - before_max}, {now + after_max}]")
+           for i, t in enumerate(stamps) if t != NO_TIMESTAMP and (now - t > before_max or t - now > after_max)]
+    raise InvalidTimestampError(message, bad)
 
 
 def _needs_recompression(table: np.ndarray, code: int) -> bool:

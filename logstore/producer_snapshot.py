@@ -1,4 +1,4 @@
-"""Producer-state snapshot files (`<offset>.snapshot`, FORMAT.md "Producer-state snapshot"):
+"""Producer-state snapshot files (`<offset>.snapshot`, docs/FORMAT.md "Producer-state snapshot"):
 their byte layout, and the java.util.HashMap order Kafka writes entries in, so our files are
 byte-identical to Kafka's.
 """
@@ -18,8 +18,8 @@ from logstore.log_files import SNAPSHOT_SUFFIX, offset_prefix, segment_file_name
 from logstore.producer_append import BatchMetadata, ProducerStateEntry
 
 SNAPSHOT_VERSION = 1
-# FORMAT.md: int16 version, uint32 crc (CRC-32C of every byte after it), int32 entry count,
-# then 46-byte entries; all big-endian.
+# docs/FORMAT.md "Producer-state snapshot": int16 version, uint32 crc (CRC-32C of every byte
+# after it), int32 entry count, then 46-byte entries; all big-endian.
 SNAPSHOT_HEADER_DTYPE = np.dtype([("version", ">i2"), ("crc", ">u4"), ("count", ">i4")])
 SNAPSHOT_ENTRY_DTYPE = np.dtype(
     [
@@ -85,29 +85,65 @@ def encode_snapshot(entries: Iterable[ProducerStateEntry]) -> bytes:
     return bytes(data)
 
 
-def decode_snapshot(data: bytes, path: Path | str | None = None) -> list[ProducerStateEntry]:
-    """Parse `.snapshot` bytes; raises CorruptSnapshotError on a bad version, size or CRC."""
-    where = f"{path}: " if path is not None else ""
-    if len(data) < SNAPSHOT_HEADER_SIZE:
-        raise CorruptSnapshotError(
-            f"{where}snapshot of {len(data)} bytes is shorter than its header"
-        )
+# What a CorruptSnapshotError's `reason` says went wrong, in the order Kafka's reader finds it.
+SNAPSHOT_TRUNCATED = "truncated"  # facts: field (a header field) or entry_field
+SNAPSHOT_NEGATIVE_COUNT = "negative count"  # facts: count
+SNAPSHOT_COUNT_PAST_END = "count past end"  # facts: count, available (bytes after the header)
+SNAPSHOT_UNKNOWN_VERSION = "unknown version"  # facts: version
+SNAPSHOT_CRC_MISMATCH = "crc mismatch"  # facts: stored, computed
+SNAPSHOT_TRAILING_BYTES = "trailing bytes"  # facts: count, available
+
+
+def _corrupt(message: str, path: object, reason: str, position: int | None = None,
+             **facts: object) -> CorruptSnapshotError:
+    return CorruptSnapshotError(message, path=path, reason=reason, facts=facts, position=position)
+
+
+def _first_field_past(dtype: np.dtype, available: int) -> str:
+    """The first field of `dtype` that does not fit in `available` bytes."""
+    return next(name for name in dtype.names if dtype.fields[name][1] + dtype[name].itemsize > available)
+
+
+def read_snapshot_rows(data: bytes | memoryview, path: object = None, *, exact: bool = True) -> np.ndarray:
+    """The entries of `.snapshot` bytes (SNAPSHOT_ENTRY_DTYPE rows), checked in the order of
+    Kafka's ProducerStateManager.readSnapshot: the schema (header, entry count, whole entries),
+    then the version, then the CRC. With `exact`, bytes after the entries are refused too
+    (Kafka ignores them when the CRC covers them). Raises CorruptSnapshotError."""
+    size = len(data)
+    if size < SNAPSHOT_HEADER_SIZE:
+        field = _first_field_past(SNAPSHOT_HEADER_DTYPE, size)
+        raise _corrupt(f"snapshot of {size} bytes is shorter than its header", path, SNAPSHOT_TRUNCATED,
+                       SNAPSHOT_HEADER_DTYPE.fields[field][1], field=field)
     header = np.frombuffer(data, dtype=SNAPSHOT_HEADER_DTYPE, count=1)[0]
-    if int(header["version"]) != SNAPSHOT_VERSION:
-        raise CorruptSnapshotError(f"{where}unknown snapshot version {int(header['version'])}")
-    stored, computed = int(header["crc"]), crc32c(memoryview(data)[SNAPSHOT_CRC_END:])
+    version, stored, count = int(header["version"]), int(header["crc"]), int(header["count"])
+    available = size - SNAPSHOT_HEADER_SIZE
+    if count < 0:
+        raise _corrupt(f"snapshot claims {count} entries", path, SNAPSHOT_NEGATIVE_COUNT, count=count)
+    if count > available:
+        raise _corrupt(f"snapshot claims {count} entries but holds {available} bytes", path,
+                       SNAPSHOT_COUNT_PAST_END, count=count, available=available)
+    if count * SNAPSHOT_ENTRY_SIZE > available:
+        whole = available // SNAPSHOT_ENTRY_SIZE
+        field = _first_field_past(SNAPSHOT_ENTRY_DTYPE, available - whole * SNAPSHOT_ENTRY_SIZE)
+        raise _corrupt(f"snapshot claims {count} entries but holds {available} bytes", path,
+                       SNAPSHOT_TRUNCATED, SNAPSHOT_HEADER_SIZE + whole * SNAPSHOT_ENTRY_SIZE, entry_field=field)
+    if version != SNAPSHOT_VERSION:
+        raise _corrupt(f"unknown snapshot version {version}", path, SNAPSHOT_UNKNOWN_VERSION, 0, version=version)
+    computed = crc32c(memoryview(data)[SNAPSHOT_CRC_END:])
     if stored != computed:
-        raise CorruptSnapshotError(
-            f"{where}snapshot CRC mismatch: stored {stored}, computed {computed}"
-        )
-    count = int(header["count"])
-    if count < 0 or SNAPSHOT_HEADER_SIZE + count * SNAPSHOT_ENTRY_SIZE != len(data):
-        raise CorruptSnapshotError(
-            f"{where}snapshot claims {count} entries but holds {len(data) - SNAPSHOT_HEADER_SIZE} bytes"
-        )
-    rows = np.frombuffer(data, dtype=SNAPSHOT_ENTRY_DTYPE, count=count, offset=SNAPSHOT_HEADER_SIZE)
+        raise _corrupt(f"snapshot CRC mismatch: stored {stored}, computed {computed}", path,
+                       SNAPSHOT_CRC_MISMATCH, stored=stored, computed=computed)
+    if exact and count * SNAPSHOT_ENTRY_SIZE != available:
+        raise _corrupt(f"snapshot claims {count} entries but holds {available} bytes", path,
+                       SNAPSHOT_TRAILING_BYTES, SNAPSHOT_HEADER_SIZE + count * SNAPSHOT_ENTRY_SIZE,
+                       count=count, available=available)
+    return np.frombuffer(data, dtype=SNAPSHOT_ENTRY_DTYPE, count=count, offset=SNAPSHOT_HEADER_SIZE)
+
+
+def decode_snapshot(data: bytes, path: Path | str | None = None) -> list[ProducerStateEntry]:
+    """Parse `.snapshot` bytes into producer state; raises CorruptSnapshotError (read_snapshot_rows)."""
     entries = []
-    for pid, epoch, seq, last_offset, delta, ts, coord, txn_first in rows.tolist():
+    for pid, epoch, seq, last_offset, delta, ts, coord, txn_first in read_snapshot_rows(data, path).tolist():
         entry = ProducerStateEntry(pid, epoch, coord, ts, txn_first if txn_first >= 0 else None)
         if last_offset >= 0:
             entry.batch_metadata.append(BatchMetadata(seq, last_offset, delta, ts))

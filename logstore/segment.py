@@ -1,6 +1,6 @@
 """LogSegment: one `.log` file of record batches with its offset, time and transaction indexes.
 
-Files are named by the segment's base offset as 20 digits (FORMAT.md "Segment files"). The
+Files are named by the segment's base offset as 20 digits (docs/FORMAT.md "Segment files"). The
 rules follow Kafka's LogSegment: when index entries are added, how reads and timestamp
 searches start from the sparse indexes and scan batch headers, how recovery validates and
 truncates, and when a segment should roll. Not thread-safe: the owning Log serialises writers.
@@ -19,7 +19,6 @@ import numpy as np
 from index import NO_TIMESTAMP, OffsetIndex, TimeIndex, TimestampOffset
 from index.base import MAX_RELATIVE_OFFSET
 from logstore import _segment_kernels as segment_kernels
-from logstore.clock import Clock, SystemClock
 from logstore.errors import (
     CorruptIndexError,
     CorruptRecordError,
@@ -36,6 +35,7 @@ from logstore.log_files import (
 )
 from logstore.log_input_stream import scan_entries
 from logstore.records import BatchHeader, RecordBatch, read_batch, read_batch_header
+from logstore.segment_options import SegmentOptions
 from logstore.segment_state import SegmentState
 from logstore.txn_index import TransactionIndex
 
@@ -53,8 +53,7 @@ SYNC_FILE_RANGE_WRITE = 2
 # write_behind() waits for this many new bytes: fewer, larger writeback submissions.
 WRITE_BEHIND_MIN_BYTES = 4 * 1024 * 1024
 
-DEFAULT_INDEX_INTERVAL_BYTES = 4096
-DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
+DEFAULT_OPTIONS = SegmentOptions()
 
 
 def _load_sync_file_range() -> Callable[[int, int, int, int], int] | None:
@@ -98,26 +97,17 @@ class TimestampAndOffset(NamedTuple):
 class LogSegment:
     """A segment of a partition log: append, read, search, recover, truncate, roll and rename."""
 
-    def __init__(
-        self,
-        directory: str | os.PathLike[str],
-        base_offset: int,
-        *,
-        index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
-        max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
-        roll_jitter_ms: int = 0,
-        clock: Clock | None = None,
-        file_suffix: str = "",
-        read_only: bool = False,
-    ) -> None:
+    def __init__(self, directory: str | os.PathLike[str], base_offset: int,
+                 options: SegmentOptions = DEFAULT_OPTIONS) -> None:
         """Describe the segment's files; nothing is opened until used (see `open`/`create`)."""
         self._dir = Path(directory)
         self._base_offset = base_offset
+        read_only, file_suffix, max_index_size = options.read_only, options.file_suffix, options.max_index_size
         self._state = SegmentState(base_offset, writable=not read_only)
-        self.index_interval_bytes = index_interval_bytes
+        self.index_interval_bytes = options.index_interval_bytes
         self.max_index_size = max_index_size
-        self.roll_jitter_ms = roll_jitter_ms
-        self._clock = clock if clock is not None else SystemClock()
+        self.roll_jitter_ms = options.roll_jitter_ms
+        self._clock = options.clock
         self._read_only = read_only
         self._log_path = self._dir / segment_file_name(base_offset, LOG_SUFFIX, file_suffix)
         writable = not read_only
@@ -164,48 +154,29 @@ class LogSegment:
     # ----------------------------------------------------------------- construction
 
     @classmethod
-    def open(
-        cls,
-        directory: str | os.PathLike[str],
-        base_offset: int,
-        *,
-        index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
-        max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
-        roll_jitter_ms: int = 0,
-        clock: Clock | None = None,
-        file_suffix: str = "",
-        read_only: bool = False,
-    ) -> LogSegment:
+    def open(cls, directory: str | os.PathLike[str], base_offset: int,
+             options: SegmentOptions = DEFAULT_OPTIONS) -> LogSegment:
         """Open an existing segment; indexes are mapped lazily on first use.
 
         Raises FileNotFoundError if the `.log` file is missing (a missing index is created
         empty on first use unless read-only; call `sanity_check()` to detect it).
         """
-        segment = cls(directory, base_offset, index_interval_bytes=index_interval_bytes, max_index_size=max_index_size,
-                      roll_jitter_ms=roll_jitter_ms, clock=clock, file_suffix=file_suffix, read_only=read_only)
+        segment = cls(directory, base_offset, options)
         if not segment.log_path.exists():
             raise FileNotFoundError(f"segment log file {segment.log_path} does not exist")
         return segment
 
     @classmethod
-    def create(
-        cls,
-        directory: str | os.PathLike[str],
-        base_offset: int,
-        *,
-        index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
-        max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
-        roll_jitter_ms: int = 0,
-        clock: Clock | None = None,
-        file_suffix: str = "",
-    ) -> LogSegment:
+    def create(cls, directory: str | os.PathLike[str], base_offset: int,
+               options: SegmentOptions = DEFAULT_OPTIONS) -> LogSegment:
         """Create a new empty active segment with preallocated indexes.
 
         Stale index files of the same name are replaced (they index nothing); raises
-        FileExistsError if a non-empty `.log` of that name exists.
+        FileExistsError if a non-empty `.log` of that name exists, ValueError for read-only options.
         """
-        segment = cls(directory, base_offset, index_interval_bytes=index_interval_bytes, max_index_size=max_index_size,
-                      roll_jitter_ms=roll_jitter_ms, clock=clock, file_suffix=file_suffix)
+        if options.read_only:
+            raise ValueError(f"cannot create segment {base_offset} in {directory} with read-only options")
+        segment = cls(directory, base_offset, options)
         if segment.size:
             raise FileExistsError(f"segment log file {segment.log_path} already holds data")
         for index in (segment._offset_index, segment._time_index):

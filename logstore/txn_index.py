@@ -1,5 +1,5 @@
 """The per-segment transaction index (`.txnindex`): one 34-byte entry per aborted transaction
-whose ABORT marker lies in the segment, in Kafka's layout (FORMAT.md "Segment files").
+whose ABORT marker lies in the segment, in Kafka's layout (docs/FORMAT.md "Segment files").
 
 The file is created on the first append only, is never preallocated, and is read whole with a
 numpy structured view, so the fetch path (`collect_aborted_txns`) is vectorised.
@@ -18,7 +18,7 @@ from logstore.errors import CorruptIndexError, CorruptTxnIndexError
 from logstore.log_files import TXN_INDEX_SUFFIX, segment_file_name
 
 ABORTED_TXN_VERSION = 0
-# FORMAT.md: int16 version, int64 producerId, int64 firstOffset, int64 lastOffset,
+# docs/FORMAT.md: int16 version, int64 producerId, int64 firstOffset, int64 lastOffset,
 # int64 lastStableOffset; big-endian, packed.
 ENTRY_DTYPE = np.dtype(
     [

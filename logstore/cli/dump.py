@@ -572,11 +572,10 @@ def dump_snapshot(path: str, opts: Options, out: Output, problems: Problems) -> 
     """Producers of a producer-state `.snapshot`; a corrupt one is reported on stderr."""
     from logstore import dump
     from logstore.errors import CorruptSnapshotError
-    from logstore.records.crc import crc32c
 
     data = read_bytes(path)
     try:
-        entries = dump.read_producer_snapshot(data, crc32c)
+        entries = dump.read_producer_snapshot(data)
     except CorruptSnapshotError as exc:
         problems.found = True
         if out.json:

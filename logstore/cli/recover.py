@@ -243,11 +243,12 @@ def damage_below_recovery_point(path: Path, point: int) -> list[dict[str, Any]]:
     from logstore.log_files import segment_file_name, segment_log_offsets
     from logstore.read_only_recovery import valid_extent
     from logstore.segment import LogSegment
+    from logstore.segment_options import SegmentOptions
 
     bases = segment_log_offsets(os.listdir(path))
     found = []
     for base in bases[: max(bisect.bisect_right(bases, point) - 1, 0)]:
-        segment = LogSegment.open(path, base, read_only=True)
+        segment = LogSegment.open(path, base, SegmentOptions(read_only=True))
         try:
             valid_bytes, _ = valid_extent(segment)
             if valid_bytes < segment.size:
@@ -267,10 +268,11 @@ def check_segments_do_not_overlap(path: Path) -> None:
     from logstore.errors import CorruptRecordError
     from logstore.log_files import segment_log_offsets
     from logstore.segment import LogSegment
+    from logstore.segment_options import SegmentOptions
 
     bases = segment_log_offsets(os.listdir(path))
     for base, next_base in zip(bases, bases[1:], strict=False):
-        segment = LogSegment.open(path, base, read_only=True)
+        segment = LogSegment.open(path, base, SegmentOptions(read_only=True))
         try:
             overlap = next(((position, header.last_offset) for position, header in segment.batch_headers()
                             if header.last_offset >= next_base), None)

@@ -42,7 +42,7 @@ STATUS_MESSAGES = {
 }
 
 # Smallest possible record body: attributes, timestampDelta, offsetDelta, keyLength,
-# valueLength, headersCount — one byte each (FORMAT.md "Record").
+# valueLength, headersCount — one byte each (docs/FORMAT.md "Record").
 MIN_RECORD_BODY = 6
 # Smallest record including its length varint.
 MIN_RECORD_SIZE = MIN_RECORD_BODY + 1

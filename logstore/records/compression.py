@@ -1,4 +1,4 @@
-"""Batch compression codecs (FORMAT.md "Compression framing") with bounded decompression.
+"""Batch compression codecs (docs/FORMAT.md "Compression framing") with bounded decompression.
 
 gzip, lz4 (frame) and zstd decompress through pyarrow streams read in chunks, so a
 hostile batch stops inflating as soon as it passes the limit; snappy (xerial framing or

@@ -1,4 +1,4 @@
-"""Transaction control records (FORMAT.md "Record": control batches): COMMIT/ABORT markers."""
+"""Transaction control records (docs/FORMAT.md "Record": control batches): COMMIT/ABORT markers."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Legacy magic 0/1 messages (FORMAT.md "Legacy messages"): read through RecordBatch's
+"""Legacy magic 0/1 messages (docs/FORMAT.md "Legacy messages"): read through RecordBatch's
 interface, plus a small writer used to build test inputs."""
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from logstore.config import LogConfig
@@ -36,6 +37,9 @@ ZERO_UUID = uuid.UUID(int=0)
 # supports (read, write, create, delete, alter, describe, describe and alter configs); None
 # when not asked for (Integer.MIN_VALUE on the wire)
 TOPIC_OPERATIONS = frozenset({3, 4, 5, 6, 7, 8, 10, 11})
+# and what the cluster supports: create, alter, describe, cluster action, describe and alter
+# configs, idempotent write
+CLUSTER_OPERATIONS = frozenset({5, 7, 8, 9, 10, 11, 12})
 OPEN_CHUNK = 32  # partitions a CreateTopics or CreatePartitions opens between two turns of the event loop
 _TOPIC_KEY_NAMES = {k.name for k in TOPIC_KEYS}
 _LIST_KEYS = {k.name for k in TOPIC_KEYS if k.type == "list"}
@@ -117,8 +121,11 @@ class AdminApi:
                     entries.append(cls.MetadataResponseTopic(error_code=error, name=name, partitions=[]))
         broker = cls.MetadataResponseBroker(node_id=self._ctx.node_id, host=self._ctx.host, port=self._ctx.port,
                                             rack=None)
+        # v8-10 carry the cluster's operations too (librdkafka's describe_cluster asks there)
+        asked = 8 <= req.version <= 10 and body.include_cluster_authorized_operations
         return req.response(throttle_time_ms=0, brokers=[broker], cluster_id=self._ctx.meta.cluster_id,
-                            controller_id=self._ctx.node_id, topics=entries)
+                            controller_id=self._ctx.node_id, topics=entries,
+                            authorized_operations=set(CLUSTER_OPERATIONS) if asked else None)
 
     def _topic_by_id(self, cls: Any, version: int, topic_id: uuid.UUID, operations: frozenset[int] | None) -> Any:
         """The topic with `topic_id`, or UNKNOWN_TOPIC_ID; before v12 ids are refused (Kafka's
@@ -275,7 +282,35 @@ class AdminApi:
                                                      resource_name=name, configs=configs))
         return req.response(throttle_time_ms=0, results=results)
 
+    async def alter_configs(self, req: Request) -> Any:
+        """AlterConfigs: each topic's configs become exactly the ones given (the rest revert to
+        the broker's defaults), as the API Kafka kept for KafkaJS and older admin clients."""
+        def new_overrides(resource: Any) -> dict[str, str]:
+            given = {c.name: c.value for c in resource.configs}
+            if None in given.values():
+                raise InvalidRequestError("null value not supported for configs")
+            unknown = sorted(set(given) - _TOPIC_KEY_NAMES)
+            if unknown:
+                raise InvalidConfigError(f"{', '.join(unknown)}: unknown topic config")
+            return given
+
+        return self._alter(req, new_overrides)
+
     async def incremental_alter_configs(self, req: Request) -> Any:
+        def new_overrides(resource: Any) -> dict[str, str]:
+            if any(op.config_operation not in OPERATIONS for op in resource.configs):
+                raise InvalidRequestError("unknown config operation")
+            name = resource.resource_name
+            overrides = self._ctx.topics.overrides(name) if name in self._ctx.topics else {}
+            for op in resource.configs:
+                _apply_op(overrides, op.name, op.config_operation, op.value)
+            return overrides
+
+        return self._alter(req, new_overrides)
+
+    def _alter(self, req: Request, new_overrides: Callable[[Any], dict[str, str]]) -> Any:
+        """Both AlterConfigs APIs: the checks Kafka's KafkaApis makes on every resource, then each
+        topic's stored overrides replaced by `new_overrides(resource)`."""
         body = req.body
         cls = req.spec.response
         responses = []
@@ -285,17 +320,12 @@ class AdminApi:
             try:
                 if (resource.resource_type, resource.resource_name) in duplicated:
                     raise InvalidRequestError("duplicate resource")  # Kafka's KafkaApis: none is altered
-                if len({op.name for op in resource.configs}) < len(resource.configs):
+                if len({c.name for c in resource.configs}) < len(resource.configs):
                     raise InvalidRequestError("duplicate config keys")
-                if any(op.config_operation not in OPERATIONS for op in resource.configs):
-                    raise InvalidRequestError("unknown config operation")
+                overrides = new_overrides(resource)
                 if resource.resource_type != TOPIC_RESOURCE:
                     raise InvalidConfigError(f"only topic configs can be altered, not type {resource.resource_type}")
-                name = resource.resource_name
-                overrides = self._ctx.topics.overrides(name) if name in self._ctx.topics else {}
-                for op in resource.configs:
-                    _apply_op(overrides, op.name, op.config_operation, op.value)
-                self._ctx.topics.alter_config(name, overrides, validate_only=body.validate_only)
+                self._ctx.topics.alter_config(resource.resource_name, overrides, validate_only=body.validate_only)
             except LogstoreError as exc:
                 error, message = _error_of(exc), str(exc)
             responses.append(cls.AlterConfigsResourceResponse(

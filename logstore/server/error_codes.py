@@ -57,8 +57,12 @@ GROUP_MAX_SIZE_REACHED = 81
 FENCED_INSTANCE_ID = 82
 INVALID_RECORD = 87
 UNSTABLE_OFFSET_COMMIT = 88
+GROUP_SUBSCRIBED_TO_TOPIC = 86
 PRODUCER_FENCED = 90
 UNKNOWN_TOPIC_ID = 100
+TRANSACTIONAL_ID_NOT_FOUND = 105
+MISMATCHED_ENDPOINT_TYPE = 114
+UNSUPPORTED_ENDPOINT_TYPE = 115
 UNKNOWN_SERVER_ERROR = -1
 
 # Most specific class first: the first isinstance match wins.
@@ -66,6 +70,7 @@ _ENGINE_ERRORS: tuple[tuple[type[BaseException], int], ...] = (
     (errors.RecordTooLargeError, MESSAGE_TOO_LARGE),
     (errors.OffsetOutOfRangeError, OFFSET_OUT_OF_RANGE),
     (errors.CorruptRecordError, CORRUPT_MESSAGE),
+    (errors.InvalidTimestampError, INVALID_TIMESTAMP),
     (errors.InvalidRecordError, INVALID_RECORD),
     (errors.OutOfOrderSequenceError, OUT_OF_ORDER_SEQUENCE_NUMBER),
     (errors.InvalidProducerEpochError, INVALID_PRODUCER_EPOCH),

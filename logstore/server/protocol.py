@@ -52,7 +52,9 @@ class ApiSpec(NamedTuple):
 
     `handler` is the unbound method of the service (DataApi, GroupApi, ...) that answers it;
     `request_views` decodes the request's bytes fields as views of the frame, not copies;
-    `encode` replaces the schema's response encoder (Fetch writes its records through).
+    `encode` replaces the schema's response encoder (Fetch writes its records through);
+    `advertised_min_version`, when set, is the lower bound ApiVersions advertises instead of
+    `min_version`, versions below `min_version` still being refused.
     """
 
     request: type[ApiMessage]
@@ -62,6 +64,13 @@ class ApiSpec(NamedTuple):
     handler: Callable[..., Awaitable[Any]]
     request_views: bool = False
     encode: Encoder | None = None
+    advertised_min_version: int | None = None
+
+    @property
+    def advertised_versions(self) -> tuple[int, int]:
+        """The (min, max) versions ApiVersions lists."""
+        low = self.min_version if self.advertised_min_version is None else self.advertised_min_version
+        return low, self.max_version
 
     @property
     def key(self) -> int:
@@ -219,7 +228,7 @@ def encode_response(request: Request, response: ApiMessage) -> list[Buffer]:
 def api_versions_entries(cls: type[ApiMessage], apis: Mapping[int, ApiSpec]) -> list:
     """ApiVersions' `api_keys` array: the declared APIs and their version ranges."""
     entry = cls.ApiVersion
-    return [entry(api_key=key, min_version=apis[key].min_version, max_version=apis[key].max_version)
+    return [entry(api_key=key, min_version=apis[key].advertised_versions[0], max_version=apis[key].max_version)
             for key in sorted(apis)]
 
 

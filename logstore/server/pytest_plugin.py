@@ -2,15 +2,18 @@
 
 `kafka_broker` is a running `KafkaServer` on an ephemeral port over a temporary data
 directory (function scope by default; `kafka_broker_scope = session` in the ini file shares
-one per session). `kafka_broker_session` is always session-scoped. Registered through the
+one per session). `@pytest.mark.kafka_broker_config({...})` on a test or module sets broker
+configs for it. `kafka_broker_session` is always session-scoped. Registered through the
 `pytest11` entry point, so installing logstore is enough; the server (and its extra,
 `logstore[server]`) is imported only when a fixture is used.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -30,24 +33,42 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                   default="function")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "kafka_broker_config(configs): broker configs (a dict) "
+                                       "for the kafka_broker fixture, over TEST_BROKER_CONFIG")
+
+
 def _scope(fixture_name: str, config: pytest.Config) -> str:
     return config.getini("kafka_broker_scope")
 
 
-def _serve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaServer]:
+@contextmanager
+def serve_broker(data_dir: str | os.PathLike[str],
+                 config: Mapping[str, Any] | None = None) -> Iterator[KafkaServer]:
+    """A broker on an ephemeral port over `data_dir`, with `config` over TEST_BROKER_CONFIG;
+    stopped on exit."""
     from logstore.server.server import KafkaServer  # MissingExtraError without logstore[server]
 
-    with KafkaServer(tmp_path_factory.mktemp("kafka-broker"), port=0, config=TEST_BROKER_CONFIG) as server:
+    with KafkaServer(data_dir, port=0, config={**TEST_BROKER_CONFIG, **(config or {})}) as server:
         yield server
 
 
+def marked_broker_config(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The configs of the `kafka_broker_config` mark closest to the requesting test or module."""
+    marker = request.node.get_closest_marker("kafka_broker_config")
+    return dict(marker.args[0]) if marker else {}
+
+
 @pytest.fixture(scope=_scope)
-def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaServer]:
+def kafka_broker(request: pytest.FixtureRequest,
+                 tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaServer]:
     """A running broker; `kafka_broker.bootstrap_servers` is the address for any Kafka client."""
-    yield from _serve(tmp_path_factory)
+    with serve_broker(tmp_path_factory.mktemp("kafka-broker"), marked_broker_config(request)) as server:
+        yield server
 
 
 @pytest.fixture(scope="session")
 def kafka_broker_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaServer]:
     """One broker for the whole session."""
-    yield from _serve(tmp_path_factory)
+    with serve_broker(tmp_path_factory.mktemp("kafka-broker")) as server:
+        yield server

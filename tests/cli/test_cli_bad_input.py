@@ -3,7 +3,6 @@ problem report), a documented exit code, never a traceback, and no file changed.
 
 from __future__ import annotations
 
-import hashlib
 import random
 import shutil
 import subprocess
@@ -12,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.files import directory_digest
 from tests.support.paths import KAFKA_LOGDIR
 
 SAMPLE = KAFKA_LOGDIR
@@ -40,17 +40,13 @@ def work(tmp_path_factory) -> Path:
     return root
 
 
-def digest(root: Path) -> dict[str, str]:
-    return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*")) if p.is_file()}
-
-
 def logstore(root: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess:
     """Run the command in `root` and check it neither crashed nor changed a file."""
-    before = digest(root)
+    before = directory_digest(root)
     result = subprocess.run([sys.executable, "-m", "logstore", *args], cwd=root, input=stdin,
                             capture_output=True, text=True, timeout=60, check=False)
     assert "Traceback" not in result.stderr and "internal error" not in result.stderr, result.stderr
-    assert digest(root) == before
+    assert directory_digest(root) == before
     return result
 
 

@@ -13,7 +13,8 @@ import pytest
 
 from logstore.log import Log
 from logstore.records import Record, build_batch
-from tests.cli.test_cli_dump import digest, partition, run, run_in_process  # noqa: F401 - the fixture is used by name
+from tests.cli.test_cli_dump import run, run_in_process
+from tests.support.files import directory_digest
 
 SUBCOMMANDS = ("consume", "dump", "produce", "recover", "stats", "verify")
 
@@ -51,9 +52,9 @@ def test_usage_errors_exit_2(tmp_path: Path, capsys, monkeypatch):
     assert result.returncode == 2 and result.stderr.startswith("logstore: error: 'orders' is not a partition")
 
 
-def test_stats_of_the_kafka_sample(partition: Path):  # noqa: F811
-    before = digest(partition.parent)
-    result = run("stats", "--json", str(partition.parent), cwd=partition)
+def test_stats_of_the_kafka_sample(kafka_partition: Path):
+    before = directory_digest(kafka_partition.parent)
+    result = run("stats", "--json", str(kafka_partition.parent), cwd=kafka_partition)
     assert result.returncode == 0, result.stderr
     (row,) = [json.loads(line) for line in result.stdout.splitlines()]
     assert row["partition"] == "plain-0" and row["segments"] == 7 and row["records"] == 720
@@ -61,39 +62,39 @@ def test_stats_of_the_kafka_sample(partition: Path):  # noqa: F811
     assert row["keysApprox"] + row["nullKeys"] == 720
     assert row["compression"] == {"gzip": 35, "lz4": 34, "none": 103, "snappy": 34, "zstd": 34}
     assert (row["firstTimestamp"], row["lastTimestamp"]) == (1700000000000, 1700000719000)
-    table = run("stats", str(partition), cwd=partition).stdout.splitlines()
+    table = run("stats", str(kafka_partition), cwd=kafka_partition).stdout.splitlines()
     assert table[0].split()[:3] == ["PARTITION", "SEGMENTS", "BYTES"]
     assert table[1].split()[:2] == ["plain-0", "7"]
-    assert digest(partition.parent) == before
+    assert directory_digest(kafka_partition.parent) == before
 
 
-def test_recover_reports_on_a_copy_and_changes_nothing(partition: Path):  # noqa: F811
-    with (partition / "00000000000000000633.log").open("ab") as f:
+def test_recover_reports_on_a_copy_and_changes_nothing(kafka_partition: Path):
+    with (kafka_partition / "00000000000000000633.log").open("ab") as f:
         f.write(b"torn")
-    before = digest(partition.parent)
-    result = run("recover", str(partition), cwd=partition)
+    before = directory_digest(kafka_partition.parent)
+    result = run("recover", str(kafka_partition), cwd=kafka_partition)
     assert result.returncode == 1, result.stderr
-    assert result.stdout == (f"{partition}/00000000000000000633.log: would truncate 4 bytes at position 13467\n")
-    assert digest(partition.parent) == before
+    assert result.stdout == (f"{kafka_partition}/00000000000000000633.log: would truncate 4 bytes at position 13467\n")
+    assert directory_digest(kafka_partition.parent) == before
 
 
-def test_recover_in_place_truncates_and_drops_later_segments(partition: Path):  # noqa: F811
-    log = partition / "00000000000000000531.log"
+def test_recover_in_place_truncates_and_drops_later_segments(kafka_partition: Path):
+    log = kafka_partition / "00000000000000000531.log"
     data = bytearray(log.read_bytes())
     data[20] ^= 0xFF  # inside the first batch's CRC-covered bytes
     log.write_bytes(bytes(data))
     # below the checkpointed recovery point (720), where Kafka does not look and only --full recovers
-    named = run("recover", str(partition), cwd=partition)
+    named = run("recover", str(kafka_partition), cwd=kafka_partition)
     assert (named.returncode, named.stdout) == (1, f"{log}: damaged at position 0, below the recovery point "
                                                    "720 (Kafka's recovery does not look there; --full recovers it)\n")
-    result = run("recover", "--in-place", "--full", "--json", str(partition), cwd=partition)
+    result = run("recover", "--in-place", "--full", "--json", str(kafka_partition), cwd=kafka_partition)
     assert result.returncode == 1, result.stderr
     changes = {(c["file"], c["action"]) for c in map(json.loads, result.stdout.splitlines())}
     assert ("00000000000000000531.log", "truncate") in changes
     assert ("00000000000000000633.log", "delete") in changes
-    assert log.stat().st_size == 0 and not (partition / "00000000000000000633.log").exists()
-    assert run("verify", str(partition), cwd=partition).returncode == 0
-    assert run("recover", str(partition), cwd=partition).stdout == f"{partition}: nothing to recover\n"
+    assert log.stat().st_size == 0 and not (kafka_partition / "00000000000000000633.log").exists()
+    assert run("verify", str(kafka_partition), cwd=kafka_partition).returncode == 0
+    assert run("recover", str(kafka_partition), cwd=kafka_partition).stdout == f"{kafka_partition}: nothing to recover\n"
 
 
 def test_recover_in_place_rebuilds_a_corrupt_txn_index(tmp_path: Path):
@@ -114,8 +115,8 @@ def test_recover_in_place_rebuilds_a_corrupt_txn_index(tmp_path: Path):
     assert index.read_bytes() == sound
 
 
-def test_recover_of_a_clean_log_and_of_a_non_log(partition: Path, tmp_path: Path):  # noqa: F811
-    assert run("recover", str(partition.parent), cwd=partition).returncode == 0
+def test_recover_of_a_clean_log_and_of_a_non_log(kafka_partition: Path, tmp_path: Path):
+    assert run("recover", str(kafka_partition.parent), cwd=kafka_partition).returncode == 0
     (tmp_path / "notes").mkdir()
     result = run("recover", str(tmp_path / "notes"), cwd=tmp_path)
     assert result.returncode == 3 and "is not a log directory" in result.stderr
@@ -188,10 +189,10 @@ def test_consume_read_committed_drops_aborted_data_and_stops_at_open_transaction
     assert [json.loads(x)["value"] for x in committed.stdout.splitlines()] == ["committed", "plain"]
 
 
-def test_consume_of_a_missing_partition_and_out_of_range_offset(tmp_path: Path, partition: Path):  # noqa: F811
+def test_consume_of_a_missing_partition_and_out_of_range_offset(tmp_path: Path, kafka_partition: Path):
     missing = run("consume", str(tmp_path), "nope-0", cwd=tmp_path)
     assert missing.returncode == 3 and "No such partition directory" in missing.stderr
-    out_of_range = run("consume", str(partition.parent), "plain-0", "--from", "999", cwd=tmp_path)
+    out_of_range = run("consume", str(kafka_partition.parent), "plain-0", "--from", "999", cwd=tmp_path)
     assert out_of_range.returncode == 2 and "valid offsets are [0, 720]" in out_of_range.stderr
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
-import hashlib
 import io
 import json
 import re
@@ -55,9 +54,10 @@ from logstore.records.header import (
     SIZE_OFFSET,
     V2_HEADER_SIZE,
 )
+from tests.support.clock import NOW
+from tests.support.files import directory_digest
 from tests.support.kafka_dirs import _partition_metadata, compacted_partition
 
-NOW = 1_700_000_000_000
 COMMAND_TIMEOUT_S = 60
 SEGMENT_NAME = re.compile(r"\d{20}\.log")
 DOCUMENTED_EXIT_CODES = {0, 1, 2, 3}
@@ -198,12 +198,6 @@ def logstore(*args: str) -> Result:
     assert code in DOCUMENTED_EXIT_CODES, result
     assert "Traceback" not in result.err and "internal error" not in result.err, result
     return result
-
-
-def digest(root: Path) -> dict[str, str]:
-    """Relative name -> sha256 of every file under `root` (directories listed too)."""
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
-            for p in sorted(root.rglob("*"))}
 
 
 def partition_records(partition: Path) -> list[tuple]:
@@ -473,7 +467,7 @@ def check_failure_is_explained(result: Result, damage: Damage) -> None:
 
 
 def check_read_only_commands(root: Path, damage: Damage) -> None:
-    before = digest(root)
+    before = directory_digest(root)
     damaged = root / damage.file
     partition = damaged.parent if damaged.parent != root else None
     runs = []
@@ -492,7 +486,7 @@ def check_read_only_commands(root: Path, damage: Damage) -> None:
     for result in runs:
         assert result.code != 2 or result.args[0] == "dump", result
         check_failure_is_explained(result, damage)
-    assert digest(root) == before, "a read-only command changed a file"
+    assert directory_digest(root) == before, "a read-only command changed a file"
     check_verify_report(verify, root, damage)
 
 
@@ -553,7 +547,7 @@ def run_example(healthy: Path, apply) -> None:
 
 
 def test_the_healthy_directory_is_clean_for_every_command(healthy):
-    before = digest(healthy)
+    before = directory_digest(healthy)
     assert logstore("verify", "--deep", healthy).code == 0
     assert logstore("stats", "--decode", healthy).code == 0
     for name in _files(healthy):
@@ -561,7 +555,7 @@ def test_the_healthy_directory_is_clean_for_every_command(healthy):
             result = logstore("dump", *options, healthy / name)
             assert result.code in (0, 2), result
     assert logstore("recover", "--full", healthy).code == 0
-    assert digest(healthy) == before
+    assert directory_digest(healthy) == before
 
 
 def damage_examples(healthy: Path, kind: str, examples: int) -> None:

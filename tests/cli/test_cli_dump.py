@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import shutil
 import struct
 import subprocess
 import sys
@@ -15,6 +13,7 @@ import pytest
 
 from logstore.records import Record, build_batch
 from logstore.records.crc import crc32c
+from tests.support.files import directory_digest
 from tests.support.paths import KAFKA_SAMPLE
 
 SAMPLES = KAFKA_SAMPLE
@@ -38,25 +37,9 @@ def run_in_process(*args: str, cwd: Path, capsys, monkeypatch) -> subprocess.Com
     return subprocess.CompletedProcess(list(args), code, captured.out, captured.err)
 
 
-@pytest.fixture
-def partition(tmp_path: Path) -> Path:
-    """A writable copy of the Kafka-written `plain-0` partition directory."""
-    logdir = tmp_path / "logdir"
-    shutil.copytree(SAMPLES / "logdir", logdir)
-    for path in logdir.rglob("*"):
-        path.chmod(0o755 if path.is_dir() else 0o644)
-    return logdir / "plain-0"
-
-
-def digest(directory: Path) -> dict[str, str]:
-    """Name -> sha256 of every file under `directory` (to prove nothing changed)."""
-    return {str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(directory.rglob("*")) if p.is_file()}
-
-
-def test_every_kafka_sample_file_dumps_exactly_as_kafka_printed_it(partition: Path):
+def test_every_kafka_sample_file_dumps_exactly_as_kafka_printed_it(kafka_partition: Path):
     result = run("dump", "--deep-iteration", "--print-data-log", "--files", ",".join(SEGMENT_FILES),
-                 cwd=partition)
+                 cwd=kafka_partition)
     expected = "".join((EXPECTED / f"{name}.txt").read_text(encoding="utf-8") for name in SEGMENT_FILES)
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
@@ -64,24 +47,24 @@ def test_every_kafka_sample_file_dumps_exactly_as_kafka_printed_it(partition: Pa
 
 
 @pytest.mark.parametrize("name", SEGMENT_FILES)
-def test_each_sample_file_matches_kafka_on_its_own(partition: Path, name: str, capsys, monkeypatch):
+def test_each_sample_file_matches_kafka_on_its_own(kafka_partition: Path, name: str, capsys, monkeypatch):
     from logstore.cli import main
 
-    monkeypatch.chdir(partition)
+    monkeypatch.chdir(kafka_partition)
     assert main(["dump", "--deep-iteration", "--print-data-log", "--files", name]) == 0
     assert capsys.readouterr().out == (EXPECTED / f"{name}.txt").read_text(encoding="utf-8")
 
 
-def test_dumping_changes_no_byte_on_disk(partition: Path):
-    before = digest(partition.parent)
+def test_dumping_changes_no_byte_on_disk(kafka_partition: Path):
+    before = directory_digest(kafka_partition.parent)
     names = ",".join([*SEGMENT_FILES, "leader-epoch-checkpoint"])
     for extra in (["--verify-index-only"], ["--index-sanity-check"], ["--json", "--deep-iteration"]):
-        assert run("dump", *extra, "--files", names, cwd=partition).returncode == 0
-    assert digest(partition.parent) == before
+        assert run("dump", *extra, "--files", names, cwd=kafka_partition).returncode == 0
+    assert directory_digest(kafka_partition.parent) == before
 
 
-def test_shallow_dump_prints_batches_without_records(partition: Path, capsys, monkeypatch):
-    result = run_in_process("dump", "--files", "00000000000000000000.log", cwd=partition, capsys=capsys,
+def test_shallow_dump_prints_batches_without_records(kafka_partition: Path, capsys, monkeypatch):
+    result = run_in_process("dump", "--files", "00000000000000000000.log", cwd=kafka_partition, capsys=capsys,
                             monkeypatch=monkeypatch)
     lines = result.stdout.splitlines()
     assert result.returncode == 0
@@ -89,9 +72,9 @@ def test_shallow_dump_prints_batches_without_records(partition: Path, capsys, mo
     assert all(line.startswith("baseOffset: ") for line in lines[2:])
 
 
-def test_json_lines_parse_and_nest_records_under_deep_iteration(partition: Path):
+def test_json_lines_parse_and_nest_records_under_deep_iteration(kafka_partition: Path):
     result = run("dump", "--json", "--print-data-log", "00000000000000000000.log",
-                 "00000000000000000000.index", "00000000000000000000.timeindex", cwd=partition)
+                 "00000000000000000000.index", "00000000000000000000.timeindex", cwd=kafka_partition)
     objects = [json.loads(line) for line in result.stdout.splitlines()]
     assert result.returncode == 0, result.stderr
     batches = [o for o in objects if o["type"] == "batch"]
@@ -102,43 +85,43 @@ def test_json_lines_parse_and_nest_records_under_deep_iteration(partition: Path)
     assert [o["offset"] for o in objects if o["type"] == "time_index_entry"] == [30, 59, 89, 104]
 
 
-def test_torn_tail_is_reported_as_kafka_does(partition: Path):
-    log = partition / "00000000000000000000.log"
+def test_torn_tail_is_reported_as_kafka_does(kafka_partition: Path):
+    log = kafka_partition / "00000000000000000000.log"
     size = log.stat().st_size
     with log.open("ab") as f:
         f.write(log.read_bytes()[76:176])  # the first 100 bytes of a 214-byte batch
-    result = run("dump", "--files", log.name, cwd=partition)
+    result = run("dump", "--files", log.name, cwd=kafka_partition)
     assert result.returncode == 1
     assert result.stdout.splitlines()[-1] == f"Found 100 invalid bytes at the end of {log.name}"
-    json_result = run("dump", "--json", "--files", log.name, cwd=partition)
+    json_result = run("dump", "--json", "--files", log.name, cwd=kafka_partition)
     problem = json.loads(json_result.stdout.splitlines()[-1])
     assert problem == {"type": "problem", "problem": "invalid_trailing_bytes", "file": log.name,
                        "position": size, "bytes": 100}
 
 
-def test_max_bytes_stops_early_without_a_torn_tail_report(partition: Path, capsys, monkeypatch):
+def test_max_bytes_stops_early_without_a_torn_tail_report(kafka_partition: Path, capsys, monkeypatch):
     result = run_in_process("dump", "--max-bytes", "300", "--files", "00000000000000000000.log",
-                            cwd=partition, capsys=capsys, monkeypatch=monkeypatch)
+                            cwd=kafka_partition, capsys=capsys, monkeypatch=monkeypatch)
     assert result.returncode == 0
     assert [line.split(" position: ")[1].split()[0] for line in result.stdout.splitlines()[2:]] == ["0", "76"]
 
 
-def test_crc_corruption_shows_isvalid_false_and_exits_1(partition: Path):
-    log = partition / "00000000000000000000.log"
+def test_crc_corruption_shows_isvalid_false_and_exits_1(kafka_partition: Path):
+    log = kafka_partition / "00000000000000000000.log"
     data = bytearray(log.read_bytes())
     data[17] ^= 0xFF  # first batch's stored CRC
     log.write_bytes(bytes(data))
-    result = run("dump", "--deep-iteration", "--files", log.name, cwd=partition)
+    result = run("dump", "--deep-iteration", "--files", log.name, cwd=kafka_partition)
     assert result.returncode == 1
     assert result.stdout.splitlines()[2].endswith("isvalid: false")
 
 
-def test_a_length_below_the_minimum_is_one_line_error_naming_file_and_position(partition: Path):
-    log = partition / "00000000000000000000.log"
+def test_a_length_below_the_minimum_is_one_line_error_naming_file_and_position(kafka_partition: Path):
+    log = kafka_partition / "00000000000000000000.log"
     data = bytearray(log.read_bytes())
     struct.pack_into(">i", data, 76 + 8, 5)
     log.write_bytes(bytes(data))
-    result = run("dump", "--files", log.name, cwd=partition)
+    result = run("dump", "--files", log.name, cwd=kafka_partition)
     assert result.returncode == 1
     assert result.stderr.splitlines() == [
         f"logstore: {log.name}: position 76: Found record size 5 smaller than minimum record overhead (14)"]
@@ -219,35 +202,35 @@ def test_wrong_kind_of_content_is_reported_not_crashed(tmp_path: Path):
     assert len(result.stderr.splitlines()) == 1
 
 
-def test_index_mismatches_are_reported_on_stderr(partition: Path):
-    index = partition / "00000000000000000000.index"
+def test_index_mismatches_are_reported_on_stderr(kafka_partition: Path):
+    index = kafka_partition / "00000000000000000000.index"
     data = bytearray(index.read_bytes())
     struct.pack_into(">i", data, 4, 0)  # first entry now points at the first batch
     index.write_bytes(bytes(data))
-    result = run("dump", "--verify-index-only", "--files", index.name, cwd=partition)
+    result = run("dump", "--verify-index-only", "--files", index.name, cwd=kafka_partition)
     assert result.returncode == 1
     assert result.stdout == f"Dumping {index.name}\n"
     assert result.stderr.splitlines() == [f"Mismatches in :{index}", "  Index offset: 30, log offset: 0"]
-    as_json = run("dump", "--json", "--files", index.name, cwd=partition)
+    as_json = run("dump", "--json", "--files", index.name, cwd=kafka_partition)
     assert as_json.returncode == 1 and as_json.stderr == ""
     assert json.loads(as_json.stdout.splitlines()[-1]) == {
         "type": "problem", "problem": "index_mismatch", "file": str(index), "expected": 30, "found": 0}
 
 
-def test_time_index_mismatch_and_sanity_check(partition: Path):
-    timeindex = partition / "00000000000000000000.timeindex"
+def test_time_index_mismatch_and_sanity_check(kafka_partition: Path):
+    timeindex = kafka_partition / "00000000000000000000.timeindex"
     data = bytearray(timeindex.read_bytes())
     struct.pack_into(">q", data, 12, 1700000058000)
     timeindex.write_bytes(bytes(data))
-    result = run("dump", "--files", timeindex.name, cwd=partition)
+    result = run("dump", "--files", timeindex.name, cwd=kafka_partition)
     assert result.returncode == 1
     assert result.stderr.splitlines() == [
         f"Found timestamp mismatch in :{timeindex}",
         "  Index timestamp: 1700000058000, log timestamp: 1700000059000"]
-    sane = run("dump", "--index-sanity-check", "--files", timeindex.name, cwd=partition)
+    sane = run("dump", "--index-sanity-check", "--files", timeindex.name, cwd=kafka_partition)
     assert sane.stdout.splitlines()[-1] == f"{timeindex.name} passed sanity check."
     timeindex.write_bytes(bytes(data) + b"\x00" * 12)
-    insane = run("dump", "--index-sanity-check", "--files", timeindex.name, cwd=partition)
+    insane = run("dump", "--index-sanity-check", "--files", timeindex.name, cwd=kafka_partition)
     assert insane.returncode == 1
     assert insane.stderr == (
         f"logstore: error: Corrupt time index found, time index file ({timeindex}) has non-zero size "
@@ -303,9 +286,9 @@ def test_control_and_transactional_batches(tmp_path: Path):
                         "endTxnMarker: COMMIT coordinatorEpoch: 3")
 
 
-def test_broken_pipe_is_quiet(partition: Path):
+def test_broken_pipe_is_quiet(kafka_partition: Path):
     proc = subprocess.Popen([sys.executable, "-m", "logstore", "dump", "--print-data-log",
-                             *SEGMENT_FILES], cwd=partition, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                             *SEGMENT_FILES], cwd=kafka_partition, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout is not None and proc.stderr is not None
     proc.stdout.readline()
     proc.stdout.close()

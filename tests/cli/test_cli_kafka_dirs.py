@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_cli_dump import digest, run
+from tests.cli.test_cli_dump import run
+from tests.support.files import directory_digest
 from tests.support.kafka_dirs import SAMPLES, compacted_partition, follower_partition, kafka_sample
 
 SAMPLE_PARTITION = SAMPLES / "logdir" / "plain-0"
@@ -40,11 +41,11 @@ def test_legacy_entries_verify_clean(data_dir: Path):
     assert (11, 0) not in index_entries(index) or (23, 663) in index_entries(index)
     dumped = run("dump", str(index), cwd=data_dir)  # Kafka's tool notes such entries
     assert dumped.stderr.startswith(f"Mismatches in :{index}\n")
-    before = digest(data_dir)
+    before = directory_digest(data_dir)
     result = run("verify", "--deep", str(data_dir), cwd=data_dir)
     assert result.returncode == 0, result.stdout
     assert result.stdout.endswith("in 2 partition(s): OK\n")
-    assert digest(data_dir) == before
+    assert directory_digest(data_dir) == before
 
 
 def test_kafkas_sample_and_its_data_dir_verify_clean(tmp_path: Path):
@@ -122,7 +123,7 @@ DAMAGE = [
 
 
 def test_verify_names_each_damage_once_and_reads_on(damaged: Path):
-    before = digest(damaged)
+    before = directory_digest(damaged)
     result = run("verify", str(damaged), cwd=damaged)
     assert result.returncode == 1
     partition = damaged / "plain-0"
@@ -136,11 +137,11 @@ def test_verify_names_each_damage_once_and_reads_on(damaged: Path):
     assert [(Path(o["file"]).name, o["position"]) for o in as_json[:-1]] == [d[:2] for d in DAMAGE]
     assert as_json[-1] == {"type": "summary", "partitions": 1, "files": 33, "batches": 240, "problems": 3,
                            "skipped": 0}
-    assert digest(damaged) == before
+    assert directory_digest(damaged) == before
 
 
 def test_stats_names_each_damage_and_still_prints_its_table(damaged: Path):
-    before = digest(damaged)
+    before = directory_digest(damaged)
     result = run("stats", str(damaged), cwd=damaged)
     assert result.returncode == 1
     table = result.stdout.splitlines()
@@ -152,7 +153,7 @@ def test_stats_names_each_damage_and_still_prints_its_table(damaged: Path):
     (row,) = [json.loads(line) for line in run("stats", "--json", str(damaged), cwd=damaged).stdout.splitlines()]
     assert row["records"] == 714 and row["batches"] == 238 and row["invalidBytes"] == 500
     assert [(Path(p["file"]).name, p["position"], p["message"]) for p in row["problems"]] == DAMAGE
-    assert digest(damaged) == before
+    assert directory_digest(damaged) == before
 
 
 def test_stats_reads_from_the_checkpointed_log_start(tmp_path: Path):
@@ -198,7 +199,7 @@ def test_a_read_only_open_reads_what_recovery_keeps(tmp_path: Path, damage: str)
     else:
         data[9000:] = bytes(len(data) - 9000)
     log.write_bytes(bytes(data))
-    before = digest(partition.parent)
+    before = directory_digest(partition.parent)
     kept = _kept_by_recovery(partition.parent, tmp_path)
     assert 633 < len(kept) < 720 and kept == list(range(len(kept)))
     assert _consumed_offsets(partition.parent) == kept
@@ -206,7 +207,7 @@ def test_a_read_only_open_reads_what_recovery_keeps(tmp_path: Path, damage: str)
     assert _consumed_offsets(partition.parent, "--from", str(end - 1)) == [end - 1]
     beyond = run("consume", str(partition.parent), "plain-0", "--from", str(end + 1), cwd=tmp_path)
     assert beyond.returncode == 2 and f"valid offsets are [0, {end}]" in beyond.stderr
-    assert digest(partition.parent) == before
+    assert directory_digest(partition.parent) == before
 
 
 def test_recover_finds_nothing_on_healthy_directories_and_changes_nothing(data_dir: Path, tmp_path: Path):
@@ -219,7 +220,7 @@ def test_recover_finds_nothing_on_healthy_directories_and_changes_nothing(data_d
         shutil.copytree(data_dir / name, alone / name)
     shutil.copytree(data_dir / "sample" / "plain-0", alone / "plain-0")
     def unlocked(root: Path) -> dict[str, str]:
-        return {k: v for k, v in digest(root).items() if not k.endswith(".lock")}
+        return {k: v for k, v in directory_digest(root).items() if not k.endswith(".lock")}
 
     for root in (data_dir, data_dir / "sample", alone):
         before = unlocked(root)
@@ -250,10 +251,10 @@ def test_recover_rebuilds_only_an_index_a_lookup_could_miss_through(data_dir: Pa
     data = bytearray(index.read_bytes())
     struct.pack_into(">i", data, 2 * 8 + 4, struct.unpack_from(">i", data, 2 * 8 + 4)[0] + 1)
     index.write_bytes(bytes(data))
-    before = digest(data_dir)
+    before = directory_digest(data_dir)
     result = run("recover", str(partition), cwd=data_dir)
     assert result.returncode == 1 and result.stdout.startswith(f"{index}: would rebuild (now ")
-    assert result.stdout.count("\n") == 1 and digest(data_dir) == before
+    assert result.stdout.count("\n") == 1 and directory_digest(data_dir) == before
     applied = run("recover", "--in-place", str(partition), cwd=data_dir)
     assert applied.returncode == 1 and applied.stdout.startswith(f"{index}: rebuilt (now ")
     assert index.stat().st_size > 0 and timeindex.read_bytes() == kept_time_index
@@ -289,7 +290,7 @@ SKIP_NOTES = ["orders-0/notes.txt: not a file Kafka's log layer writes; not chec
 
 
 def test_every_command_reads_a_whole_broker_directory(broker: Path):
-    before = digest(broker)
+    before = directory_digest(broker)
     verified = run("verify", "--deep", str(broker), cwd=broker)
     assert verified.returncode == 0, verified.stdout + verified.stderr
     assert verified.stdout == "verified 101 files (340 batches) in 8 partition(s), skipped 2: OK\n"
@@ -316,7 +317,7 @@ def test_every_command_reads_a_whole_broker_directory(broker: Path):
     for log in sorted(broker.glob("*-[0-9]/*.log")):
         dumped = run("dump", "--deep-iteration", str(log), cwd=broker)
         assert dumped.returncode == 0 and "Traceback" not in dumped.stderr, dumped.stderr
-    assert digest(broker) == before
+    assert directory_digest(broker) == before
 
 
 def test_verify_names_damaged_broker_files(broker: Path):
@@ -426,25 +427,25 @@ def test_recover_reports_a_partition_it_cannot_recover_and_goes_on(tmp_path: Pat
         (tmp_path / name).mkdir()
         (tmp_path / name / "00000000000000000000.log").write_bytes(
             build_batch([Record(offset, 1, b"k", b"v")], base_offset=offset))
-    before = digest(tmp_path)
+    before = directory_digest(tmp_path)
     result = run("recover", str(tmp_path), cwd=tmp_path)
     assert result.returncode == 3
     assert result.stderr == ("logstore: error: offset 4294967296 at position 0 does not fit relative to base "
                              f"offset 0 of {tmp_path}/a-0/00000000000000000000.log\n")
     assert result.stdout == f"{tmp_path}/b-0/00000000000000000000.timeindex: would create (now 12 bytes)\n"
-    assert digest(tmp_path) == before
+    assert directory_digest(tmp_path) == before
 
 
 def test_recover_names_every_damage_and_applies_only_what_kafka_recovers(damaged: Path):
     partition = damaged / "plain-0"
-    before = digest(damaged)
+    before = directory_digest(damaged)
     result = run("recover", "--json", str(damaged), cwd=damaged)
     assert result.returncode == 1
     found = [(o["file"], o["action"], o["position"], o["applied"]) for o in map(json.loads, result.stdout.splitlines())]
     assert found == [("00000000000000000633.log", "truncate", 13467, False),
                      ("00000000000000000105.log", "damaged", 962, False),
                      ("00000000000000000211.log", "damaged", 0, False)]
-    assert digest(damaged) == before
+    assert directory_digest(damaged) == before
     applied = run("recover", "--in-place", str(damaged), cwd=damaged)
     assert applied.stdout.splitlines()[0] == f"{partition}/00000000000000000633.log: truncated 500 bytes at position 13467"
     assert (partition / "00000000000000000633.log").stat().st_size == 13467
@@ -470,17 +471,17 @@ def test_recover_removes_pending_deletions_as_kafkas_loader_does_and_exits_0(tmp
     for name in pending:
         (partition / name.removesuffix(".deleted")).rename(partition / name)
     (partition.parent / "log-start-offset-checkpoint").write_text("0\n1\nplain 0 105\n")
-    before = digest(partition.parent)
+    before = directory_digest(partition.parent)
     note = f"logstore: note: {partition}: {{}} 3 files awaiting deletion (*.deleted), as Kafka's loader does on open\n"
     for options in ([], ["--full"], ["--json"]):
         result = run("recover", *options, str(partition.parent), cwd=tmp_path)
         assert (result.returncode, result.stderr) == (0, note.format("would remove")), result.stdout
         assert result.stdout == ("" if "--json" in options else f"{partition}: nothing to recover\n")
-    assert digest(partition.parent) == before
+    assert directory_digest(partition.parent) == before
     result = run("recover", "--in-place", str(partition.parent), cwd=tmp_path)
     assert (result.returncode, result.stderr) == (0, note.format("removed"))
     assert result.stdout == f"{partition}: nothing to recover\n"
-    after = {k: v for k, v in digest(partition.parent).items() if not k.endswith(".lock")}
+    after = {k: v for k, v in directory_digest(partition.parent).items() if not k.endswith(".lock")}
     assert after == {k: v for k, v in before.items() if not k.endswith(".deleted")}
     again = run("recover", "--in-place", str(partition.parent), cwd=tmp_path)
     assert (again.returncode, again.stderr, again.stdout) == (0, "", f"{partition}: nothing to recover\n")

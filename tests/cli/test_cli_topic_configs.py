@@ -4,7 +4,6 @@ configs, change no file doing so, and use the configs LogManager stored."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -15,6 +14,7 @@ from logstore.cli import main
 from logstore.clock import ManualClock
 from logstore.manager import LogManager
 from logstore.topic_configs import stored_topic_configs
+from tests.support.files import directory_digest
 from tests.support.paths import KAFKA_LOGDIR
 
 SAMPLE = KAFKA_LOGDIR
@@ -27,25 +27,20 @@ def kafka_dir(tmp_path) -> Path:
     return tmp_path / "logdir"
 
 
-def snapshot(directory: Path) -> dict[str, str]:
-    return {str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(directory.rglob("*")) if p.is_file()}
-
-
 @pytest.mark.parametrize("command", [["retention", "--now", str(FAR_FUTURE)], ["compact"],
                                      ["compact", "--now", str(FAR_FUTURE)]])
 @pytest.mark.parametrize("target", ["", "plain-0"])
 def test_writing_commands_refuse_a_copied_directory_without_configs(kafka_dir, command, target, capsys):
-    before = snapshot(kafka_dir)
+    before = directory_digest(kafka_dir)
     assert main([*command, str(kafka_dir / target)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("logstore: error: topic 'plain' has no stored configs")
     assert "--assume-defaults" in err and "--config" in err
-    assert snapshot(kafka_dir) == before
+    assert directory_digest(kafka_dir) == before
 
 
 def test_dry_runs_still_run_and_say_which_configs_they_assumed(kafka_dir, capsys):
-    before = snapshot(kafka_dir)
+    before = directory_digest(kafka_dir)
     assert main(["retention", "--dry-run", "--now", str(FAR_FUTURE), str(kafka_dir)]) == 0
     out = capsys.readouterr().out
     assert "would delete 7 segment(s)" in out
@@ -54,7 +49,7 @@ def test_dry_runs_still_run_and_say_which_configs_they_assumed(kafka_dir, capsys
     report = json.loads(capsys.readouterr().out)
     assert report["configs"] == ("Kafka's defaults with cleanup.policy=compact, assumed: "
                                  "none stored or given")
-    assert snapshot(kafka_dir) == before
+    assert directory_digest(kafka_dir) == before
 
 
 def test_assume_defaults_or_given_configs_let_retention_run(kafka_dir, capsys):

@@ -113,7 +113,7 @@ def _snapshot(entries: list[tuple]) -> bytes:
 
 def test_producer_snapshot_lines_match_kafkas_format():
     data = _snapshot([(42, 3, 9, 120, 4, 1700, 7, 110), (43, 0, -1, -1, 0, 5, -1, -1)])
-    first, second = dump.read_producer_snapshot(data, crc32c)
+    first, second = dump.read_producer_snapshot(data)
     assert dump.snapshot_entry_line(first) == (
         "producerId: 42 producerEpoch: 3 coordinatorEpoch: 7 currentTxnFirstOffset: OptionalLong[110] "
         "lastTimestamp: 1700 firstSequence: 5 lastSequence: 9 lastOffset: 120 offsetDelta: 4 timestamp: 1700"
@@ -127,12 +127,15 @@ def test_producer_snapshot_lines_match_kafkas_format():
 @pytest.mark.parametrize(("data", "message"), [
     (b"", "Snapshot failed schema validation: Error reading field 'version': java.nio.BufferUnderflowException"),
     (struct.pack(">hIi", 1, 0, 3), "Error reading array of size 3, only 0 bytes available"),
+    (struct.pack(">hIi", 1, 0, 1) + bytes(9),
+     "Error reading field 'producer_entries': Error reading field 'epoch': java.nio.BufferUnderflowException"),
+    (struct.pack(">hIi", 1, 0, -1), "Error reading field 'producer_entries': Array size -1 cannot be negative"),
     (struct.pack(">hIi", 2, 0, 0), "Snapshot contained an unknown file version 2"),
     (struct.pack(">hIi", 1, 1, 0), "Snapshot is corrupt (CRC is no longer valid). Stored crc: 1."),
 ])
 def test_corrupt_snapshots_raise_kafkas_messages(data, message):
     with pytest.raises(CorruptSnapshotError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        dump.read_producer_snapshot(data, crc32c)
+        dump.read_producer_snapshot(data)
 
 
 def test_aborted_txns_ignore_a_partial_entry_and_reject_unknown_versions():

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -10,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from logstore.cli import main
+from tests.support.files import directory_digest
 from tests.support.paths import KAFKA_LOGDIR
 
 SAMPLE = KAFKA_LOGDIR
@@ -23,13 +23,8 @@ def data_dir(tmp_path) -> Path:
     return tmp_path / "logdir"
 
 
-def snapshot(directory: Path) -> dict[str, str]:
-    return {str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(directory.rglob("*")) if p.is_file()}
-
-
 def test_dry_run_prints_the_plan_as_a_table_and_changes_nothing(data_dir, capsys):
-    before = snapshot(data_dir)
+    before = directory_digest(data_dir)
     now = TS_105 + 1  # retention.ms=1000: segment 0 is older than that, 105 is not
     assert main(["retention", "--dry-run", "--now", str(now), "--config", "retention.ms=1000", str(data_dir)]) == 0
     out = capsys.readouterr().out.splitlines()
@@ -37,7 +32,7 @@ def test_dry_run_prints_the_plan_as_a_table_and_changes_nothing(data_dir, capsys
     assert out[1].split() == ["base", "offset", "next", "offset", "size", "largest", "timestamp", "reason"]
     assert out[2].split() == ["0", "105", "16268", "2023-11-14T22:15:03.000Z", "retention.ms"]
     assert len(out) == 3
-    assert snapshot(data_dir) == before
+    assert directory_digest(data_dir) == before
 
 
 def test_json_lists_every_deletion_with_its_reason(data_dir, capsys):

@@ -3,8 +3,8 @@
 from logstore import Log, Record
 from logstore.records import build_batch
 from logstore.segment import LogSegment
-
-NOW = 1_700_000_000_000
+from logstore.segment_options import SegmentOptions
+from tests.support.clock import NOW
 
 
 def open_log(tmp_path, clock, **config):
@@ -22,7 +22,7 @@ def offsets(log):
 
 def cleaned_copy(log, old):
     """A `.cleaned` segment holding the batches of `old`, as the cleaner leaves it before a swap."""
-    new = LogSegment.create(log.dir, old[0].base_offset, file_suffix=".cleaned")
+    new = LogSegment.create(log.dir, old[0].base_offset, SegmentOptions(file_suffix=".cleaned"))
     for seg in old:
         for b in seg.iter_batches():
             new.append_batches(bytes(b.view))

@@ -13,8 +13,8 @@ import pytest
 from logstore import Log, Record
 from logstore.clock import ManualClock
 from logstore.records import build_batch, iter_batches
+from tests.support.clock import NOW
 
-NOW = 1_700_000_000_000
 CONFIG = {"segment.bytes": 2048, "index.interval.bytes": 256}
 
 CHILD = textwrap.dedent(
@@ -122,7 +122,9 @@ def build_log(path: Path, batches: int, seed: int) -> list[int]:
 
 
 def _forget_recovery_point(path: Path) -> None:
+    """What a crash leaves: no recovery point past the last checkpoint, no clean-shutdown marker."""
     (path.parent / "recovery-point-offset-checkpoint").unlink()
+    (path.parent / ".kafka_cleanshutdown").unlink()
 
 
 def _active_log_file(path: Path) -> Path:

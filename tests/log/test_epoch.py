@@ -1,5 +1,5 @@
 """LeaderEpochFileCache: Kafka's assign/truncate/OffsetsForLeaderEpoch rules and the
-`leader-epoch-checkpoint` file (FORMAT.md "Checkpoint files")."""
+`leader-epoch-checkpoint` file (docs/FORMAT.md "Checkpoint files")."""
 
 from __future__ import annotations
 

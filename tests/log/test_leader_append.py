@@ -19,8 +19,7 @@ from logstore.clock import ManualClock
 from logstore.errors import CorruptRecordError
 from logstore.log_files import INDEX_SUFFIX, TIME_INDEX_SUFFIX
 from logstore.records import build_batch, native_crc
-
-NOW = 1_700_000_000_000
+from tests.support.clock import NOW
 
 appends = st.lists(
     st.tuples(

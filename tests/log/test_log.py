@@ -6,7 +6,6 @@ import pyarrow as pa
 import pytest
 
 from logstore import Log, LogConfig, Record
-from logstore.clock import ManualClock
 from logstore.errors import (
     InvalidRecordError,
     LogClosedError,
@@ -16,13 +15,8 @@ from logstore.errors import (
 )
 from logstore.log_files import DELETED_SUFFIX, LOG_SUFFIX, segment_file_name
 from logstore.records import RecordBatch, iter_batches
-from tests.log.log_builders import NOW, batch, log_with_cleaned_copy, offsets, open_log
-
-
-@pytest.fixture
-def clock():
-    return ManualClock(NOW)
-
+from tests.log.log_builders import batch, log_with_cleaned_copy, offsets, open_log
+from tests.support.clock import NOW
 
 # ------------------------------------------------------------------ append (leader)
 

@@ -5,8 +5,7 @@ import pytest
 from logstore import Log, Record
 from logstore.clock import ManualClock
 from logstore.records import build_batch, build_control_batch
-
-NOW = 1_700_000_000_000
+from tests.support.clock import NOW
 
 
 def txn_batch(producer_id, sequence, values):

@@ -6,16 +6,11 @@ from __future__ import annotations
 import pytest
 
 from logstore import Log, Record
-from logstore.clock import ManualClock
 from logstore.records import build_legacy_entry
 from logstore.records.header import V2_HEADER_SIZE
-from tests.log.log_builders import NOW, offsets
+from tests.log.log_builders import offsets
 from tests.records.test_records_compression import jdk_gzip
-
-
-@pytest.fixture
-def clock():
-    return ManualClock(NOW)
+from tests.support.clock import NOW
 
 
 def wrapper(first: int, count: int, *, magic: int = 1, codec: str = "gzip") -> bytes:

@@ -6,17 +6,12 @@ import os
 import pytest
 
 from logstore import Log, LogConfig
-from logstore.clock import ManualClock
 from logstore.errors import InvalidConfigError
 from logstore.log_files import INDEX_SUFFIX, SWAP_SUFFIX, TIME_INDEX_SUFFIX, segment_file_name
 from logstore.log_loader import LoadState, LogLoader
 from logstore.partition_state import PartitionState
-from tests.log.log_builders import NOW, batch, log_with_cleaned_copy, offsets, open_log
-
-
-@pytest.fixture
-def clock():
-    return ManualClock(NOW)
+from tests.log.log_builders import batch, log_with_cleaned_copy, offsets, open_log
+from tests.support.clock import NOW
 
 
 def test_open_finishes_an_interrupted_swap(tmp_path, clock):
@@ -59,6 +54,7 @@ def test_torn_tail_is_truncated_on_open(tmp_path, clock):
         path = log.active_segment.log_path
     os.truncate(path, os.path.getsize(path) - 5)
     (tmp_path / "recovery-point-offset-checkpoint").unlink()
+    (tmp_path / ".kafka_cleanshutdown").unlink()  # a crash writes neither
     with Log.open(tmp_path / "t-0", clock=clock) as log:
         assert offsets(log) == [0, 1] and log.recovered_bytes > 0
         assert log.append(batch(1)).first_offset == 2

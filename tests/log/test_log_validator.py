@@ -9,7 +9,8 @@ from logstore import LogConfig, Record
 from logstore.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
 from logstore.log_validator import validate_follower_append, validate_leader_append
 from logstore.records import build_batch, build_control_batch, build_legacy_entry, iter_batches
-from tests.log.log_builders import NOW, batch
+from tests.log.log_builders import batch
+from tests.support.clock import NOW
 
 
 def leader(data, *, next_offset=0, now=NOW, epoch=0, origin="client", **config):

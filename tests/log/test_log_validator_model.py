@@ -9,14 +9,20 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from logstore import LogConfig, Record, _kernels
-from logstore.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
+from logstore.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    InvalidTimestampError,
+    RecordTooLargeError,
+    RecordValidationError,
+)
 from logstore.log_validator import validate_leader_append
 from logstore.records import build_batch, crc32c, read_batch
 from logstore.records._kernels import ERR_OFFSET_DELTA, ERR_TRAILING_BYTES, OK, STATUS_MESSAGES
 from logstore.records.batch import check_batch
 from logstore.records.header import V2_HEADER_SIZE, read_batch_header
+from tests.support.clock import NOW
 
-NOW = 1_700_000_000_000
 SOURCE = "t-0"
 
 
@@ -80,18 +86,18 @@ def model(buf: bytearray, config: LogConfig, next_offset: int, now: int, epoch: 
             raise CorruptRecordError(f"{STATUS_MESSAGES[status]} (record byte {at - start})",
                                      position=position if compressed else position + V2_HEADER_SIZE + at - start)
         if config.compact and null_key:
-            raise InvalidRecordError(
-                f"{SOURCE} is a compacted topic's partition: it cannot accept a record without a key")
+            raise RecordValidationError(
+                f"{SOURCE} is a compacted topic's partition: it cannot accept a record without a key", [])
         if not log_append and h.record_count:
             before, after = config.message_timestamp_before_max_ms, config.message_timestamp_after_max_ms
             if low != -1 and now - int(low) > before:
-                raise InvalidRecordError(
+                raise InvalidTimestampError(
                     f"timestamp {low} of a record in the batch at position {position} is more than "
-                    f"message.timestamp.before.max.ms={before} before the log's time {now}")
+                    f"message.timestamp.before.max.ms={before} before the log's time {now}", [])
             if high != -1 and int(high) - now > after:
-                raise InvalidRecordError(
+                raise InvalidTimestampError(
                     f"timestamp {high} of a record in the batch at position {position} is more than "
-                    f"message.timestamp.after.max.ms={after} after the log's time {now}")
+                    f"message.timestamp.after.max.ms={after} after the log's time {now}", [])
         struct.pack_into(">q", buf, position, next_offset)
         struct.pack_into(">i", buf, position + 12, epoch)
         batch_max = now if log_append else int(high)

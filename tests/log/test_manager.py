@@ -11,13 +11,7 @@ from logstore.errors import InvalidTopicError, LogLockedError, ReservedTopicErro
 from logstore.manager import Scheduler
 from logstore.records import build_batch
 from retention import apply_retention
-
-NOW = 1_700_000_000_000
-
-
-@pytest.fixture
-def clock():
-    return ManualClock(NOW)
+from tests.support.clock import NOW
 
 
 def batch(n=2):

@@ -1,5 +1,5 @@
 """ProducerStateManager: Kafka's idempotence and transaction rules, `.snapshot` bytes
-(FORMAT.md "Producer-state snapshot"), recovery, and a model-based test against a tiny oracle."""
+(docs/FORMAT.md "Producer-state snapshot"), recovery, and a model-based test against a tiny oracle."""
 
 from __future__ import annotations
 
@@ -27,18 +27,19 @@ from logstore.producer_append import (
     BatchInfo,
     CompletedTxn,
     EndTxnMarker,
+    ProducerStateEntry,
 )
 from logstore.producer_snapshot import decode_snapshot, encode_snapshot, snapshot_path
 from logstore.producer_state import ProducerStateManager
 from logstore.records.control import ABORT, COMMIT
 from logstore.records.header import INT32_MAX
 from logstore.txn_index import AbortedTxn, TransactionIndex
+from tests.support.clock import NOW
 from tests.support.paths import KAFKA_LOGDIR
 
 SAMPLE_DIR = KAFKA_LOGDIR / "plain-0"
 SNAPSHOT_HEADER = struct.Struct(">hIi")
-SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")  # FORMAT.md field order, 46 bytes
-NOW = 1_700_000_000_000
+SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")  # docs/FORMAT.md field order, 46 bytes
 
 
 class FakeLog:
@@ -159,6 +160,31 @@ def test_corrupt_snapshot_raises(log, damage):
     data = log.psm.take_snapshot().read_bytes()
     with pytest.raises(CorruptSnapshotError):
         decode_snapshot(damage(data), "x.snapshot")
+
+
+@given(st.data())
+def test_engine_and_dump_read_a_snapshot_with_one_decoder(data):
+    """Whatever bytes: the engine refuses every snapshot Kafka's reader (dump's) refuses, for the
+    same reason; it also refuses bytes after the entries, which Kafka ignores under a good CRC."""
+    from logstore import dump
+
+    good = encode_snapshot([ProducerStateEntry(7, 1, 0, 5, None), ProducerStateEntry(9, 0, 2, 6, 3)])
+    cut = data.draw(st.integers(0, len(good) + 3))
+    damaged = bytearray((good + bytes(3))[:cut])
+    for at in data.draw(st.lists(st.integers(0, max(len(damaged) - 1, 0)), max_size=2)):
+        if damaged:
+            damaged[at] ^= 0xFF
+    try:
+        kafka = dump.read_producer_snapshot(bytes(damaged))
+    except CorruptSnapshotError as exc:
+        with pytest.raises(CorruptSnapshotError) as engine:
+            decode_snapshot(bytes(damaged))
+        assert (engine.value.reason, engine.value.facts) == (exc.reason, exc.facts)
+    else:
+        assert len(kafka) == 2
+        if len(damaged) != len(good):
+            with pytest.raises(CorruptSnapshotError):
+                decode_snapshot(bytes(damaged))
 
 
 def test_load_skips_and_deletes_a_corrupt_newest_snapshot(log, tmp_path):

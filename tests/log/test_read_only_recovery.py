@@ -3,7 +3,6 @@ a raw one shows every byte on disk, damage included."""
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 from pathlib import Path
 
@@ -13,11 +12,8 @@ from logstore import Log
 from logstore.clock import ManualClock
 from logstore.errors import CorruptRecordError
 from logstore.log_files import CLEAN_SHUTDOWN_FILE
+from tests.support.files import directory_digest
 from tests.support.kafka_dirs import kafka_sample
-
-
-def _digest(root: Path) -> dict[str, str]:
-    return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 def _three_segments(root: Path) -> Path:
@@ -36,7 +32,7 @@ def test_a_corrupt_middle_segment_hides_its_tail_and_the_later_segments(tmp_path
     data = bytearray(second.read_bytes())
     data[300] ^= 0xFF
     second.write_bytes(bytes(data))
-    before = _digest(tmp_path)
+    before = directory_digest(tmp_path)
     with Log.open(path, read_only=True) as log:
         base = log.segments[1].base_offset
         assert len(log.segments) == 2
@@ -45,7 +41,7 @@ def test_a_corrupt_middle_segment_hides_its_tail_and_the_later_segments(tmp_path
         assert [r.offset for r in log.records()] == list(range(end))
         assert log.recovered_bytes == sum(p.stat().st_size for p in sorted(path.glob("*.log"))[1:]) \
             - log.segments[1].size
-    assert _digest(tmp_path) == before
+    assert directory_digest(tmp_path) == before
     with Log.open(path) as log:  # the writable open (Kafka's recovery) keeps the same records
         assert log.log_end_offset == end and len(log.segments) == 2
 
@@ -91,11 +87,11 @@ def test_a_read_only_open_of_kafkas_partition_shows_what_kafkas_recovery_keeps(t
     else:
         data[9000:] = bytes(len(data) - 9000)
     segment.write_bytes(bytes(data))
-    before = _digest(tmp_path)
+    before = directory_digest(tmp_path)
     with Log.open(partition, read_only=True) as log:
         seen = [r.offset for r in log.records()]
         end = log.log_end_offset
-    assert _digest(tmp_path) == before
+    assert directory_digest(tmp_path) == before
     shutil.copytree(tmp_path / "logdir", tmp_path / "copy")
     with Log.open(tmp_path / "copy" / "plain-0") as recovered:  # Kafka's recovery, writing
         assert seen == [r.offset for r in recovered.records()] == list(range(end))

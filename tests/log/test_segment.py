@@ -21,6 +21,7 @@ from logstore.errors import (
 from logstore.log_files import segment_file_name
 from logstore.records import Record, build_batch, read_batch_header, set_base_offset_and_epoch
 from logstore.segment import LogSegment
+from logstore.segment_options import SegmentOptions
 from tests.support.paths import KAFKA_SAMPLE
 
 SAMPLES = KAFKA_SAMPLE
@@ -54,13 +55,8 @@ def append_like_kafka(directory: Path, clock: ManualClock) -> list[LogSegment]:
     segments: list[LogSegment] = []
 
     def new_segment(base):
-        return LogSegment.create(
-            directory,
-            base,
-            index_interval_bytes=INDEX_INTERVAL,
-            max_index_size=MAX_INDEX_SIZE,
-            clock=clock,
-        )
+        return LogSegment.create(directory, base, SegmentOptions(
+            index_interval_bytes=INDEX_INTERVAL, max_index_size=MAX_INDEX_SIZE, clock=clock))
 
     for first_offset, data in kafka_calls():
         headers, pos = [], 0
@@ -137,7 +133,7 @@ def test_recovery_rebuilds_kafkas_indexes_exactly(kafka_dir):
         expected = files_of(kafka_dir, base)
         (kafka_dir / segment_file_name(base, ".index")).unlink()
         (kafka_dir / segment_file_name(base, ".timeindex")).write_bytes(b"\x00" * 36)
-        seg = LogSegment.open(kafka_dir, base, index_interval_bytes=INDEX_INTERVAL)
+        seg = LogSegment.open(kafka_dir, base, SegmentOptions(index_interval_bytes=INDEX_INTERVAL))
         with pytest.raises(CorruptIndexError):
             seg.sanity_check()
         assert seg.recover() == 0
@@ -147,19 +143,19 @@ def test_recovery_rebuilds_kafkas_indexes_exactly(kafka_dir):
 
 def test_open_is_lazy_and_reads_kafka_files_read_only(kafka_dir):
     before = {p.name: p.read_bytes() for p in kafka_dir.iterdir()}
-    segs = [LogSegment.open(kafka_dir, b, read_only=True) for b in KAFKA_SEGMENTS]
+    segs = [LogSegment.open(kafka_dir, b, SegmentOptions(read_only=True)) for b in KAFKA_SEGMENTS]
     assert not any(s.offset_index.is_loaded or s.time_index.is_loaded for s in segs)
     assert [s.next_offset for s in segs] == [*KAFKA_SEGMENTS[1:], 720]
     for s in segs:
         s.sanity_check()
         s.close()
     with pytest.raises(ReadOnlyLogError):
-        LogSegment.open(kafka_dir, 0, read_only=True).append_batches(b"")
+        LogSegment.open(kafka_dir, 0, SegmentOptions(read_only=True)).append_batches(b"")
     assert {p.name: p.read_bytes() for p in kafka_dir.iterdir()} == before
 
 
 def test_translate_offset_finds_the_batch_holding_an_offset(kafka_dir):
-    seg = LogSegment.open(kafka_dir, 105, read_only=True)
+    seg = LogSegment.open(kafka_dir, 105, SegmentOptions(read_only=True))
     for offset in range(105, 211):
         found = seg.translate_offset(offset)
         header = read_batch_header(seg.read_bytes(found.position, 61), 0)
@@ -170,7 +166,7 @@ def test_translate_offset_finds_the_batch_holding_an_offset(kafka_dir):
 
 
 def test_read_returns_whole_batches_from_the_offset(kafka_dir):
-    seg = LogSegment.open(kafka_dir, 0, read_only=True)
+    seg = LogSegment.open(kafka_dir, 0, SegmentOptions(read_only=True))
     everything = seg.read(0, 1 << 20)
     assert everything.data == (kafka_dir / segment_file_name(0, ".log")).read_bytes()
     mid = seg.read(50, 1)
@@ -187,7 +183,7 @@ def test_read_returns_whole_batches_from_the_offset(kafka_dir):
 
 
 def test_find_offset_by_timestamp_matches_a_record_scan(kafka_dir):
-    seg = LogSegment.open(kafka_dir, 211, read_only=True)
+    seg = LogSegment.open(kafka_dir, 211, SegmentOptions(read_only=True))
     records = [r for b in seg.iter_batches() for r in b.records()]
     stamps = sorted({r.timestamp for r in records})
     for target in [stamps[0] - 1, *stamps[::7], stamps[-1]]:
@@ -201,7 +197,7 @@ def test_find_offset_by_timestamp_matches_a_record_scan(kafka_dir):
 
 
 def test_max_timestamp_comes_from_the_time_index(kafka_dir):
-    seg = LogSegment.open(kafka_dir, 0, read_only=True)
+    seg = LogSegment.open(kafka_dir, 0, SegmentOptions(read_only=True))
     last = seg.time_index.last_entry
     assert seg.max_timestamp_so_far == last.timestamp
     assert seg.offset_of_max_timestamp == last.offset
@@ -211,7 +207,7 @@ def test_max_timestamp_comes_from_the_time_index(kafka_dir):
 
 
 def copy_segment(kafka_dir, base=0):
-    return LogSegment.open(kafka_dir, base, index_interval_bytes=INDEX_INTERVAL)
+    return LogSegment.open(kafka_dir, base, SegmentOptions(index_interval_bytes=INDEX_INTERVAL))
 
 
 def test_recover_truncates_a_torn_tail(kafka_dir):
@@ -283,9 +279,7 @@ def batch(base_offset, timestamps, value=b"v" * 40):
 
 
 def fresh(tmp_path, clock=None, **kw):
-    return LogSegment.create(
-        tmp_path, 100, max_index_size=1024, clock=clock or ManualClock(0), **kw
-    )
+    return LogSegment.create(tmp_path, 100, SegmentOptions(max_index_size=1024, clock=clock or ManualClock(0), **kw))
 
 
 def test_index_entry_uses_bytes_before_the_call_and_max_timestamp_so_far(tmp_path):
@@ -420,7 +414,7 @@ def test_flush_then_reopen_after_crash_keeps_data(tmp_path):
         seg.append_batches(batch(100 + i, [i]))
     seg.flush()
     seg.close_handlers()  # a crash: nothing trimmed
-    again = LogSegment.open(tmp_path, 100, max_index_size=1024, index_interval_bytes=10)
+    again = LogSegment.open(tmp_path, 100, SegmentOptions(max_index_size=1024, index_interval_bytes=10))
     with pytest.raises(CorruptIndexError):
         again.sanity_check()
     assert again.recover() == 0
@@ -437,7 +431,7 @@ def test_read_only_open_of_a_live_active_segment_ignores_its_zero_filled_slots(b
     active = segments[-1]
     active.flush()
     live_bytes = {p.name: p.read_bytes() for p in directory.iterdir()}
-    view = LogSegment.open(directory, 633, read_only=True)
+    view = LogSegment.open(directory, 633, SegmentOptions(read_only=True))
     assert view.offset_index.entries().tolist() == active.offset_index.entries().tolist()
     assert view.time_index.last_entry == active.time_index.last_entry
     assert view.next_offset == 720
@@ -468,7 +462,7 @@ def test_legacy_magic_1_entries_are_read_and_recovered(tmp_path):
         for i in range(100, 110)
     )
     (tmp_path / segment_file_name(100, ".log")).write_bytes(data + b"\x01\x02")
-    seg = LogSegment.open(tmp_path, 100, max_index_size=1024, index_interval_bytes=100)
+    seg = LogSegment.open(tmp_path, 100, SegmentOptions(max_index_size=1024, index_interval_bytes=100))
     assert seg.recover() == 2
     assert seg.next_offset == 110
     assert seg.offset_index.entry_count > 0

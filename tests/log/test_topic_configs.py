@@ -25,9 +25,9 @@ from logstore.topic_configs import (
     stored_topic_configs,
 )
 from retention import apply_retention, plan_for_log
+from tests.support.clock import NOW as T0
 from tests.support.paths import KAFKA_LOGDIR, REPO_ROOT
 
-T0 = 1_700_000_000_000
 YEAR_MS = 365 * 24 * 3_600_000
 KAFKA_PLAIN = KAFKA_LOGDIR
 

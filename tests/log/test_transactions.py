@@ -3,11 +3,9 @@ producer snapshots at roll and close, recovery, and the leader-epoch cache (issu
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import struct
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -26,6 +24,8 @@ from logstore.log_files import SNAPSHOT_SUFFIX, segment_file_name
 from logstore.producer_snapshot import decode_snapshot
 from logstore.records import build_batch, build_control_batch, build_legacy_entry, iter_batches
 from logstore.txn_index import AbortedTxn
+from tests.support.clock import NOW
+from tests.support.files import directory_digest
 from tests.support.paths import KAFKA_SAMPLE
 
 SAMPLE = KAFKA_SAMPLE
@@ -35,8 +35,7 @@ SAMPLE_CONFIG = {
     "compression.type": "producer",
     "message.timestamp.type": "CreateTime",
 }
-NOW = 1_700_000_000_000
-TXN_ENTRY = struct.Struct(">hqqqq")  # FORMAT.md .txnindex entry
+TXN_ENTRY = struct.Struct(">hqqqq")  # docs/FORMAT.md .txnindex entry
 
 
 def data(pid, epoch, seq, n=1, *, txn=False, value=b"v"):
@@ -50,22 +49,12 @@ def marker(kind, pid, epoch, coordinator_epoch=0):
                                coordinator_epoch=coordinator_epoch, timestamp=NOW)
 
 
-@pytest.fixture
-def clock():
-    return ManualClock(NOW)
-
-
 def open_log(tmp_path, clock, **config):
     return Log.open(tmp_path / "t-0", config, clock=clock)
 
 
 def values(log, **kw):
     return [r.value for r in log.records(**kw)]
-
-
-def digest(directory: Path) -> dict[str, str]:
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.iterdir())
-            if p.is_file()}
 
 
 # ---- Kafka's own files ---------------------------------------------------------------------
@@ -88,7 +77,7 @@ def test_replaying_kafkas_appends_writes_kafkas_snapshots_and_epoch_checkpoint(t
 def test_kafka_directory_state_reads_back_read_only(tmp_path):
     shutil.copytree(SAMPLE / "logdir", tmp_path / "kafka")
     directory = tmp_path / "kafka/plain-0"
-    before = digest(directory)
+    before = directory_digest(directory)
     with Log.open(directory, SAMPLE_CONFIG, read_only=True) as log:
         assert log.producer_state.producers == {}
         assert log.producer_state.map_end_offset == 720
@@ -98,7 +87,7 @@ def test_kafka_directory_state_reads_back_read_only(tmp_path):
         assert log.last_stable_offset == log.high_watermark == 720
         assert log.offset_for_timestamp(EARLIEST_TIMESTAMP).leader_epoch == 0
         assert len(list(log.records(isolation="read_committed"))) == 720
-    assert digest(directory) == before
+    assert directory_digest(directory) == before
 
 
 # ---- idempotence ---------------------------------------------------------------------------
@@ -109,12 +98,12 @@ def test_retried_batch_returns_the_original_offsets_and_writes_nothing(tmp_path,
         first = log.append(data(7, 0, 0, 3))
         log.append(data(7, 0, 3, 2))
         log.append(data(8, 0, 0, 1))
-        files = digest(log.dir)
+        files = directory_digest(log.dir)
         retry = log.append(data(7, 0, 0, 3))
         assert (retry.first_offset, retry.last_offset) == (first.first_offset, first.last_offset) == (0, 2)
         assert retry.valid_bytes == 0
         assert log.log_end_offset == 6
-        assert digest(log.dir) == files
+        assert directory_digest(log.dir) == files
 
 
 def test_kafka_python_idempotent_batches_and_their_retries(tmp_path, clock):
@@ -152,10 +141,10 @@ def test_kafka_python_idempotent_batches_and_their_retries(tmp_path, clock):
 def test_invalid_sequences_are_rejected_and_write_nothing(tmp_path, clock, batch, error):
     with open_log(tmp_path, clock) as log:
         log.append(data(7, 0, 0, 3))
-        files = digest(log.dir)
+        files = directory_digest(log.dir)
         with pytest.raises(error):
             log.append(batch)
-        assert log.log_end_offset == 3 and digest(log.dir) == files
+        assert log.log_end_offset == 3 and directory_digest(log.dir) == files
 
 
 def test_fenced_producer_epoch_is_rejected(tmp_path, clock):
@@ -278,7 +267,7 @@ def test_unclean_shutdown_rebuilds_producer_state_and_txn_index_from_the_log(tmp
             log.append(data(2, 0, 2 * i, 2))
         log.append(marker("abort", 1, 0), origin="coordinator")
         log.append(data(3, 0, 0, txn=True))
-        files = digest(log.dir)
+        files = directory_digest(log.dir)
         lso, end = log.last_stable_offset, log.log_end_offset
     directory = tmp_path / "t-0"
     # A crash loses what close writes and what was never flushed: snapshots, indexes' tails.
@@ -286,12 +275,13 @@ def test_unclean_shutdown_rebuilds_producer_state_and_txn_index_from_the_log(tmp
         if path.name.endswith((".snapshot", ".txnindex")):
             path.unlink()
     (tmp_path / "recovery-point-offset-checkpoint").unlink()
+    (tmp_path / ".kafka_cleanshutdown").unlink()
     with open_log(tmp_path, clock, **cfg) as log:
         assert (log.last_stable_offset, log.log_end_offset) == (lso, end)
         assert log.append(data(2, 0, 8, 2)).valid_bytes == 0  # the last batch is still known
         with pytest.raises(OutOfOrderSequenceError):  # snapshots keep only the last batch, as Kafka's
             log.append(data(2, 0, 6, 2))
-        rebuilt = {k: v for k, v in digest(log.dir).items() if k.endswith(".txnindex")}
+        rebuilt = {k: v for k, v in directory_digest(log.dir).items() if k.endswith(".txnindex")}
     assert rebuilt and rebuilt == {k: v for k, v in files.items() if k.endswith(".txnindex")}
 
 
@@ -382,6 +372,7 @@ def test_read_committed_matches_a_model_across_reopens_and_crashes(tmp_path_fact
                         if path.name.endswith((".snapshot", ".txnindex")):
                             path.unlink()
                     (root / "recovery-point-offset-checkpoint").unlink()
+                    (root / ".kafka_cleanshutdown").unlink()
                 log = Log.open(root / "t-0", cfg, clock=clock)
                 continue
             if op == "retry":

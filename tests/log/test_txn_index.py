@@ -1,4 +1,4 @@
-"""TransactionIndex: Kafka's `.txnindex` entries (FORMAT.md "Segment files") and its rules."""
+"""TransactionIndex: Kafka's `.txnindex` entries (docs/FORMAT.md "Segment files") and its rules."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from logstore import dump
 from logstore.errors import CorruptIndexError, CorruptRecordError, CorruptTxnIndexError
 from logstore.txn_index import ENTRY_SIZE, AbortedTxn, TransactionIndex, parse_aborted_txns
 
-ENTRY = struct.Struct(">hqqqq")  # FORMAT.md: version, producerId, first, last, lastStableOffset
+ENTRY = struct.Struct(">hqqqq")  # docs/FORMAT.md: version, producerId, first, last, lastStableOffset
 
 
 @pytest.fixture

@@ -158,7 +158,7 @@ def test_iter_batches_reads_many_batches_in_order():
 
 
 def _scalar_record_bytes(timestamp_delta: int, offset_delta: int, record: Record) -> bytes:
-    """One record encoded field by field with the scalar varint codec (FORMAT.md "Record")."""
+    """One record encoded field by field with the scalar varint codec (docs/FORMAT.md "Record")."""
     def field(data: bytes | None) -> bytes:
         return encode_varint(-1) if data is None else encode_varint(len(data)) + data
 

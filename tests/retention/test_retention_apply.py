@@ -31,9 +31,9 @@ from retention import (
     plan_for_log,
     plan_retention,
 )
+from tests.support.clock import NOW as T0
 from tests.support.paths import KAFKA_LOGDIR, REPO_ROOT
 
-T0 = 1_700_000_000_000
 SAMPLE = KAFKA_LOGDIR
 VALUE = b"v" * 40
 
@@ -57,11 +57,6 @@ def files(directory: Path) -> list[str]:
 
 def deleted_files(directory: Path) -> list[str]:
     return [n for n in files(directory) if n.endswith(".deleted")]
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(T0)
 
 
 def test_time_retention_renames_then_deletes_after_file_delete_delay(tmp_path, clock):

@@ -10,8 +10,8 @@ from logstore.checkpoint import read_offsets_checkpoint
 from logstore.clock import ManualClock
 from logstore.manager import LogManager
 from retention import apply_retention
+from tests.support.clock import NOW as T0
 
-T0 = 1_700_000_000_000
 CHECK_MS = 300_000
 
 

@@ -3,9 +3,6 @@ of JoinGroup, SyncGroup, Heartbeat and OffsetCommit no client library lets them 
 
 from __future__ import annotations
 
-import socket
-import struct
-
 from kafka.protocol.consumer import (
     HeartbeatRequest,
     HeartbeatResponse,
@@ -17,20 +14,14 @@ from kafka.protocol.consumer import (
     SyncGroupResponse,
 )
 
+from tests.support.wire import WireClient
 
-class Wire:
+
+class Wire(WireClient):
     """Group requests over one socket, as a client library would send them."""
 
     def __init__(self, port: int):
-        self.sock = socket.create_connection(("127.0.0.1", port))
-        self.correlation = 0
-
-    def call(self, request, response_cls):
-        self.correlation += 1
-        request.with_header(correlation_id=self.correlation, client_id="wire")
-        self.sock.sendall(request.encode(header=True, framed=True))
-        size = struct.unpack(">i", self.sock.recv(4, socket.MSG_WAITALL))[0]
-        return response_cls.decode(self.sock.recv(size, socket.MSG_WAITALL), header=True)
+        super().__init__(port, timeout=None)
 
     def join(self, group: str, instance: str | None, member_id: str = "", session_ms: int = 10_000,
              metadata: bytes = b"\x00\x00\x00\x00\x00\x01\x00\x01t\xff\xff\xff\xff"):
@@ -66,6 +57,3 @@ class Wire:
             group_instance_id=instance, topics=[topic(name=n, partitions=ps) for n, ps in by_topic.items()]),
             OffsetCommitResponse[7])
         return [p.error_code for t in response.topics for p in t.partitions]
-
-    def close(self) -> None:
-        self.sock.close()

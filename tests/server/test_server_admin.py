@@ -14,18 +14,10 @@ from confluent_kafka.admin import (  # noqa: E402
     NewTopic,
 )
 
-from logstore.server import KafkaServer  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    with KafkaServer(tmp_path_factory.mktemp("admin"), port=0) as srv:
-        yield srv
-
 
 @pytest.fixture
-def admin(server):
-    return AdminClient({"bootstrap.servers": server.bootstrap_servers})
+def admin(module_server):
+    return AdminClient({"bootstrap.servers": module_server.bootstrap_servers})
 
 
 def describe(admin: AdminClient, topic: str) -> dict:
@@ -33,10 +25,10 @@ def describe(admin: AdminClient, topic: str) -> dict:
     return {k: v.value for k, v in admin.describe_configs([resource])[resource].result(10).items()}
 
 
-def test_create_topic_with_configs_then_alter_and_describe(server, admin):
+def test_create_topic_with_configs_then_alter_and_describe(module_server, admin):
     admin.create_topics([NewTopic("configured", 3, 1, config={"retention.ms": "1000",
                                                              "cleanup.policy": "compact"})])["configured"].result(10)
-    assert server.context.topics.partition_count("configured") == 3
+    assert module_server.context.topics.partition_count("configured") == 3
     configs = describe(admin, "configured")
     assert configs["retention.ms"] == "1000" and configs["cleanup.policy"] == "compact"
     assert configs["segment.bytes"] == str(1024 ** 3)
@@ -46,7 +38,7 @@ def test_create_topic_with_configs_then_alter_and_describe(server, admin):
     admin.incremental_alter_configs([resource])[resource].result(10)
     configs = describe(admin, "configured")
     assert configs["retention.ms"] == "5000" and configs["cleanup.policy"] == "compact,delete"
-    assert server.manager.get("configured", 2).config.retention_ms == 5000
+    assert module_server.manager.get("configured", 2).config.retention_ms == 5000
 
 
 def test_bad_topic_requests_get_kafkas_errors(admin):
@@ -59,26 +51,26 @@ def test_bad_topic_requests_get_kafkas_errors(admin):
         admin.create_topics([NewTopic("twice", 1, 1)])["twice"].result(10)
 
 
-def test_create_partitions_delete_records_and_delete_topic(server, admin):
+def test_create_partitions_delete_records_and_delete_topic(module_server, admin):
     admin.create_topics([NewTopic("grow", 1, 1)])["grow"].result(10)
     admin.create_partitions([NewPartitions("grow", 4)])["grow"].result(10)
-    assert server.context.topics.partition_count("grow") == 4
-    producer = Producer({"bootstrap.servers": server.bootstrap_servers})
+    assert module_server.context.topics.partition_count("grow") == 4
+    producer = Producer({"bootstrap.servers": module_server.bootstrap_servers})
     for i in range(10):
         producer.produce("grow", value=b"%d" % i, partition=0)
     producer.flush(10)
     result = admin.delete_records([TopicPartition("grow", 0, 6)])
     assert list(result.values())[0].result(10).low_watermark == 6
-    assert server.manager.get("grow", 0).log_start_offset == 6
+    assert module_server.manager.get("grow", 0).log_start_offset == 6
     admin.delete_topics(["grow"])["grow"].result(10)
     assert "grow" not in admin.list_topics(timeout=10).topics
-    assert server.manager.get("grow", 0) is None
+    assert module_server.manager.get("grow", 0) is None
 
 
 @pytest.mark.parametrize("name", ["../outside", "..", "a/b", "x" * 250])
-def test_create_topics_keeps_names_inside_the_data_directory(server, admin, name):
-    before = set(server.data_dir.parent.iterdir())
+def test_create_topics_keeps_names_inside_the_data_directory(module_server, admin, name):
+    before = set(module_server.data_dir.parent.iterdir())
     with pytest.raises(KafkaException, match="TOPIC_EXCEPTION"):
         admin.create_topics([NewTopic(name, 1, 1)])[name].result(10)
-    assert set(server.data_dir.parent.iterdir()) == before
-    assert name not in server.context.topics
+    assert set(module_server.data_dir.parent.iterdir()) == before
+    assert name not in module_server.context.topics

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 import struct
 import time
 
@@ -38,50 +37,32 @@ from logstore.records import Record, build_batch
 from logstore.server import KafkaServer, topics
 from logstore.server.apis import APIS
 from logstore.server.connection import InFlightBudget
+from tests.support.wire import WireClient
 
 UNSUPPORTED_VERSION, INVALID_TOPIC, POLICY_VIOLATION = 35, 17, 44
 UNKNOWN_TOPIC_OR_PARTITION, OFFSET_METADATA_TOO_LARGE, INVALID_GROUP_ID = 3, 12, 24
 INVALID_REQUIRED_ACKS, INVALID_CONFIG, INVALID_REQUEST = 21, 40, 42
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    with KafkaServer(tmp_path_factory.mktemp("bad") / "data", port=0,
-                     config={"socket.request.max.bytes": 1024 * 1024}) as srv:
-        yield srv
+pytestmark = pytest.mark.kafka_broker_config({"socket.request.max.bytes": 1024 * 1024})
 
 
-def connect(server) -> socket.socket:
-    sock = socket.create_connection(("127.0.0.1", server.port), timeout=5)
-    return sock
-
-
-def roundtrip(sock: socket.socket, request, response_cls, correlation_id: int = 7):
-    request.with_header(correlation_id=correlation_id, client_id="bad-input")
-    sock.sendall(request.encode(header=True, framed=True))
-    size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
-    return response_cls.decode(sock.recv(size, socket.MSG_WAITALL), header=True)
-
-
-def closed_by_server(sock: socket.socket) -> bool:
-    try:
-        return sock.recv(1) == b""
-    except ConnectionResetError:
-        return True
+def connect(server) -> WireClient:
+    return WireClient(server.port, timeout=5, client_id="bad-input")
 
 
 def still_serving(server) -> bool:
     with connect(server) as sock:
-        response = roundtrip(sock, ApiVersionsRequest[0](), ApiVersionsResponse[0])
+        response = sock.call(ApiVersionsRequest[0](), ApiVersionsResponse[0])
     return response.error_code == 0
 
 
 @pytest.mark.parametrize("size", [2**31 - 1, 1024 * 1024 + 1, -1, 3])
-def test_a_size_field_out_of_bounds_closes_the_connection(server, size):
-    with connect(server) as sock:
-        sock.sendall(struct.pack(">i", size) + b"\x00" * 16)
-        assert closed_by_server(sock)
-    assert still_serving(server)
+def test_a_size_field_out_of_bounds_closes_the_connection(module_server, size):
+    with connect(module_server) as sock:
+        sock.sock.sendall(struct.pack(">i", size) + b"\x00" * 16)
+        assert sock.closed_by_broker()
+    assert still_serving(module_server)
 
 
 @pytest.mark.parametrize("body", [
@@ -90,66 +71,63 @@ def test_a_size_field_out_of_bounds_closes_the_connection(server, size):
     struct.pack(">hhih", 3, 1, 5, -1) + struct.pack(">ih", 1, 32767),  # a string longer than the frame
     struct.pack(">hhih", 0, 9, 5, -1) + b"\x00" * 3 + b"\xff" * 40,  # flexible Produce, garbage varints
 ])
-def test_a_malformed_body_closes_the_connection_and_allocates_nothing_large(server, body):
-    with connect(server) as sock:
-        sock.sendall(struct.pack(">i", len(body)) + body)
-        assert closed_by_server(sock)
-    assert still_serving(server)
+def test_a_malformed_body_closes_the_connection_and_allocates_nothing_large(module_server, body):
+    with connect(module_server) as sock:
+        sock.sock.sendall(struct.pack(">i", len(body)) + body)
+        assert sock.closed_by_broker()
+    assert still_serving(module_server)
 
 
-def test_an_unknown_api_closes_and_an_unknown_api_versions_version_gets_unsupported_version(server):
-    with connect(server) as sock:
+def test_an_unknown_api_closes_and_an_unknown_api_versions_version_gets_unsupported_version(module_server):
+    with connect(module_server) as sock:
         body = struct.pack(">hhih", 9999, 0, 5, -1)
-        sock.sendall(struct.pack(">i", len(body)) + body)
-        assert closed_by_server(sock)
-    with connect(server) as sock:
+        sock.sock.sendall(struct.pack(">i", len(body)) + body)
+        assert sock.closed_by_broker()
+    with connect(module_server) as sock:
         body = struct.pack(">hhih", 18, 99, 42, -1)
-        sock.sendall(struct.pack(">i", len(body)) + body)
-        size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
-        response = ApiVersionsResponse[0].decode(sock.recv(size, socket.MSG_WAITALL), header=True)
+        sock.sock.sendall(struct.pack(">i", len(body)) + body)
+        response = sock.receive(ApiVersionsResponse[0])
     assert response.error_code == UNSUPPORTED_VERSION
     assert {k.api_key for k in response.api_keys} == set(APIS)
 
 
-def test_api_versions_advertises_exactly_the_implemented_table(server):
-    with connect(server) as sock:
-        response = roundtrip(sock, ApiVersionsRequest[3](client_software_name="t", client_software_version="1"),
+def test_api_versions_advertises_exactly_the_implemented_table(module_server):
+    with connect(module_server) as sock:
+        response = sock.call(ApiVersionsRequest[3](client_software_name="t", client_software_version="1"),
                              ApiVersionsResponse[3])
     assert {(k.api_key, k.min_version, k.max_version) for k in response.api_keys} == \
-        {(key, spec.min_version, spec.max_version) for key, spec in APIS.items()}
-    assert set(APIS) == set(server.context.implemented)
+        {(key, *spec.advertised_versions) for key, spec in APIS.items()}
+    assert set(APIS) == set(module_server.context.implemented)
 
 
 @pytest.mark.parametrize("name", ["../escape", "..", ".", "a/b", "x" * 250, "sp ace", "nul\x00"])
-def test_no_topic_name_reaches_outside_the_data_directory(server, name):
-    before = set(server.data_dir.parent.iterdir())
-    with connect(server) as sock:
-        metadata = roundtrip(sock, MetadataRequest[4](topics=[MetadataRequest[4].MetadataRequestTopic(name=name)],
+def test_no_topic_name_reaches_outside_the_data_directory(module_server, name):
+    before = set(module_server.data_dir.parent.iterdir())
+    with connect(module_server) as sock:
+        metadata = sock.call(MetadataRequest[4](topics=[MetadataRequest[4].MetadataRequestTopic(name=name)],
                                                       allow_auto_topic_creation=True), MetadataResponse[4])
         assert metadata.topics[0].error_code == INVALID_TOPIC
         batch = build_batch([Record(0, 1000, None, b"x")])
         topic = ProduceRequest[7].TopicProduceData
         produce = ProduceRequest[7](transactional_id=None, acks=1, timeout_ms=1000, topic_data=[
             topic(name=name, partition_data=[topic.PartitionProduceData(index=0, records=batch)])])
-        response = roundtrip(sock, produce, ProduceResponse[7])
+        response = sock.call(produce, ProduceResponse[7])
         assert response.responses[0].partition_responses[0].error_code != 0
-    assert set(server.data_dir.parent.iterdir()) == before
-    assert name not in server.context.topics
+    assert set(module_server.data_dir.parent.iterdir()) == before
+    assert name not in module_server.context.topics
 
 
-def test_pipelined_requests_are_answered_in_order(server):
-    with connect(server) as sock:
+def test_pipelined_requests_are_answered_in_order(module_server):
+    with connect(module_server) as sock:
         frames = []
         for correlation_id in range(20):
             request = ApiVersionsRequest[1]()
             request.with_header(correlation_id=correlation_id, client_id="pipe")
             frames.append(request.encode(header=True, framed=True))
-        sock.sendall(b"".join(frames))
+        sock.sock.sendall(b"".join(frames))
         seen = []
         for _ in range(20):
-            size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
-            seen.append(ApiVersionsResponse[1].decode(sock.recv(size, socket.MSG_WAITALL), header=True)
-                        .header.correlation_id)
+            seen.append(sock.receive(ApiVersionsResponse[1]).header.correlation_id)
     assert seen == list(range(20))
 
 
@@ -173,17 +151,17 @@ def test_the_in_flight_budget_holds_requests_that_do_not_fit():
     assert max(int(e.split("(")[1][:-1]) for e in events if "in" in e) <= 500
 
 
-def test_a_topic_of_the_longest_legal_name_can_be_deleted(server):
+def test_a_topic_of_the_longest_legal_name_can_be_deleted(module_server):
     name = "x" * 249  # `<name>-0.<uuid>-delete` would pass the 255-byte file name limit
-    server_topics = server.context.topics
-    with connect(server) as sock:
-        metadata = roundtrip(sock, MetadataRequest[4](topics=[MetadataRequest[4].MetadataRequestTopic(name=name)],
+    server_topics = module_server.context.topics
+    with connect(module_server) as sock:
+        metadata = sock.call(MetadataRequest[4](topics=[MetadataRequest[4].MetadataRequestTopic(name=name)],
                                                       allow_auto_topic_creation=True), MetadataResponse[4])
         assert metadata.topics[0].error_code == 0
-        deleted = roundtrip(sock, DeleteTopicsRequest[4](topic_names=[name], timeout_ms=1000), DeleteTopicsResponse[4])
+        deleted = sock.call(DeleteTopicsRequest[4](topic_names=[name], timeout_ms=1000), DeleteTopicsResponse[4])
     assert deleted.responses[0].error_code == 0
     assert name not in server_topics
-    assert still_serving(server)
+    assert still_serving(module_server)
 
 
 def test_partitions_past_the_file_descriptor_budget_are_a_policy_violation(tmp_path, monkeypatch):
@@ -191,7 +169,7 @@ def test_partitions_past_the_file_descriptor_budget_are_a_policy_violation(tmp_p
     creatable = CreateTopicsRequest[5].CreatableTopic
     with KafkaServer(tmp_path / "data", port=0) as srv, connect(srv) as sock:
         def create(name: str, count: int) -> int:
-            response = roundtrip(sock, CreateTopicsRequest[5](topics=[creatable(
+            response = sock.call(CreateTopicsRequest[5](topics=[creatable(
                 name=name, num_partitions=count, replication_factor=1, assignments=[], configs=[])],
                 timeout_ms=1000, validate_only=False), CreateTopicsResponse[5])
             return response.topics[0].error_code
@@ -199,7 +177,7 @@ def test_partitions_past_the_file_descriptor_budget_are_a_policy_violation(tmp_p
         assert create("many", 9) == POLICY_VIOLATION
         assert create("some", 5) == 0
         grow = CreatePartitionsRequest[1].CreatePartitionsTopic(name="some", count=9, assignments=None)
-        grown = roundtrip(sock, CreatePartitionsRequest[1](topics=[grow], timeout_ms=1000, validate_only=False),
+        grown = sock.call(CreatePartitionsRequest[1](topics=[grow], timeout_ms=1000, validate_only=False),
                           CreatePartitionsResponse[1])
         assert grown.results[0].error_code == POLICY_VIOLATION
         assert srv.context.topics.partition_count("some") == 5 and "many" not in srv.context.topics
@@ -219,7 +197,7 @@ def test_a_long_poll_holds_no_in_flight_budget(tmp_path):
     with KafkaServer(tmp_path / "data", port=0, config={"queued.max.request.bytes": 1024}) as srv:
         srv.context.topics.create("t", 1)
         with connect(srv) as parked:
-            parked.sendall(frame)
+            parked.sock.sendall(frame)
             assert still_serving(srv)
 
 
@@ -232,25 +210,25 @@ def commit_errors(server, group_id: str, partitions: list[tuple[str, int, str]])
                                              partition_index=p, committed_offset=1, committed_leader_epoch=-1,
                                              committed_metadata=metadata)]) for name, p, metadata in partitions])
     with connect(server) as sock:
-        response = roundtrip(sock, request, OffsetCommitResponse[8])
+        response = sock.call(request, OffsetCommitResponse[8])
     return [p.error_code for t in response.topics for p in t.partitions]
 
 
-def test_offsets_of_partitions_the_node_lacks_or_with_oversized_metadata_are_refused_one_by_one(server):
-    with connect(server) as sock:
-        roundtrip(sock, MetadataRequest[4](topics=[MetadataRequest[4].MetadataRequestTopic(name="commits")],
+def test_offsets_of_partitions_the_node_lacks_or_with_oversized_metadata_are_refused_one_by_one(module_server):
+    with connect(module_server) as sock:
+        sock.call(MetadataRequest[4](topics=[MetadataRequest[4].MetadataRequestTopic(name="commits")],
                                            allow_auto_topic_creation=True), MetadataResponse[4])
-    assert commit_errors(server, "committer", [("commits", 0, "ok"), ("commits", 1, ""), ("nowhere", 0, ""),
+    assert commit_errors(module_server, "committer", [("commits", 0, "ok"), ("commits", 1, ""), ("nowhere", 0, ""),
                                                ("w" * 40_000, 0, "")]) == \
         [0, UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_OR_PARTITION]
-    assert commit_errors(server, "committer", [("commits", 0, "m" * 4097)]) == [OFFSET_METADATA_TOO_LARGE]
+    assert commit_errors(module_server, "committer", [("commits", 0, "m" * 4097)]) == [OFFSET_METADATA_TOO_LARGE]
 
 
-def test_a_group_id_longer_than_its_record_key_holds_is_an_invalid_group_id(server):
-    with connect(server) as sock:
-        roundtrip(sock, MetadataRequest[4](topics=[MetadataRequest[4].MetadataRequestTopic(name="commits")],
+def test_a_group_id_longer_than_its_record_key_holds_is_an_invalid_group_id(module_server):
+    with connect(module_server) as sock:
+        sock.call(MetadataRequest[4](topics=[MetadataRequest[4].MetadataRequestTopic(name="commits")],
                                            allow_auto_topic_creation=True), MetadataResponse[4])
-    assert commit_errors(server, "é" * 20_000, [("commits", 0, "")]) == [INVALID_GROUP_ID]  # 40,000 bytes
+    assert commit_errors(module_server, "é" * 20_000, [("commits", 0, "")]) == [INVALID_GROUP_ID]  # 40,000 bytes
     topic = TxnOffsetCommitRequest[3].TxnOffsetCommitRequestTopic
     for group_id in ("", "é" * 20_000):
         request = TxnOffsetCommitRequest[3](
@@ -258,51 +236,51 @@ def test_a_group_id_longer_than_its_record_key_holds_is_an_invalid_group_id(serv
             member_id="", group_instance_id=None, topics=[topic(name="commits", partitions=[
                 topic.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=1,
                                                       committed_leader_epoch=-1, committed_metadata="")])])
-        with connect(server) as sock:
-            response = roundtrip(sock, request, TxnOffsetCommitResponse[3])
+        with connect(module_server) as sock:
+            response = sock.call(request, TxnOffsetCommitResponse[3])
         assert response.topics[0].partitions[0].error_code == INVALID_GROUP_ID
-    assert still_serving(server)
+    assert still_serving(module_server)
 
 
-def create_topics(sock: socket.socket, *topics: tuple[str, dict]) -> list[int]:
+def create_topics(sock: WireClient, *topics: tuple[str, dict]) -> list[int]:
     """CreateTopics v5 of (name, {config: value}), one partition each: each topic's error."""
     creatable = CreateTopicsRequest[5].CreatableTopic
-    response = roundtrip(sock, CreateTopicsRequest[5](topics=[creatable(
+    response = sock.call(CreateTopicsRequest[5](topics=[creatable(
         name=name, num_partitions=1, replication_factor=1, assignments=[], configs=[
             creatable.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()])
         for name, configs in topics], timeout_ms=1000, validate_only=False), CreateTopicsResponse[5])
     return [t.error_code for t in response.topics]
 
 
-def test_invalid_acks_are_invalid_required_acks_and_append_nothing(server):
+def test_invalid_acks_are_invalid_required_acks_and_append_nothing(module_server):
     batch = build_batch([Record(0, 1000, None, b"x")])
     topic = ProduceRequest[7].TopicProduceData
-    with connect(server) as sock:
+    with connect(module_server) as sock:
         assert create_topics(sock, ("acks", {})) == [0]
         produce = ProduceRequest[7](transactional_id=None, acks=2, timeout_ms=1000, topic_data=[
             topic(name=name, partition_data=[topic.PartitionProduceData(index=0, records=batch)])
             for name in ("acks", "no-such-topic")])
-        response = roundtrip(sock, produce, ProduceResponse[7])
+        response = sock.call(produce, ProduceResponse[7])
     assert [t.partition_responses[0].error_code for t in response.responses] == \
         [INVALID_REQUIRED_ACKS, UNKNOWN_TOPIC_OR_PARTITION]
-    assert server.manager.get("acks", 0).log_end_offset == 0
+    assert module_server.manager.get("acks", 0).log_end_offset == 0
 
 
-def test_create_topics_refuses_duplicates_and_null_configs_as_kafka_does(server):
-    with connect(server) as sock:
+def test_create_topics_refuses_duplicates_and_null_configs_as_kafka_does(module_server):
+    with connect(module_server) as sock:
         assert create_topics(sock, ("twin", {}), ("twin", {}), ("single", {})) == [INVALID_REQUEST, INVALID_REQUEST, 0]
         assert create_topics(sock, ("null-config", {"retention.ms": None})) == [INVALID_CONFIG]
         assert create_topics(sock, ("bad-config", {"no.such.config": "1"})) == [INVALID_CONFIG]
-    assert "twin" not in server.context.topics and "null-config" not in server.context.topics
+    assert "twin" not in module_server.context.topics and "null-config" not in module_server.context.topics
 
 
-def test_delete_topics_refuses_duplicates_and_deletes_none_of_them(server):
-    with connect(server) as sock:
+def test_delete_topics_refuses_duplicates_and_deletes_none_of_them(module_server):
+    with connect(module_server) as sock:
         assert create_topics(sock, ("kept-twice", {})) == [0]
-        deleted = roundtrip(sock, DeleteTopicsRequest[4](topic_names=["kept-twice", "kept-twice"], timeout_ms=1000),
+        deleted = sock.call(DeleteTopicsRequest[4](topic_names=["kept-twice", "kept-twice"], timeout_ms=1000),
                             DeleteTopicsResponse[4])
     assert [r.error_code for r in deleted.responses] == [INVALID_REQUEST, INVALID_REQUEST]
-    assert "kept-twice" in server.context.topics
+    assert "kept-twice" in module_server.context.topics
 
 
 @pytest.mark.parametrize(("resources", "errors"), [
@@ -313,16 +291,16 @@ def test_delete_topics_refuses_duplicates_and_deletes_none_of_them(server):
     ([("altered", [("no.such.config", 0, "5")])], [INVALID_CONFIG]),
     ([("altered", [("retention.ms", 0, "soon")])], [INVALID_CONFIG]),
 ])
-def test_incremental_alter_configs_refuses_as_kafka_does(server, resources, errors):
+def test_incremental_alter_configs_refuses_as_kafka_does(module_server, resources, errors):
     resource = IncrementalAlterConfigsRequest[1].AlterConfigsResource
-    with connect(server) as sock:
+    with connect(module_server) as sock:
         create_topics(sock, ("altered", {}))
-        response = roundtrip(sock, IncrementalAlterConfigsRequest[1](resources=[resource(
+        response = sock.call(IncrementalAlterConfigsRequest[1](resources=[resource(
             resource_type=2, resource_name=name, configs=[resource.AlterableConfig(
                 name=key, config_operation=op, value=value) for key, op, value in ops])
             for name, ops in resources], validate_only=False), IncrementalAlterConfigsResponse[1])
     assert [r.error_code for r in response.responses] == errors
-    assert "retention.ms" not in server.context.topics.overrides("altered")
+    assert "retention.ms" not in module_server.context.topics.overrides("altered")
 
 
 @pytest.mark.parametrize("request_", [
@@ -331,36 +309,35 @@ def test_incremental_alter_configs_refuses_as_kafka_does(server, resources, erro
     DeleteTopicsRequest[4](topic_names=None, timeout_ms=1000),
     DeleteTopicsRequest[4](topic_names=["a", None], timeout_ms=1000),
 ], ids=["null-string", "null-array", "null-array-entry"])
-def test_a_null_where_the_schema_forbids_it_does_not_decode(server, request_, caplog):
+def test_a_null_where_the_schema_forbids_it_does_not_decode(module_server, request_, caplog):
     request_.with_header(correlation_id=7, client_id="bad-input")
-    with caplog.at_level(logging.INFO, logger="logstore.server"), connect(server) as sock:
-        sock.sendall(request_.encode(header=True, framed=True))
-        assert closed_by_server(sock)  # as Kafka's generated readers refuse to parse it
-    assert still_serving(server)
+    with caplog.at_level(logging.INFO, logger="logstore.server"), connect(module_server) as sock:
+        sock.sock.sendall(request_.encode(header=True, framed=True))
+        assert sock.closed_by_broker()  # as Kafka's generated readers refuse to parse it
+    assert still_serving(module_server)
     assert [r.levelname for r in caplog.records if r.name == "logstore.server"] == ["WARNING"]  # the close, named; no handler crashed
 
 
-def test_creating_thousands_of_partitions_leaves_other_clients_served(server):
+def test_creating_thousands_of_partitions_leaves_other_clients_served(module_server):
     creatable = CreateTopicsRequest[5].CreatableTopic
     request = CreateTopicsRequest[5](topics=[creatable(name="wide", num_partitions=1500, replication_factor=1,
                                                        assignments=[], configs=[])], timeout_ms=1000,
                                      validate_only=False)
     request.with_header(correlation_id=7, client_id="bad-input")
     slowest = 0.0
-    with connect(server) as creating, connect(server) as other:
-        creating.settimeout(60)
-        creating.sendall(request.encode(header=True, framed=True))
-        topics = server.context.topics
+    with connect(module_server) as creating, connect(module_server) as other:
+        creating.sock.settimeout(60)
+        creating.sock.sendall(request.encode(header=True, framed=True))
+        topics = module_server.context.topics
         while "wide" not in topics or topics.partition_count("wide") < 1500:
             started = time.monotonic()
-            assert roundtrip(other, ApiVersionsRequest[0](), ApiVersionsResponse[0]).error_code == 0
+            assert other.call(ApiVersionsRequest[0](), ApiVersionsResponse[0]).error_code == 0
             slowest = max(slowest, time.monotonic() - started)
-        size = struct.unpack(">i", creating.recv(4, socket.MSG_WAITALL))[0]
-        created = CreateTopicsResponse[5].decode(creating.recv(size, socket.MSG_WAITALL), header=True)
+        created = creating.receive(CreateTopicsResponse[5])
     assert created.topics[0].error_code == 0
     assert slowest < 1.0  # opening 1500 partitions takes seconds; nobody waits for all of them
-    with connect(server) as sock:
+    with connect(module_server) as sock:
         started = time.monotonic()
-        deleted = roundtrip(sock, DeleteTopicsRequest[4](topic_names=["wide"], timeout_ms=1000), DeleteTopicsResponse[4])
+        deleted = sock.call(DeleteTopicsRequest[4](topic_names=["wide"], timeout_ms=1000), DeleteTopicsResponse[4])
     assert deleted.responses[0].error_code == 0
     assert time.monotonic() - started < 1.0  # one checkpoint write for all 1500, not one each

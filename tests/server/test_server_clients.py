@@ -14,12 +14,8 @@ from logstore.server import KafkaServer  # noqa: E402
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    with KafkaServer(tmp_path_factory.mktemp("broker"), port=0,
-                     config={"group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 4,
-                             "transaction.state.log.num.partitions": 4}) as srv:
-        yield srv
+pytestmark = pytest.mark.kafka_broker_config({"offsets.topic.num.partitions": 4,
+                                               "transaction.state.log.num.partitions": 4})
 
 
 def consume_confluent(bootstrap: str, topic: str, count: int, *, partition: int = 0,
@@ -50,19 +46,19 @@ def poll_kafka_python(consumer, count: int, timeout_s: float = 20) -> list[bytes
 
 
 @pytest.mark.parametrize("codec", CODECS)
-def test_confluent_produces_and_consumes_every_codec(server, codec):
+def test_confluent_produces_and_consumes_every_codec(module_server, codec):
     topic = f"codec-{codec}"
-    producer = Producer({"bootstrap.servers": server.bootstrap_servers, "compression.type": codec,
+    producer = Producer({"bootstrap.servers": module_server.bootstrap_servers, "compression.type": codec,
                          "linger.ms": 5})
     for i in range(200):
         producer.produce(topic, key=b"k%d" % i, value=b"value-%d-" % i + b"x" * 300, headers=[("h", b"%d" % i)])
     assert producer.flush(20) == 0
-    messages = consume_confluent(server.bootstrap_servers, topic, 200)
+    messages = consume_confluent(module_server.bootstrap_servers, topic, 200)
     assert [m.value() for m in messages] == [b"value-%d-" % i + b"x" * 300 for i in range(200)]
     assert [m.key() for m in messages] == [b"k%d" % i for i in range(200)]
     assert [m.offset() for m in messages] == list(range(200))
     assert messages[7].headers() == [("h", b"7")]
-    log = server.manager.get(topic, 0)
+    log = module_server.manager.get(topic, 0)
     stored = {batch.compression for batch in log.read(0, 10_000_000).batches()}
     assert stored == {codec}
 
@@ -71,16 +67,16 @@ PYTHON_CODECS = [None, "gzip", "snappy", "lz4", "zstd"]
 
 
 @pytest.mark.parametrize("codec", PYTHON_CODECS)
-def test_kafka_python_produces_and_consumes(server, codec):
+def test_kafka_python_produces_and_consumes(module_server, codec):
     from kafka import KafkaConsumer, KafkaProducer
 
     topic = f"kp-{codec}"
-    producer = KafkaProducer(bootstrap_servers=server.bootstrap_servers, compression_type=codec)
+    producer = KafkaProducer(bootstrap_servers=module_server.bootstrap_servers, compression_type=codec)
     for i in range(50):
         producer.send(topic, key=b"%d" % i, value=b"kp-%d" % i)
     producer.flush()
     producer.close()
-    consumer = KafkaConsumer(bootstrap_servers=server.bootstrap_servers, auto_offset_reset="earliest",
+    consumer = KafkaConsumer(bootstrap_servers=module_server.bootstrap_servers, auto_offset_reset="earliest",
                              group_id=f"kp-group-{codec}")
     # kafka-python's group leader assigns from the metadata it has when the join completes;
     # with group.initial.rebalance.delay.ms=0 that can precede the topic's metadata, so fetch it first
@@ -90,19 +86,19 @@ def test_kafka_python_produces_and_consumes(server, codec):
     consumer.commit()
     consumer.close()
     assert values == [b"kp-%d" % i for i in range(50)]
-    log = server.manager.get(topic, 0)
+    log = module_server.manager.get(topic, 0)
     # kafka-python sends a batch uncompressed when compressing does not shrink it
     assert (codec or "none") in {batch.compression for batch in log.read(0, 10_000_000).batches()}
 
 
 @pytest.mark.parametrize("codec", PYTHON_CODECS)
-def test_aiokafka_produces_and_consumes(server, codec):
+def test_aiokafka_produces_and_consumes(module_server, codec):
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
     topic = f"aio-{codec}"
 
     async def roundtrip() -> list[bytes]:
-        producer = AIOKafkaProducer(bootstrap_servers=server.bootstrap_servers, compression_type=codec,
+        producer = AIOKafkaProducer(bootstrap_servers=module_server.bootstrap_servers, compression_type=codec,
                                     enable_idempotence=True)
         await producer.start()
         try:
@@ -111,7 +107,7 @@ def test_aiokafka_produces_and_consumes(server, codec):
             await producer.flush()
         finally:
             await producer.stop()
-        consumer = AIOKafkaConsumer(topic, bootstrap_servers=server.bootstrap_servers,
+        consumer = AIOKafkaConsumer(topic, bootstrap_servers=module_server.bootstrap_servers,
                                     auto_offset_reset="earliest", group_id=f"aio-group-{codec}")
         await consumer.start()
         values = []
@@ -126,47 +122,47 @@ def test_aiokafka_produces_and_consumes(server, codec):
         return values
 
     assert asyncio.run(asyncio.wait_for(roundtrip(), 30)) == [b"aio-%d" % i for i in range(50)]
-    log = server.manager.get(topic, 0)
+    log = module_server.manager.get(topic, 0)
     assert {batch.compression for batch in log.read(0, 10_000_000).batches()} == {codec or "none"}
 
 
-def test_one_client_reads_what_another_wrote(server):
+def test_one_client_reads_what_another_wrote(module_server):
     from kafka import KafkaConsumer
 
-    producer = Producer({"bootstrap.servers": server.bootstrap_servers, "compression.type": "gzip"})
+    producer = Producer({"bootstrap.servers": module_server.bootstrap_servers, "compression.type": "gzip"})
     for i in range(20):
         producer.produce("cross", value=b"c%d" % i)
     producer.flush(10)
-    consumer = KafkaConsumer("cross", bootstrap_servers=server.bootstrap_servers, auto_offset_reset="earliest")
+    consumer = KafkaConsumer("cross", bootstrap_servers=module_server.bootstrap_servers, auto_offset_reset="earliest")
     assert poll_kafka_python(consumer, 20) == [b"c%d" % i for i in range(20)]
     consumer.close()
 
 
-def test_metadata_lists_topics_and_the_node(server):
+def test_metadata_lists_topics_and_the_node(module_server):
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": server.bootstrap_servers})
-    producer = Producer({"bootstrap.servers": server.bootstrap_servers})
+    admin = AdminClient({"bootstrap.servers": module_server.bootstrap_servers})
+    producer = Producer({"bootstrap.servers": module_server.bootstrap_servers})
     producer.produce("listed", value=b"x")
     producer.flush(10)
     metadata = admin.list_topics(timeout=10)
     assert "listed" in metadata.topics
-    assert list(metadata.brokers) == [server.context.node_id]
-    assert metadata.cluster_id == server.context.meta.cluster_id
+    assert list(metadata.brokers) == [module_server.context.node_id]
+    assert metadata.cluster_id == module_server.context.meta.cluster_id
 
 
-def test_list_offsets_and_fetch_from_the_middle(server):
-    producer = Producer({"bootstrap.servers": server.bootstrap_servers})
+def test_list_offsets_and_fetch_from_the_middle(module_server):
+    producer = Producer({"bootstrap.servers": module_server.bootstrap_servers})
     for i in range(10):
         producer.produce("middle", value=b"%d" % i, timestamp=1_000_000 + i * 1000)
     producer.flush(10)
-    consumer = Consumer({"bootstrap.servers": server.bootstrap_servers, "group.id": "offsets"})
+    consumer = Consumer({"bootstrap.servers": module_server.bootstrap_servers, "group.id": "offsets"})
     low, high = consumer.get_watermark_offsets(TopicPartition("middle", 0), timeout=10)
     assert (low, high) == (0, 10)
     found = consumer.offsets_for_times([TopicPartition("middle", 0, 1_004_500)], timeout=10)
     assert found[0].offset == 5
     consumer.close()
-    messages = consume_confluent(server.bootstrap_servers, "middle", 3)
+    messages = consume_confluent(module_server.bootstrap_servers, "middle", 3)
     assert [m.value() for m in messages] == [b"0", b"1", b"2"]
 
 

@@ -10,17 +10,9 @@ import struct
 
 import pytest
 
-from logstore.server import KafkaServer
-
 TLS_CLIENT_HELLO = bytes.fromhex("160301020001") + b"\x00" * 64
 UNKNOWN_API = struct.pack(">ihhih", 10, 9999, 0, 7, -1)
 GARBAGE = struct.pack(">i", 12) + struct.pack(">hhi", 3, 9, 1) + b"\xff\xff\xff\x7f"  # Metadata v9, bad body
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    with KafkaServer(tmp_path_factory.mktemp("connlog"), port=0) as srv:
-        yield srv
 
 
 @pytest.mark.parametrize(("frame", "reason"), [
@@ -28,9 +20,9 @@ def server(tmp_path_factory):
     (UNKNOWN_API, "api 9999 v0 is not supported"),
     (GARBAGE, "malformed api 3 v9"),
 ], ids=["tls-on-plaintext", "unknown-api", "garbage"])
-def test_a_closed_connection_is_logged_at_warn_with_peer_and_reason(server, caplog, frame, reason):
+def test_a_closed_connection_is_logged_at_warn_with_peer_and_reason(module_server, caplog, frame, reason):
     caplog.set_level(logging.WARNING, logger="logstore.server")
-    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+    with socket.create_connection(("127.0.0.1", module_server.port), timeout=10) as sock:
         host, port = sock.getsockname()
         sock.sendall(frame)
         with contextlib.suppress(ConnectionResetError):  # unread bytes make the close a reset

@@ -5,30 +5,24 @@ and config types and documentation when asked (at the wire: librdkafka does not 
 from __future__ import annotations
 
 import dataclasses
-import socket
-import struct
 
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic
 from kafka.protocol.admin import DescribeConfigsRequest, DescribeConfigsResponse
 
-from logstore.server import KafkaServer
 from logstore.server.broker_config import BrokerConfig
 from logstore.server.config_entries import BROKER_SETTINGS
+from tests.support.wire import WireClient
 
 TYPE_BOOLEAN, TYPE_INT, TYPE_LONG, TYPE_LIST = 1, 3, 5, 7
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    with KafkaServer(tmp_path_factory.mktemp("configs"), port=0,
-                     config={"log.retention.ms": 1_000_000, "num.partitions": 2}) as srv:
-        yield srv
+pytestmark = pytest.mark.kafka_broker_config({"log.retention.ms": 1_000_000, "num.partitions": 2})
 
 
 @pytest.fixture(scope="module")
-def admin(server):
-    client = AdminClient({"bootstrap.servers": server.bootstrap_servers})
+def admin(module_server):
+    client = AdminClient({"bootstrap.servers": module_server.bootstrap_servers})
     for future in client.create_topics([NewTopic("described", 1, 1, config={"cleanup.policy": "compact"})]).values():
         future.result(10)
     return client
@@ -49,8 +43,8 @@ def test_topic_configs_name_their_source_and_broker_synonyms(admin):
     assert segment.is_default and list(segment.synonyms) == ["log.segment.bytes"]
 
 
-def test_a_broker_resource_lists_the_brokers_config_names(server, admin):
-    configs = describe(admin, ConfigResource.Type.BROKER, str(server.context.node_id))
+def test_a_broker_resource_lists_the_brokers_config_names(module_server, admin):
+    configs = describe(admin, ConfigResource.Type.BROKER, str(module_server.context.node_id))
     assert {"log.retention.ms", "num.partitions", "log.segment.bytes", "message.max.bytes",
             "auto.create.topics.enable", "log.cleaner.enable"} <= set(configs)
     assert "retention.ms" not in configs and "segment.bytes" not in configs
@@ -68,20 +62,17 @@ def describe_wire(server, resource_type: int, name: str, *, documentation: bool)
     request = DescribeConfigsRequest[4](resources=[DescribeConfigsRequest[4].DescribeConfigsResource(
         resource_type=resource_type, resource_name=name, configuration_keys=None)],
         include_synonyms=False, include_documentation=documentation)
-    request.with_header(correlation_id=1, client_id="java-like")
-    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
-        sock.sendall(request.encode(header=True, framed=True))
-        size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
-        response = DescribeConfigsResponse[4].decode(sock.recv(size, socket.MSG_WAITALL), header=True)
+    with WireClient(server.port, client_id="java-like") as client:
+        response = client.call(request, DescribeConfigsResponse[4])
     return {c.name: c for c in response.results[0].configs}
 
 
-def test_config_types_and_documentation_as_asked(server, admin):
-    with_docs = describe_wire(server, 2, "described", documentation=True)
+def test_config_types_and_documentation_as_asked(module_server, admin):
+    with_docs = describe_wire(module_server, 2, "described", documentation=True)
     assert {name: with_docs[name].config_type for name in ("segment.bytes", "retention.ms", "cleanup.policy",
                                                            "preallocate")} == {
         "segment.bytes": TYPE_INT, "retention.ms": TYPE_LONG, "cleanup.policy": TYPE_LIST, "preallocate": TYPE_BOOLEAN}
     assert all(c.documentation for c in with_docs.values())
-    without = describe_wire(server, 4, str(server.context.node_id), documentation=False)
+    without = describe_wire(module_server, 4, str(module_server.context.node_id), documentation=False)
     assert without["num.partitions"].config_type == TYPE_INT
     assert all(c.documentation is None and c.synonyms == [] for c in without.values())

@@ -3,9 +3,6 @@ code it knows, and PRODUCER_FENCED (90) only where the version carries it, as Ka
 
 from __future__ import annotations
 
-import socket
-import struct
-
 import pytest
 from kafka.protocol.producer import (
     AddOffsetsToTxnRequest,
@@ -18,32 +15,25 @@ from kafka.protocol.producer import (
     InitProducerIdResponse,
 )
 
-from logstore.server import KafkaServer
+from tests.support.wire import WireClient
 
 INVALID_PRODUCER_EPOCH, PRODUCER_FENCED = 47, 90
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    with KafkaServer(tmp_path_factory.mktemp("fenced"), port=0,
-                     config={"transaction.state.log.num.partitions": 1}) as srv:
-        srv.context.topics.create("fenced", 1)
-        yield srv
+pytestmark = pytest.mark.kafka_broker_config({"transaction.state.log.num.partitions": 1})
 
 
-def call(sock: socket.socket, request, response_cls):
-    request.with_header(correlation_id=1, client_id="fenced")
-    sock.sendall(request.encode(header=True, framed=True))
-    size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
-    return response_cls.decode(sock.recv(size, socket.MSG_WAITALL), header=True)
+@pytest.fixture(scope="module", autouse=True)
+def seeded(module_server) -> None:
+    module_server.context.topics.create("fenced", 1)
 
 
 @pytest.fixture(scope="module")
-def fenced(server):
+def fenced(module_server):
     """(socket, the ids of a producer a newer instance of its transactional id has fenced)."""
-    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+    with WireClient(module_server.port, client_id="fenced") as sock:
         def init():
-            return call(sock, InitProducerIdRequest[3](transactional_id="t", transaction_timeout_ms=60_000,
+            return sock.call(InitProducerIdRequest[3](transactional_id="t", transaction_timeout_ms=60_000,
                                                        producer_id=-1, producer_epoch=-1), InitProducerIdResponse[3])
         old = init()
         assert init().producer_epoch == old.producer_epoch + 1
@@ -54,16 +44,16 @@ def fenced(server):
                                                (2, PRODUCER_FENCED), (3, PRODUCER_FENCED)])
 def test_end_txn_answers_a_fenced_producer_in_the_code_its_version_knows(fenced, version, code):
     sock, ids = fenced
-    assert call(sock, EndTxnRequest[version](**ids, committed=True), EndTxnResponse[version]).error_code == code
+    assert sock.call(EndTxnRequest[version](**ids, committed=True), EndTxnResponse[version]).error_code == code
 
 
 @pytest.mark.parametrize(("version", "code"), [(1, INVALID_PRODUCER_EPOCH), (2, PRODUCER_FENCED)])
 def test_add_offsets_and_partitions_map_the_code_too(fenced, version, code):
     sock, ids = fenced
-    offsets = call(sock, AddOffsetsToTxnRequest[version](**ids, group_id="g"), AddOffsetsToTxnResponse[version])
+    offsets = sock.call(AddOffsetsToTxnRequest[version](**ids, group_id="g"), AddOffsetsToTxnResponse[version])
     assert offsets.error_code == code
     topic = AddPartitionsToTxnRequest[version].AddPartitionsToTxnTopic
-    added = call(sock, AddPartitionsToTxnRequest[version](**{f"v3_and_below_{k}": v for k, v in ids.items()},
+    added = sock.call(AddPartitionsToTxnRequest[version](**{f"v3_and_below_{k}": v for k, v in ids.items()},
                                                           v3_and_below_topics=[topic(name="fenced", partitions=[0])]),
                  AddPartitionsToTxnResponse[version])
     assert added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == code
@@ -72,7 +62,7 @@ def test_add_offsets_and_partitions_map_the_code_too(fenced, version, code):
 @pytest.mark.parametrize(("version", "code"), [(3, INVALID_PRODUCER_EPOCH), (4, PRODUCER_FENCED)])
 def test_init_producer_id_with_a_stale_epoch(fenced, version, code):
     sock, ids = fenced
-    answer = call(sock, InitProducerIdRequest[version](transactional_id="t", transaction_timeout_ms=60_000,
+    answer = sock.call(InitProducerIdRequest[version](transactional_id="t", transaction_timeout_ms=60_000,
                                                        producer_id=ids["producer_id"],
                                                        producer_epoch=ids["producer_epoch"]),
                   InitProducerIdResponse[version])

@@ -5,27 +5,18 @@ from __future__ import annotations
 
 import time
 
-import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-
-from logstore.server import KafkaServer
 
 VALUE = b"v" * 10_000
 COUNT = 100  # about 1 MB in one partition, ten times the consumer's response budget
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    with KafkaServer(tmp_path_factory.mktemp("budget"), port=0) as srv:
-        yield srv
-
-
-def test_first_partition_is_read_only_up_to_the_response_max_bytes(server):
-    producer = Producer({"bootstrap.servers": server.bootstrap_servers, "linger.ms": 0, "batch.size": 12_000})
+def test_first_partition_is_read_only_up_to_the_response_max_bytes(module_server):
+    producer = Producer({"bootstrap.servers": module_server.bootstrap_servers, "linger.ms": 0, "batch.size": 12_000})
     for _ in range(COUNT):
         producer.produce("budget", VALUE)
     assert producer.flush(20) == 0
-    consumer = Consumer({"bootstrap.servers": server.bootstrap_servers, "group.id": "budget",
+    consumer = Consumer({"bootstrap.servers": module_server.bootstrap_servers, "group.id": "budget",
                          "fetch.max.bytes": 100_000, "message.max.bytes": 100_000,
                          "receive.message.max.bytes": 100_512,
                          "max.partition.fetch.bytes": 10_000_000})
@@ -42,12 +33,12 @@ def test_first_partition_is_read_only_up_to_the_response_max_bytes(server):
     assert values == [VALUE] * COUNT
 
 
-def test_a_first_batch_larger_than_the_budget_is_still_returned_whole(server):
-    producer = Producer({"bootstrap.servers": server.bootstrap_servers, "linger.ms": 0})
+def test_a_first_batch_larger_than_the_budget_is_still_returned_whole(module_server):
+    producer = Producer({"bootstrap.servers": module_server.bootstrap_servers, "linger.ms": 0})
     big = b"b" * 200_000
     producer.produce("big-first", big)
     assert producer.flush(20) == 0
-    consumer = Consumer({"bootstrap.servers": server.bootstrap_servers, "group.id": "budget",
+    consumer = Consumer({"bootstrap.servers": module_server.bootstrap_servers, "group.id": "budget",
                          "fetch.max.bytes": 100_000, "message.max.bytes": 100_000,
                          "receive.message.max.bytes": 1_000_000})
     consumer.assign([TopicPartition("big-first", 0, 0)])

@@ -8,7 +8,6 @@ Reproducible by default (derandomized); `--hypothesis-seed N` explores other exa
 from __future__ import annotations
 
 import logging
-import socket
 import struct
 import time
 
@@ -32,11 +31,11 @@ from kafka.protocol.producer import (
 )
 
 from logstore.records import Record, build_batch
-from logstore.server import KafkaServer
 from logstore.server.admin_api import OP_DELETE, TOPIC_KEYS, TOPIC_RESOURCE
 from logstore.server.apis import APIS
 from logstore.server.error_codes import TOPIC_ALREADY_EXISTS, UNKNOWN_TOPIC_OR_PARTITION
 from tests.server.request_strategies import Plausible, requests
+from tests.support.wire import WireClient, recv_exactly
 
 TOPIC, KEPT_TOPIC, GROUP, TXN = "fuzz-topic", "fuzz-kept", "fuzz-group", "fuzz-txn"
 SEEDED_RECORDS = 10
@@ -62,32 +61,10 @@ class ErrorRecords(logging.Handler):
         return "\n".join(formatter.format(r) for r in self.records)
 
 
-def call(sock: socket.socket, request, response_cls, correlation_id: int = 1):
-    request.with_header(correlation_id=correlation_id, client_id="fuzz-seed")
-    sock.sendall(request.encode(header=True, framed=True))
-    size = struct.unpack(">i", recv_exactly(sock, 4))[0]
-    return response_cls.decode(recv_exactly(sock, size), header=True)
-
-
-def recv_exactly(sock: socket.socket, size: int) -> bytes | None:
-    """`size` bytes, or None if the server closed the connection first."""
-    chunks, left = [], size
-    while left:
-        try:
-            chunk = sock.recv(min(left, 1 << 20))
-        except ConnectionResetError:
-            return None
-        if not chunk:
-            return None
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
-
-
-def seed_topic(sock: socket.socket, name: str, partitions: int) -> None:
+def seed_topic(sock: WireClient, name: str, partitions: int) -> None:
     """Create `name` (if a fuzzed DeleteTopics took it, again) with SEEDED_RECORDS records in each partition."""
     creatable = CreateTopicsRequest[5].CreatableTopic
-    created = call(sock, CreateTopicsRequest[5](topics=[creatable(
+    created = sock.call(CreateTopicsRequest[5](topics=[creatable(
         name=name, num_partitions=partitions, replication_factor=1, assignments=[], configs=[])],
         timeout_ms=5000, validate_only=False), CreateTopicsResponse[5])
     if created.topics[0].error_code == TOPIC_ALREADY_EXISTS:
@@ -95,7 +72,7 @@ def seed_topic(sock: socket.socket, name: str, partitions: int) -> None:
     assert created.topics[0].error_code == 0
     records = [Record(i, 1_700_000_000_000 + i, b"k%d" % i, b"seed-%d" % i) for i in range(SEEDED_RECORDS)]
     data = ProduceRequest[7].TopicProduceData
-    produced = call(sock, ProduceRequest[7](transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[
+    produced = sock.call(ProduceRequest[7](transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[
         data(name=name, partition_data=[data.PartitionProduceData(index=p, records=build_batch(records))
                                         for p in range(partitions)])]), ProduceResponse[7])
     assert {p.error_code for t in produced.responses for p in t.partition_responses} == {0}
@@ -104,31 +81,31 @@ def seed_topic(sock: socket.socket, name: str, partitions: int) -> None:
 def seed(port: int) -> int:
     """Two topics with records, a group with committed offsets and an open transaction;
     returns the transaction's producer id."""
-    with socket.create_connection(("127.0.0.1", port), timeout=REQUEST_TIMEOUT_S) as sock:
+    with WireClient(port, timeout=REQUEST_TIMEOUT_S, client_id="fuzz-seed") as sock:
         seed_topic(sock, TOPIC, 2)
         seed_topic(sock, KEPT_TOPIC, 1)
         records = [Record(i, 1_700_000_000_000 + i, b"k%d" % i, b"seed-%d" % i) for i in range(2)]
         data = ProduceRequest[7].TopicProduceData
         part = data.PartitionProduceData
         commit = OffsetCommitRequest[7].OffsetCommitRequestTopic
-        committed = call(sock, OffsetCommitRequest[7](
+        committed = sock.call(OffsetCommitRequest[7](
             group_id=GROUP, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
             topics=[commit(name=TOPIC, partitions=[commit.OffsetCommitRequestPartition(
                 partition_index=0, committed_offset=3, committed_leader_epoch=-1, committed_metadata="")])]),
             OffsetCommitResponse[7])
         assert committed.topics[0].partitions[0].error_code == 0
-        init = call(sock, InitProducerIdRequest[3](transactional_id=TXN, transaction_timeout_ms=60_000,
+        init = sock.call(InitProducerIdRequest[3](transactional_id=TXN, transaction_timeout_ms=60_000,
                                                    producer_id=-1, producer_epoch=-1), InitProducerIdResponse[3])
         assert init.error_code == 0
         add = AddPartitionsToTxnRequest[3].AddPartitionsToTxnTopic
-        added = call(sock, AddPartitionsToTxnRequest[3](
+        added = sock.call(AddPartitionsToTxnRequest[3](
             v3_and_below_transactional_id=TXN, v3_and_below_producer_id=init.producer_id,
             v3_and_below_producer_epoch=init.producer_epoch,
             v3_and_below_topics=[add(name=TOPIC, partitions=[0])]), AddPartitionsToTxnResponse[3])
         assert added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == 0
         batch = build_batch(records, producer_id=init.producer_id, producer_epoch=init.producer_epoch,
                             base_sequence=0, is_transactional=True)
-        produced = call(sock, ProduceRequest[7](transactional_id=TXN, acks=-1, timeout_ms=5000, topic_data=[
+        produced = sock.call(ProduceRequest[7](transactional_id=TXN, acks=-1, timeout_ms=5000, topic_data=[
             data(name=TOPIC, partition_data=[part(index=0, records=batch)])]), ProduceResponse[7])
         assert produced.responses[0].partition_responses[0].error_code == 0
         return init.producer_id
@@ -147,18 +124,22 @@ def errors():
         logger.removeHandler(handler)
 
 
+pytestmark = pytest.mark.kafka_broker_config({
+    "group.min.session.timeout.ms": 1, "group.max.session.timeout.ms": SESSION_MAX_MS,
+    "offsets.topic.num.partitions": 3, "transaction.state.log.num.partitions": 3,
+    "socket.request.max.bytes": 8 * 1024 * 1024})
+
+
 @pytest.fixture(scope="module")
-def server(tmp_path_factory, errors):
-    config = {"group.initial.rebalance.delay.ms": 0, "group.min.session.timeout.ms": 1,
-              "group.max.session.timeout.ms": SESSION_MAX_MS, "offsets.topic.num.partitions": 3,
-              "transaction.state.log.num.partitions": 3, "socket.request.max.bytes": 8 * 1024 * 1024}
-    with KafkaServer(tmp_path_factory.mktemp("fuzz") / "data", port=0, config=config) as srv:
-        producer_id = seed(srv.port)
-        srv.plausible = Plausible({"topic": [TOPIC], "group": [GROUP], "txn": [TXN], "member": [""],
-                                   "protocol": ["consumer"], "producer": [producer_id], "epoch": [0],
-                                   "partition": [0, 1], "offset": [0, 3, SEEDED_RECORDS],
-                                   "timeout": [SESSION_MAX_MS, 60_000]})
-        yield srv
+def seeded_server(errors, module_server):
+    """The module's broker (started after `errors` listens) with two topics, a group and an open
+    transaction, and the values the fuzz draws from in `plausible`."""
+    producer_id = seed(module_server.port)
+    module_server.plausible = Plausible({"topic": [TOPIC], "group": [GROUP], "txn": [TXN], "member": [""],
+                                         "protocol": ["consumer"], "producer": [producer_id], "epoch": [0],
+                                         "partition": [0, 1], "offset": [0, 3, SEEDED_RECORDS],
+                                         "timeout": [SESSION_MAX_MS, 60_000]})
+    return module_server
 
 
 def may_park(key: int, body) -> bool:
@@ -170,9 +151,9 @@ def may_park(key: int, body) -> bool:
     return key in (JOIN_GROUP, SYNC_GROUP)
 
 
-def answers_api_versions(sock: socket.socket) -> bool:
+def answers_api_versions(sock: WireClient) -> bool:
     try:
-        response = call(sock, ApiVersionsRequest[0](), ApiVersionsResponse[0], correlation_id=99)
+        response = sock.call(ApiVersionsRequest[0](), ApiVersionsResponse[0], correlation_id=99)
     except (ConnectionError, struct.error, TypeError):
         return False
     return response.error_code == 0 and response.header.correlation_id == 99
@@ -180,24 +161,22 @@ def answers_api_versions(sock: socket.socket) -> bool:
 
 def send_fuzzed(port: int, key: int, version: int, body, plausible: Plausible) -> str:
     """Send one request; 'answered', 'closed' or 'parked' (given up on, as a client would)."""
-    body.with_header(correlation_id=0x5EED, client_id="fuzz")
-    frame = body.encode(header=True, framed=True)
-    with socket.create_connection(("127.0.0.1", port), timeout=REQUEST_TIMEOUT_S) as sock:
+    with WireClient(port, timeout=REQUEST_TIMEOUT_S, client_id="fuzz") as client:
         try:
-            sock.sendall(frame)
+            client.send(body, 0x5EED)
         except (BrokenPipeError, ConnectionResetError):
             return "closed"
         if key == PRODUCE and body.acks == 0:  # no answer is due; the connection goes on serving
-            return "answered" if answers_api_versions(sock) else "closed"
+            return "answered" if answers_api_versions(client) else "closed"
         parks = may_park(key, body)
-        sock.settimeout(PARK_S if parks else REQUEST_TIMEOUT_S)
+        client.sock.settimeout(PARK_S if parks else REQUEST_TIMEOUT_S)
         try:
-            head = recv_exactly(sock, 4)
+            head = recv_exactly(client.sock, 4)
         except TimeoutError:
             assert parks, f"api {key} v{version} unanswered after {REQUEST_TIMEOUT_S}s: {body!r:.2000}"
             return "parked"
-        sock.settimeout(REQUEST_TIMEOUT_S)
-        payload = None if head is None else recv_exactly(sock, struct.unpack(">i", head)[0])
+        client.sock.settimeout(REQUEST_TIMEOUT_S)
+        payload = None if head is None else recv_exactly(client.sock, struct.unpack(">i", head)[0])
         if payload is None:
             return "closed"
     response = APIS[key].response.decode(payload, version=version, header=True)
@@ -207,7 +186,7 @@ def send_fuzzed(port: int, key: int, version: int, body, plausible: Plausible) -
 
 
 def still_serving(port: int) -> bool:
-    with socket.create_connection(("127.0.0.1", port), timeout=REQUEST_TIMEOUT_S) as sock:
+    with WireClient(port, timeout=REQUEST_TIMEOUT_S, client_id="fuzz-seed") as sock:
         return answers_api_versions(sock)
 
 
@@ -222,7 +201,7 @@ def fuzz(server, errors: ErrorRecords, examples: int, seed_option: str | None) -
         key, version, body = request
         outcomes[send_fuzzed(server.port, key, version, body, server.plausible)] += 1
         if key == DELETE_TOPICS:  # keep the seeded topic for the requests to come
-            with socket.create_connection(("127.0.0.1", server.port), timeout=REQUEST_TIMEOUT_S) as sock:
+            with WireClient(server.port, timeout=REQUEST_TIMEOUT_S, client_id="fuzz-seed") as sock:
                 seed_topic(sock, TOPIC, 2)
         assert still_serving(server.port)
         assert not errors.records, f"api {key} v{version} {body!r:.2000}\n{errors.report()}"
@@ -231,14 +210,14 @@ def fuzz(server, errors: ErrorRecords, examples: int, seed_option: str | None) -
     return outcomes
 
 
-def test_fuzzed_requests_get_answers_never_crashes(server, errors, pytestconfig):
-    outcomes = fuzz(server, errors, DEFAULT_EXAMPLES, pytestconfig.getoption("hypothesis_seed"))
+def test_fuzzed_requests_get_answers_never_crashes(seeded_server, errors, pytestconfig):
+    outcomes = fuzz(seeded_server, errors, DEFAULT_EXAMPLES, pytestconfig.getoption("hypothesis_seed"))
     assert outcomes["answered"] > outcomes["closed"] + outcomes["parked"]
 
 
 @pytest.mark.slow
-def test_many_fuzzed_requests_get_answers_never_crashes(server, errors, pytestconfig):
-    fuzz(server, errors, SLOW_EXAMPLES, pytestconfig.getoption("hypothesis_seed"))
+def test_many_fuzzed_requests_get_answers_never_crashes(seeded_server, errors, pytestconfig):
+    fuzz(seeded_server, errors, SLOW_EXAMPLES, pytestconfig.getoption("hypothesis_seed"))
 
 
 def reset_topic_configs(port: int, topic: str) -> None:
@@ -246,24 +225,24 @@ def reset_topic_configs(port: int, topic: str) -> None:
     max.message.bytes of 0, say) may legitimately keep records out."""
     resource = IncrementalAlterConfigsRequest[1].AlterConfigsResource
     deletes = [resource.AlterableConfig(name=key.name, config_operation=OP_DELETE, value=None) for key in TOPIC_KEYS]
-    with socket.create_connection(("127.0.0.1", port), timeout=REQUEST_TIMEOUT_S) as sock:
-        response = call(sock, IncrementalAlterConfigsRequest[1](resources=[resource(
+    with WireClient(port, timeout=REQUEST_TIMEOUT_S, client_id="fuzz-seed") as sock:
+        response = sock.call(IncrementalAlterConfigsRequest[1](resources=[resource(
             resource_type=TOPIC_RESOURCE, resource_name=topic, configs=deletes)], validate_only=False),
             IncrementalAlterConfigsResponse[1])
     assert response.responses[0].error_code in (0, UNKNOWN_TOPIC_OR_PARTITION)  # the fuzz may have deleted it
 
 
-def test_after_the_fuzz_clients_still_produce_and_consume(server, errors):
+def test_after_the_fuzz_clients_still_produce_and_consume(seeded_server, errors):
     from kafka import KafkaConsumer, KafkaProducer
 
-    kept = server.manager.get(KEPT_TOPIC, 0)
+    kept = seeded_server.manager.get(KEPT_TOPIC, 0)
     stored = [r.value for batch in kept.read(0, 1 << 20).batches() for r in batch.records()]
     assert stored == [b"seed-%d" % i for i in range(SEEDED_RECORDS)]
-    reset_topic_configs(server.port, TOPIC)
-    producer = KafkaProducer(bootstrap_servers=server.bootstrap_servers, acks="all")
+    reset_topic_configs(seeded_server.port, TOPIC)
+    producer = KafkaProducer(bootstrap_servers=seeded_server.bootstrap_servers, acks="all")
     producer.send(TOPIC, value=b"after-the-fuzz", partition=0).get(timeout=20)
     producer.close()
-    consumer = KafkaConsumer(TOPIC, bootstrap_servers=server.bootstrap_servers, group_id=GROUP,
+    consumer = KafkaConsumer(TOPIC, bootstrap_servers=seeded_server.bootstrap_servers, group_id=GROUP,
                              auto_offset_reset="earliest", session_timeout_ms=SESSION_MAX_MS,
                              heartbeat_interval_ms=500, consumer_timeout_ms=20_000)
     try:
@@ -275,5 +254,5 @@ def test_after_the_fuzz_clients_still_produce_and_consume(server, errors):
         consumer.close()
     assert seen
     # the coordinators' background tasks (member and offset expiry, transaction timeouts) still run
-    assert not server._groups._expiry.done() and not server._txns._timeouts.done()
+    assert not seeded_server._groups._timers.done() and not seeded_server._txns._timeouts.done()
     assert not errors.records, errors.report()

@@ -5,10 +5,8 @@ A KRaft broker's metadata log in the same directory is neither served nor touche
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -25,6 +23,7 @@ from compaction import LogCleaner
 from logstore.cli import main as logstore_main
 from logstore.server import KafkaServer
 from retention import apply_retention
+from tests.support.files import directory_digest
 from tests.support.kafka_dirs import SAMPLES, broker_dir, kafka_sample
 
 Message = tuple[bytes | None, bytes | None, tuple, int]
@@ -58,15 +57,11 @@ def consume(bootstrap: str, count: int) -> list[Message]:
     return messages
 
 
-def digests(partition: Path, pattern: str = "*.log") -> dict[str, str]:
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in partition.glob(pattern)}
-
-
 def test_clients_read_kafkas_records_and_append_after_them_and_nothing_is_deleted(tmp_path):
     partition = kafka_sample(tmp_path / "logdir")
     expected = kafka_inputs()
     assert len(expected) == 720
-    before = digests(partition)
+    before = directory_digest(partition, "*.log")
     # Retention and the cleaner pass every 50 ms from the start.
     config = {"log.initial.task.delay.ms": 0, "log.retention.check.interval.ms": 50, "log.cleaner.backoff.ms": 50}
     with KafkaServer(partition.parent, port=0, config=config, cleaner=LogCleaner,
@@ -80,16 +75,16 @@ def test_clients_read_kafkas_records_and_append_after_them_and_nothing_is_delete
         assert producer.flush(20) == 0
         time.sleep(0.5)  # several retention and cleaner passes
         after = consume(server.bootstrap_servers, 720 + APPENDED)
-        kept = digests(partition)
+        kept = directory_digest(partition, "*.log")
         # Once the topic has configs, the same passes act: Kafka's old segments expire.
         admin = AdminClient({"bootstrap.servers": server.bootstrap_servers})
         retention = ConfigResource("topic", "plain", incremental_configs=[
             ConfigEntry("retention.ms", "1000", incremental_operation=AlterConfigOpType.SET)])
         admin.incremental_alter_configs([retention])[retention].result(10)
         deadline = time.monotonic() + 10
-        while set(digests(partition)) & set(before) and time.monotonic() < deadline:
+        while set(directory_digest(partition, "*.log")) & set(before) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not set(digests(partition)) & set(before)
+        assert not set(directory_digest(partition, "*.log")) & set(before)
     assert offsets == list(range(720, 720 + APPENDED))
     assert after[:720] == expected
     assert [m[1] for m in after[720:]] == [b"after %d" % i for i in range(APPENDED)]
@@ -103,7 +98,7 @@ def test_clients_read_kafkas_records_and_append_after_them_and_nothing_is_delete
 def test_a_kraft_brokers_metadata_log_is_not_a_topic_and_is_left_as_it_was(tmp_path):
     root = broker_dir(tmp_path / "broker")
     metadata = root / "__cluster_metadata-0"
-    before = digests(metadata, "*")
+    before = directory_digest(metadata, "*")
     with KafkaServer(root, port=0) as server:
         admin = AdminClient({"bootstrap.servers": server.bootstrap_servers})
         topics = admin.list_topics(timeout=10).topics
@@ -118,5 +113,5 @@ def test_a_kraft_brokers_metadata_log_is_not_a_topic_and_is_left_as_it_was(tmp_p
                          on_delivery=lambda err, _m: failures.append(err))
         producer.flush(10)
         assert failures and failures[0] is not None
-    assert digests(metadata, "*") == before
+    assert directory_digest(metadata, "*") == before
     assert logstore_main(["verify", str(root)]) == 0

@@ -6,8 +6,6 @@ duplicate produce retries, and a data directory that `logstore verify` passes af
 from __future__ import annotations
 
 import asyncio
-import socket
-import struct
 import time
 
 import pytest
@@ -15,19 +13,24 @@ from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 from kafka.protocol.producer import ProduceRequest, ProduceResponse  # noqa: E402
 
 from logstore.cli import main as logstore_main  # noqa: E402
+from logstore.clock import ManualClock  # noqa: E402
 from logstore.records import Record, build_batch  # noqa: E402
 from logstore.server import KafkaServer  # noqa: E402
+from tests.support.wire import WireClient
 
 FIRST_MESSAGE_WAIT_S = 10  # how long read_all waits for a first message on a loaded machine
 CONFIG = {"group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 2,
           "transaction.state.log.num.partitions": 2}
+pytestmark = pytest.mark.kafka_broker_config(CONFIG)
 
 
-@pytest.fixture
-def server(tmp_path):
-    with KafkaServer(tmp_path / "data", port=0, config=CONFIG) as srv:
-        yield srv
-    assert logstore_main(["verify", "--deep", str(tmp_path / "data")]) == 0
+@pytest.fixture(autouse=True)
+def verified(request, tmp_path):
+    """After each test that ran the `server` fixture's broker (over `tmp_path / "data"`), its
+    directory passes `logstore verify --deep`."""
+    yield
+    if "server" in request.fixturenames:
+        assert logstore_main(["verify", "--deep", str(tmp_path / "data")]) == 0
 
 
 def read_all(bootstrap: str, topic: str, *, committed: bool, partitions: int = 1, idle_s: float = 1.5) -> list[bytes]:
@@ -117,25 +120,15 @@ def test_consume_transform_produce_is_exactly_once(server):
     check.close()
 
 
-def _send(sock: socket.socket, request: ProduceRequest, correlation_id: int) -> ProduceResponse:
-    request.with_header(correlation_id=correlation_id, client_id="dup-test")
-    sock.sendall(request.encode(header=True, framed=True))
-    size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
-    return ProduceResponse[request.API_VERSION].decode(sock.recv(size, socket.MSG_WAITALL), header=True)
-
-
 def test_duplicate_retries_of_an_idempotent_producer_write_nothing(server):
     producer = Producer({"bootstrap.servers": server.bootstrap_servers, "enable.idempotence": True})
     producer.produce("dups", value=b"create")  # creates the topic, takes producer id 0's place
     producer.flush(10)
     from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse
 
-    with socket.create_connection(("127.0.0.1", server.port)) as sock:
-        init = InitProducerIdRequest[2](transactional_id=None, transaction_timeout_ms=1000)
-        init.with_header(correlation_id=1, client_id="dup-test")
-        sock.sendall(init.encode(header=True, framed=True))
-        size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
-        ids = InitProducerIdResponse[2].decode(sock.recv(size, socket.MSG_WAITALL), header=True)
+    with WireClient(server.port, client_id="dup-test") as sock:
+        ids = sock.call(InitProducerIdRequest[2](transactional_id=None, transaction_timeout_ms=1000),
+                        InitProducerIdResponse[2])
         offsets = []
         for seq in (0, 3):
             batch = build_batch([Record(i, 1000, None, b"s%d" % (seq + i)) for i in range(3)],
@@ -144,7 +137,7 @@ def test_duplicate_retries_of_an_idempotent_producer_write_nothing(server):
             request = ProduceRequest[9](transactional_id=None, acks=-1, timeout_ms=1000, topic_data=[
                 topic(name="dups", partition_data=[topic.PartitionProduceData(index=0, records=batch)])])
             for attempt in range(3):  # the first send and two retries of the same batch
-                response = _send(sock, request, 10 + seq + attempt)
+                response = sock.call(request, ProduceResponse[9], 10 + seq + attempt)
                 part = response.responses[0].partition_responses[0]
                 assert part.error_code == 0
                 offsets.append(part.base_offset)
@@ -155,7 +148,8 @@ def test_duplicate_retries_of_an_idempotent_producer_write_nothing(server):
 
 @pytest.mark.slow
 def test_a_transaction_left_open_across_a_restart_is_aborted_at_its_timeout(tmp_path):
-    with KafkaServer(tmp_path, port=0, config=CONFIG) as srv:
+    clock = ManualClock(time.time_ns() // 1_000_000)  # stands still until the test moves it
+    with KafkaServer(tmp_path, port=0, config=CONFIG, clock=clock) as srv:
         producer = Producer({"bootstrap.servers": srv.bootstrap_servers, "transactional.id": "stuck",
                              "transaction.timeout.ms": 1500})
         producer.init_transactions(10)
@@ -165,12 +159,11 @@ def test_a_transaction_left_open_across_a_restart_is_aborted_at_its_timeout(tmp_
         plain = Producer({"bootstrap.servers": srv.bootstrap_servers})
         plain.produce("stuck", value=b"visible")
         plain.flush(10)
-    with KafkaServer(tmp_path, port=0, config=CONFIG) as srv:
+    with KafkaServer(tmp_path, port=0, config=CONFIG, clock=clock) as srv:
         log = srv.manager.get("stuck", 0)
         assert log.last_stable_offset == 0  # the open transaction holds consumers back
-        deadline = time.monotonic() + 15
-        while log.last_stable_offset < log.log_end_offset and time.monotonic() < deadline:
-            time.sleep(0.2)
+        clock.advance(1501)  # past the transaction's timeout, however long the restart took
+        srv.check_timers()
         assert log.last_stable_offset == log.log_end_offset
         assert read_all(srv.bootstrap_servers, "stuck", committed=True, idle_s=1) == [b"visible"]
 
@@ -330,13 +323,6 @@ def test_kafka_python_consume_transform_produce_commits_exactly_once(server):
     check.close()
 
 
-def call(sock: socket.socket, request, response_cls):
-    request.with_header(correlation_id=1, client_id="txn-wire")
-    sock.sendall(request.encode(header=True, framed=True))
-    size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
-    return response_cls.decode(sock.recv(size, socket.MSG_WAITALL), header=True)
-
-
 def test_markers_that_cannot_be_written_are_retried_and_the_decision_stands(server):
     from kafka.protocol.admin import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
     from kafka.protocol.producer import (
@@ -354,32 +340,30 @@ def test_markers_that_cannot_be_written_are_retried_and_the_decision_stands(serv
 
     def max_message_bytes(value: str | None) -> int:
         op = resource.AlterableConfig(name="max.message.bytes", config_operation=0 if value else 1, value=value)
-        return call(sock, IncrementalAlterConfigsRequest[1](resources=[resource(
+        return sock.call(IncrementalAlterConfigsRequest[1](resources=[resource(
             resource_type=2, resource_name="marked", configs=[op])], validate_only=False),
             IncrementalAlterConfigsResponse[1]).responses[0].error_code
 
-    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
-        init = call(sock, InitProducerIdRequest[3](transactional_id="marked-tx", transaction_timeout_ms=60_000,
+    with WireClient(server.port, client_id="txn-wire") as sock:
+        init = sock.call(InitProducerIdRequest[3](transactional_id="marked-tx", transaction_timeout_ms=60_000,
                                                    producer_id=-1, producer_epoch=-1), InitProducerIdResponse[3])
         ids = {"transactional_id": "marked-tx", "producer_id": init.producer_id, "producer_epoch": init.producer_epoch}
         add = AddPartitionsToTxnRequest[3].AddPartitionsToTxnTopic
-        call(sock, AddPartitionsToTxnRequest[3](**{f"v3_and_below_{k}": v for k, v in ids.items()},
+        sock.call(AddPartitionsToTxnRequest[3](**{f"v3_and_below_{k}": v for k, v in ids.items()},
                                                 v3_and_below_topics=[add(name="marked", partitions=[0])]),
              AddPartitionsToTxnResponse[3])
         log.append(bytearray(build_batch([Record(0, int(time.time() * 1000), None, b"in the txn")],
                                          producer_id=init.producer_id, producer_epoch=init.producer_epoch,
                                          base_sequence=0, is_transactional=True)))
         assert max_message_bytes("0") == 0  # no marker fits now
-        assert call(sock, EndTxnRequest[3](**ids, committed=True), EndTxnResponse[3]).error_code == 0
+        assert sock.call(EndTxnRequest[3](**ids, committed=True), EndTxnResponse[3]).error_code == 0
         assert log.last_stable_offset == 0  # decided, not yet marked
-        assert call(sock, EndTxnRequest[3](**ids, committed=True), EndTxnResponse[3]).error_code == 51
-        again = call(sock, InitProducerIdRequest[3](transactional_id="marked-tx", transaction_timeout_ms=60_000,
+        assert sock.call(EndTxnRequest[3](**ids, committed=True), EndTxnResponse[3]).error_code == 51
+        again = sock.call(InitProducerIdRequest[3](transactional_id="marked-tx", transaction_timeout_ms=60_000,
                                                     producer_id=-1, producer_epoch=-1), InitProducerIdResponse[3])
         assert again.error_code == 51  # CONCURRENT_TRANSACTIONS until its markers are written
         assert max_message_bytes(None) == 0
-        deadline = time.monotonic() + 10
-        while log.last_stable_offset < log.log_end_offset and time.monotonic() < deadline:
-            time.sleep(0.1)
+        server.check_timers()  # the coordinator's next try
         assert log.last_stable_offset == log.log_end_offset == 2
-        assert call(sock, EndTxnRequest[3](**ids, committed=True), EndTxnResponse[3]).error_code == 0
+        assert sock.call(EndTxnRequest[3](**ids, committed=True), EndTxnResponse[3]).error_code == 0
     assert read_all(server.bootstrap_servers, "marked", committed=True) == [b"in the txn"]

@@ -4,7 +4,6 @@ requests spanning partitions, request headers with tagged fields."""
 
 from __future__ import annotations
 
-import socket
 import struct
 import threading
 import time
@@ -21,23 +20,12 @@ from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
 from logstore.records import Record, build_batch, iter_batches
 from logstore.server import KafkaServer
+from tests.support.wire import WireClient
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    with KafkaServer(tmp_path_factory.mktemp("wire"), port=0) as srv:
-        srv.context.topics.create("wire", 1)
-        yield srv
-
-
-def send(sock: socket.socket, request, correlation_id: int) -> None:
-    request.with_header(correlation_id=correlation_id, client_id="wire")
-    sock.sendall(request.encode(header=True, framed=True))
-
-
-def receive(sock: socket.socket, response_cls):
-    size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
-    return response_cls.decode(sock.recv(size, socket.MSG_WAITALL), header=True)
+@pytest.fixture(scope="module", autouse=True)
+def wire_topic(module_server) -> None:
+    module_server.context.topics.create("wire", 1)
 
 
 def produce_request(acks: int, value: bytes, transactional: bool = False):
@@ -57,81 +45,81 @@ def fetch_request(offset: int, max_wait_ms: int, min_bytes: int = 1, isolation: 
                             forgotten_topics_data=[], rack_id="")
 
 
-def test_a_waiting_fetch_returns_as_soon_as_a_produce_lands(server):
-    end = server.manager.get("wire", 0).log_end_offset
-    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
-        timer = threading.Timer(0.3, lambda: _produce_elsewhere(server, b"wake up"))
+def test_a_waiting_fetch_returns_as_soon_as_a_produce_lands(module_server):
+    end = module_server.manager.get("wire", 0).log_end_offset
+    with WireClient(module_server.port) as sock:
+        timer = threading.Timer(0.3, lambda: _produce_elsewhere(module_server, b"wake up"))
         started = time.monotonic()
         timer.start()
-        send(sock, fetch_request(end, max_wait_ms=5000), 1)
-        response = receive(sock, FetchResponse[11])
+        sock.send(fetch_request(end, max_wait_ms=5000), 1)
+        response = sock.receive(FetchResponse[11])
         elapsed = time.monotonic() - started
     partition = response.responses[0].partitions[0]
     assert partition.error_code == 0 and len(partition.records) > 0
     assert 0.25 < elapsed < 4
 
 
-def test_a_fetch_with_nothing_to_return_waits_out_max_wait(server):
-    end = server.manager.get("wire", 0).log_end_offset
-    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+def test_a_fetch_with_nothing_to_return_waits_out_max_wait(module_server):
+    end = module_server.manager.get("wire", 0).log_end_offset
+    with WireClient(module_server.port) as sock:
         started = time.monotonic()
-        send(sock, fetch_request(end, max_wait_ms=400), 1)
-        response = receive(sock, FetchResponse[11])
+        sock.send(fetch_request(end, max_wait_ms=400), 1)
+        response = sock.receive(FetchResponse[11])
     assert time.monotonic() - started >= 0.35
     assert len(response.responses[0].partitions[0].records or b"") == 0
 
 
 @pytest.mark.parametrize("min_bytes", [0, -1, -2**31])
-def test_a_fetch_wanting_no_bytes_is_answered_at_once(server, min_bytes):
-    end = server.manager.get("wire", 0).log_end_offset
-    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+def test_a_fetch_wanting_no_bytes_is_answered_at_once(module_server, min_bytes):
+    end = module_server.manager.get("wire", 0).log_end_offset
+    with WireClient(module_server.port) as sock:
         started = time.monotonic()
-        send(sock, fetch_request(end, max_wait_ms=2**31 - 1, min_bytes=min_bytes), 1)
-        response = receive(sock, FetchResponse[11])
+        sock.send(fetch_request(end, max_wait_ms=2**31 - 1, min_bytes=min_bytes), 1)
+        response = sock.receive(FetchResponse[11])
     assert time.monotonic() - started < 2
     assert response.responses[0].partitions[0].error_code == 0
 
 
-def test_a_fetch_of_no_partitions_is_answered_at_once(server):
+def test_a_fetch_of_no_partitions_is_answered_at_once(module_server):
     request = fetch_request(0, max_wait_ms=2**31 - 1)
     request.topics = []
-    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+    with WireClient(module_server.port) as sock:
         started = time.monotonic()
-        send(sock, request, 1)
-        response = receive(sock, FetchResponse[11])
+        sock.send(request, 1)
+        response = sock.receive(FetchResponse[11])
     assert time.monotonic() - started < 2
     assert response.error_code == 0 and response.responses == []
 
 
 def _produce_elsewhere(server, value: bytes) -> None:
-    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
-        send(sock, produce_request(1, value), 9)
-        assert receive(sock, ProduceResponse[7]).responses[0].partition_responses[0].error_code == 0
+    with WireClient(server.port) as sock:
+        sock.send(produce_request(1, value), 9)
+        assert sock.receive(ProduceResponse[7]).responses[0].partition_responses[0].error_code == 0
 
 
-def test_acks_zero_gets_no_answer_but_is_written(server):
-    log = server.manager.get("wire", 0)
+def test_acks_zero_gets_no_answer_but_is_written(module_server):
+    log = module_server.manager.get("wire", 0)
     before = log.log_end_offset
-    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
-        send(sock, produce_request(0, b"fire and forget"), 1)
-        send(sock, ApiVersionsRequest[1](), 2)  # the next answer on the wire is this one's
-        assert receive(sock, ApiVersionsResponse[1]).header.correlation_id == 2
+    with WireClient(module_server.port) as sock:
+        sock.send(produce_request(0, b"fire and forget"), 1)
+        sock.send(ApiVersionsRequest[1](), 2)  # the next answer on the wire is this one's
+        assert sock.receive(ApiVersionsResponse[1]).header.correlation_id == 2
     assert log.log_end_offset == before + 1
 
 
-def test_list_offsets_latest_is_the_lso_for_read_committed(server):
-    log = server.manager.get("wire", 0)
+def test_list_offsets_latest_is_the_lso_for_read_committed(module_server):
+    log = module_server.manager.get("wire", 0)
     batch = build_batch([Record(0, int(time.time() * 1000), None, b"open")], producer_id=900,
                         producer_epoch=0, base_sequence=0, is_transactional=True)
     log.append(bytearray(batch))
     topic = ListOffsetsRequest[5].ListOffsetsTopic
     answers = []
-    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+    with WireClient(module_server.port) as sock:
         for isolation in (0, 1):
-            send(sock, ListOffsetsRequest[5](replica_id=-1, isolation_level=isolation, topics=[
+            sock.send(ListOffsetsRequest[5](replica_id=-1, isolation_level=isolation, topics=[
                 topic(name="wire", partitions=[topic.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1,
                                                                            timestamp=-1)])]), isolation)
-            answers.append(receive(sock, ListOffsetsResponse[5]).topics[0].partitions[0].offset)
+            answers.append(sock.receive(ListOffsetsResponse[5]).topics[0].partitions[0].offset)
     assert answers == [log.high_watermark, log.last_stable_offset]
     assert answers[1] < answers[0]
 
@@ -145,9 +133,9 @@ def test_metadata_creates_topics_only_when_auto_creation_is_enabled(tmp_path):
     for enabled, partitions in ((False, 0), (True, 3)):
         config = {"auto.create.topics.enable": enabled, "num.partitions": 3}
         with KafkaServer(tmp_path / str(enabled), port=0, config=config) as srv, \
-                socket.create_connection(("127.0.0.1", srv.port), timeout=10) as sock:
-            send(sock, request, 1)
-            topic = receive(sock, MetadataResponse[8]).topics[0]
+                WireClient(srv.port) as sock:
+            sock.send(request, 1)
+            topic = sock.receive(MetadataResponse[8]).topics[0]
             assert (topic.error_code == 0) == enabled
             assert len(topic.partitions) == partitions
             assert ("wanted" in srv.context.topics) == enabled
@@ -157,22 +145,22 @@ def _values(log, offset: int = 0) -> list[bytes]:
     return [r.value for batch in iter_batches(log.read(offset, 1 << 20).records) for r in batch.records()]
 
 
-def test_one_produce_request_appends_each_partitions_own_records(server):
-    server.context.topics.create("multi", 2)
+def test_one_produce_request_appends_each_partitions_own_records(module_server):
+    module_server.context.topics.create("multi", 2)
     topic = ProduceRequest[9].TopicProduceData
     partitions = [topic.PartitionProduceData(index=i, records=build_batch([Record(0, int(time.time() * 1000), None,
                                                                                b"to %d" % i)]))
                   for i in (1, 0)]
-    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
-        send(sock, ProduceRequest[9](transactional_id=None, acks=-1, timeout_ms=1000,
+    with WireClient(module_server.port) as sock:
+        sock.send(ProduceRequest[9](transactional_id=None, acks=-1, timeout_ms=1000,
                                      topic_data=[topic(name="multi", partition_data=partitions)]), 3)
-        answers = receive(sock, ProduceResponse[9]).responses[0].partition_responses
+        answers = sock.receive(ProduceResponse[9]).responses[0].partition_responses
     assert [(a.index, a.error_code, a.base_offset) for a in answers] == [(1, 0, 0), (0, 0, 0)]
-    assert [_values(server.manager.get("multi", i)) for i in (0, 1)] == [[b"to 0"], [b"to 1"]]
+    assert [_values(module_server.manager.get("multi", i)) for i in (0, 1)] == [[b"to 0"], [b"to 1"]]
 
 
-def test_a_request_header_with_tagged_fields_and_a_long_client_id_is_read(server):
-    log = server.manager.get("wire", 0)
+def test_a_request_header_with_tagged_fields_and_a_long_client_id_is_read(module_server):
+    log = module_server.manager.get("wire", 0)
     end = log.log_end_offset
     client_id = b"c" * 3000
     header = struct.pack(">hhih", 0, 9, 41, len(client_id)) + client_id + b"\x01\x05\x02ok"  # one unknown tag
@@ -180,9 +168,9 @@ def test_a_request_header_with_tagged_fields_and_a_long_client_id_is_read(server
     batch = build_batch([Record(0, int(time.time() * 1000), None, b"tagged header")])
     body = ProduceRequest[9](transactional_id=None, acks=1, timeout_ms=1000, topic_data=[
         topic(name="wire", partition_data=[topic.PartitionProduceData(index=0, records=batch)])]).encode()
-    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
-        sock.sendall(struct.pack(">i", len(header) + len(body)) + header + body)
-        response = receive(sock, ProduceResponse[9])
+    with WireClient(module_server.port) as sock:
+        sock.sock.sendall(struct.pack(">i", len(header) + len(body)) + header + body)
+        response = sock.receive(ProduceResponse[9])
     assert response.header.correlation_id == 41
     assert response.responses[0].partition_responses[0].base_offset == end
     assert _values(log, end) == [b"tagged header"]

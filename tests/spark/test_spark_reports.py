@@ -18,9 +18,9 @@ from retention import apply_retention
 from spark_tools import compaction_report, retention_report, write_report
 from spark_tools.reports import local_report
 from spark_tools.topic_configs import TopicConfigs
+from tests.support.clock import NOW as T0
 from tests.support.paths import KAFKA_LOGDIR
 
-T0 = 1_700_000_000_000
 CONFIGS = {
     "orders": {"cleanup.policy": "compact", "segment.bytes": 1200,
                "min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": 10_000},

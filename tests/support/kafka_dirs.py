@@ -10,10 +10,10 @@ from pathlib import Path
 from logstore import Log
 from logstore.clock import ManualClock
 from logstore.records import Record, build_batch
+from tests.support.clock import NOW
 from tests.support.paths import KAFKA_SAMPLE
 
 SAMPLES = KAFKA_SAMPLE
-NOW = 1_700_000_000_000
 
 
 def kafka_sample(root: Path) -> Path:
