@@ -24,11 +24,14 @@ venv: $(WARM)
 demo: $(WARM)
 	$(PY) -m logstore.demo
 
+# One worker per core; tests in one xdist_group (all the Spark ones, tests/conftest.py) share a worker.
+PARALLEL := -n auto --dist loadgroup
+
 test: $(WARM)
-	$(PY) -m pytest -m "" tests
+	$(PY) -m pytest -m "" $(PARALLEL) tests
 
 test-quick: $(WARM)
-	$(PY) -m pytest -m "not slow and not spark" tests
+	$(PY) -m pytest -m "not slow and not spark" $(PARALLEL) tests
 
 bench: $(WARM)
 	$(PY) -m benchmarks.report
