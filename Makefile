@@ -24,8 +24,8 @@ venv: $(WARM)
 demo: $(WARM)
 	$(PY) -m logstore.demo
 
-# One worker per core; tests in one xdist_group (all the Spark ones, tests/conftest.py) share a worker.
-PARALLEL := -n auto --dist loadgroup
+# One pytest-xdist worker per core; each test file runs whole, in order, in one worker.
+PARALLEL := -n auto --dist loadfile
 
 test: $(WARM)
 	$(PY) -m pytest -m "" $(PARALLEL) tests

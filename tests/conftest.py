@@ -76,12 +76,3 @@ def wire() -> Iterator[Callable[..., WireClient]]:
     yield connect
     for client in opened:
         client.close()
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (`--dist loadgroup`) a module's tests run in one worker, in order,
-    sharing its module-scoped broker as in a serial run; every test that uses Spark runs in one
-    worker, so the session holds one local Spark JVM, not one per worker."""
-    for item in items:
-        spark = item.get_closest_marker("spark") or "spark" in getattr(item, "fixturenames", ())
-        item.add_marker(pytest.mark.xdist_group("spark" if spark else item.nodeid.split("::")[0]))
