@@ -10,7 +10,6 @@ Log opened by LogManager leaves the checkpoints to the manager.
 
 from __future__ import annotations
 
-import bisect
 import os
 import struct
 import threading
@@ -27,9 +26,9 @@ from logstore.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
-    fsync_dir,
     update_offsets_checkpoints,
 )
+from logstore.clean_shutdown import NO_BROKER_EPOCH, MarkerClaim
 from logstore.clock import Clock, SystemClock
 from logstore.config import TIMESTAMP_TYPE_LOG_APPEND, LogConfig
 from logstore.epoch import EPOCHS, LeaderEpochFileCache, epoch_argument
@@ -40,8 +39,9 @@ from logstore.errors import (
     ReadOnlyLogError,
     RecordTooLargeError,
 )
+from logstore.local_log import LocalLog
 from logstore.lock import DirectoryLock
-from logstore.log_files import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, parse_partition_dir
+from logstore.log_files import parse_partition_dir
 from logstore.log_loader import (
     LoadState,
     LogLoader,
@@ -60,9 +60,8 @@ from logstore.partition_state import PartitionState
 from logstore.producer_append import ORIGINS, AppendAnalysis, committed_batches
 from logstore.producer_state import ProducerStateManager
 from logstore.records import Record, RecordBatch
-from logstore.records.header import LOG_OVERHEAD, NO_TIMESTAMP, SIZE_FIELD, SIZE_OFFSET
+from logstore.records.header import NO_TIMESTAMP
 from logstore.segment import LogSegment, TimestampAndOffset
-from logstore.segment_options import SegmentOptions, roll_jitter_ms
 from logstore.topic_configs import ORIGIN_GIVEN, resolve_log_config
 
 # ListOffsets special timestamps (Kafka's ListOffsetsRequest).
@@ -108,9 +107,7 @@ class Log:
         self._lock = threading.RLock()
         self._dir_lock: DirectoryLock | None = None
         self._state: PartitionState | None = None  # built by open() once the directory is locked
-        self._segments: list[LogSegment] = []
-        self._base_offsets: list[int] = []
-        self._pending_deletes: list[tuple[int, LogSegment | Path]] = []
+        self._local = LocalLog(directory, config, clock, self._name)
         self._log_start_offset = 0
         self._log_end_offset = 0
         self._recovery_point = 0
@@ -121,6 +118,7 @@ class Log:
         self._on_start_offset_change: Callable[[Log], None] | None = None
         self._recovered_bytes = 0
         self._had_clean_shutdown = False
+        self._marker: MarkerClaim | None = None  # a standalone writer's hold on .kafka_cleanshutdown
         self._input = AppendInput()
         self.high_watermark_follows_log_end = True
 
@@ -154,6 +152,7 @@ class Log:
         try:
             if load_state is None:
                 load_state = LoadState.from_parent_dir(directory, log.topic, log.partition)
+                log._marker = None if read_only else MarkerClaim(directory.parent, load_state)
             else:
                 log._standalone = False
             log._load(load_state)
@@ -167,22 +166,13 @@ class Log:
                                      producer_id_expiration_ms=self._config.producer_id_expiration_ms)
         loaded = LogLoader(self._dir, self._config, self._clock, self._read_only, self._state,
                            load_state).load()
-        self._set_segments(loaded.segments)
+        self._local.set_segments(loaded.segments)
         self._log_start_offset = loaded.log_start_offset
         self._log_end_offset = loaded.log_end_offset
         self._recovery_point = loaded.recovery_point
         self._high_watermark = loaded.log_end_offset
         self._recovered_bytes = loaded.recovered_bytes
         self._had_clean_shutdown = load_state.clean_shutdown
-
-    def _new_segment(self, base_offset: int) -> LogSegment:
-        return LogSegment.create(self._dir, base_offset, SegmentOptions.of(
-            self._config, self._clock, roll_jitter_ms=roll_jitter_ms(self._config)))
-
-    def _set_segments(self, segments: list[LogSegment]) -> None:
-        # Copy-on-write: readers keep the list they started with.
-        self._segments = sorted(segments, key=lambda s: s.base_offset)
-        self._base_offsets = [s.base_offset for s in self._segments]
 
     # ------------------------------------------------------------------ properties
 
@@ -203,7 +193,7 @@ class Log:
 
     @config.setter
     def config(self, config: LogConfig | dict[str, Any]) -> None:
-        self._config = LogConfig.coerce(config)
+        self._config = self._local.config = LogConfig.coerce(config)
         self._checks, self._max_segment_ms, self._limits = append_reads(self._config)
         self.config_origin = ORIGIN_GIVEN
 
@@ -225,12 +215,12 @@ class Log:
     @property
     def segments(self) -> list[LogSegment]:
         """Live segments ordered by base offset; the last is the active segment."""
-        return list(self._segments)
+        return list(self._local.segments)
 
     @property
     def active_segment(self) -> LogSegment:
         """The segment appends go to."""
-        return self._segments[-1]
+        return self._local.segments[-1]
 
     @property
     def log_start_offset(self) -> int:
@@ -260,7 +250,7 @@ class Log:
     @property
     def size(self) -> int:
         """Total bytes of the live segments."""
-        return sum(s.size for s in self._segments)
+        return self._local.size
 
     @property
     def unflushed_messages(self) -> int:
@@ -310,7 +300,7 @@ class Log:
             config = self._config
             now = self._clock.time_ms()
             data, size = self._input.to_buffer(records, now, config)
-            start, table, active = self._log_end_offset, self._input.table, self._segments[-1]
+            start, table, active = self._log_end_offset, self._input.table, self._local.segments[-1]
             result = leader_append.append(data, size, table, self._input.validated, self._limits, active, start,
                                           leader_epoch, origin == "client", now,
                                           leader_epoch < 0 or self._state.epochs.covers(leader_epoch, start))
@@ -373,7 +363,7 @@ class Log:
             raise RecordTooLargeError(
                 f"message batch size is {size} bytes in append to {self.name}, "
                 f"which exceeds the maximum configured segment size of {config.segment_bytes}")
-        segment = self._segments[-1]
+        segment = self._local.segments[-1]
         if segment.should_roll(config.segment_bytes, self._max_segment_ms, size, validated.max_timestamp,
                                validated.last_offset, now_ms):
             segment = self._roll(roll_offset(validated))
@@ -395,15 +385,9 @@ class Log:
 
     def _roll(self, expected_next_offset: int) -> LogSegment:
         new_offset = max(expected_next_offset, self._log_end_offset)
-        active = self._segments[-1]
-        if active.base_offset == new_offset and active.size == 0:
-            return active  # rolling an empty segment onto itself changes nothing
-        if new_offset < active.base_offset:
-            raise InvalidRecordError(
-                f"cannot roll {self._dir} to offset {new_offset} below the active segment {active.base_offset}")
-        active.on_become_inactive_segment()
-        segment = self._new_segment(new_offset)
-        self._set_segments([*self._segments, segment])
+        segment = self._local.roll(new_offset)
+        if segment is None:
+            return self._local.segments[-1]  # rolling an empty segment onto itself changes nothing
         self._state.rolled(segment)
         # Kafka flushes the rolled segments right after a roll (asynchronously); so do we.
         self._flush_to(new_offset)
@@ -419,12 +403,7 @@ class Log:
     def _flush_to(self, offset: int) -> None:
         if offset <= self._recovery_point:
             return
-        start = max(bisect.bisect_right(self._base_offsets, self._recovery_point) - 1, 0)
-        for segment in self._segments[start:]:
-            if segment.base_offset >= offset:
-                break
-            segment.flush()
-        fsync_dir(self._dir)
+        self._local.flush(self._recovery_point, offset)
         self._recovery_point = offset
         self._last_flush_ms = self._clock.time_ms()
         if self._standalone:
@@ -472,29 +451,14 @@ class Log:
             empty = FetchResult(b"", offset, hw, start, end)
             if offset >= limit:
                 return empty
-            i = max(bisect.bisect_right(self._base_offsets, offset) - 1, 0)
-            while i < len(self._segments):
-                segment = self._segments[i]
-                max_position = None
-                if limit < end:
-                    mapping = segment.translate_offset(limit)
-                    max_position = mapping.position if mapping is not None else None
-                try:
-                    result = segment.read(offset, max_bytes, max_position, min_one_batch)
-                except LogClosedError:
-                    raise OffsetOutOfRangeError(
-                        f"offset {offset} of {self.topic}-{self.partition} was deleted during the read") from None
-                if result is not None:
-                    data = _complete_prefix(result.data)
-                    if not data:
-                        return empty
-                    first = _INT64.unpack_from(data, 0)[0]
-                    aborted = ()
-                    if isolation == "read_committed":
-                        aborted = self._state.aborted_transactions(self._segments, offset, limit)
-                    return FetchResult(data, first, hw, start, end, aborted)
-                i += 1
-            return empty
+            found = self._local.read(offset, max_bytes, limit, end, min_one_batch)
+            if found is None:
+                return empty
+            data, first = found
+            aborted = ()
+            if isolation == "read_committed":
+                aborted = self._state.aborted_transactions(self._local.segments, offset, limit)
+            return FetchResult(data, first, hw, start, end, aborted)
 
     @property
     def producer_state(self) -> ProducerStateManager:
@@ -566,13 +530,10 @@ class Log:
             if timestamp == LATEST_TIMESTAMP:
                 return TimestampAndOffset(NO_TIMESTAMP, self._log_end_offset, self._state.epochs.latest_epoch())
             if timestamp == MAX_TIMESTAMP:
-                return _max_timestamp_offset(self._segments)
+                return self._local.max_timestamp_offset()
             if timestamp < 0:
                 raise ValueError(f"unsupported special timestamp {timestamp}")
-            for segment in self._segments:
-                if segment.largest_timestamp >= timestamp:
-                    return segment.find_offset_by_timestamp(timestamp, self._log_start_offset)
-            return None
+            return self._local.offset_for_timestamp(timestamp, self._log_start_offset)
 
     # ------------------------------------------------------------------ truncation
 
@@ -587,24 +548,16 @@ class Log:
                 # As Kafka: a leader may have stamped an epoch at the log end without appending.
                 self._state.epochs.truncate_from_end(self._log_end_offset)
                 return False
-            if self._segments[0].base_offset > offset:
+            if self._local.segments[0].base_offset > offset:
                 self._truncate_fully(offset)
                 return True
-            keep = [s for s in self._segments if s.base_offset <= offset]
-            doomed = [s for s in self._segments if s.base_offset > offset]
-            if doomed:
-                self._set_segments(keep)
-                self._schedule_deletes(doomed)
-            active = self._segments[-1]
-            active.truncate_to(offset)
-            active.resize_indexes(self._config.segment_index_bytes)
-            self._log_end_offset = active.read_next_offset()
+            self._log_end_offset = self._local.truncate_to(offset, self._schedule_deletes)
             old_start = self._log_start_offset
             # Kafka lowers the start to `offset`; the batch holding the start may be gone too.
             self._log_start_offset = min(offset, old_start, self._log_end_offset)
             self._recovery_point = min(self._recovery_point, self._log_end_offset)
             self._high_watermark = min(self._high_watermark, self._log_end_offset)
-            self._state.truncated(self._segments, self._log_start_offset, self._log_end_offset)
+            self._state.truncated(self._local.segments, self._log_start_offset, self._log_end_offset)
             if self._log_start_offset != old_start:
                 self._start_offset_changed()
             return True
@@ -616,16 +569,12 @@ class Log:
             self._truncate_fully(offset)
 
     def _truncate_fully(self, offset: int) -> None:
-        doomed = list(self._segments)
-        for segment in doomed:
-            segment.change_file_suffixes("", DELETED_SUFFIX)
-        self._set_segments([self._new_segment(offset)])
-        self._schedule_deletes(doomed, renamed=True)
+        self._schedule_deletes(self._local.truncate_fully(offset), renamed=True)
         self._log_end_offset = offset
         self._log_start_offset = offset
         self._recovery_point = offset
         self._high_watermark = offset
-        self._state.truncated(self._segments, offset, offset)
+        self._state.truncated(self._local.segments, offset, offset)
         self._state.start_offset_changed(offset)
         self._start_offset_changed()
 
@@ -675,37 +624,29 @@ class Log:
         Returns the number of segments removed."""
         with self._lock:
             self._require_writable(f"delete segments ({reason})")
+            segments = list(segments)
             targets = {s.base_offset for s in segments}
-            doomed = [s for s in self._segments if s.base_offset in targets]
+            if self._local.segments[-1].base_offset in targets:
+                self._roll(self._log_end_offset)
+            doomed = self._local.remove_segments(segments)
             if not doomed:
                 return 0
-            if self._segments[-1] in doomed:
-                self._roll(self._log_end_offset)
-            self._set_segments([s for s in self._segments if s not in doomed])
             self._schedule_deletes(doomed)
-            first = self._segments[0].base_offset
+            first = self._local.segments[0].base_offset
             if first > self._log_start_offset:
                 self._set_log_start_offset(first)
             return len(doomed)
 
     def _schedule_deletes(self, segments: list[LogSegment], *, renamed: bool = False) -> None:
-        if not renamed:
-            for segment in segments:
-                segment.change_file_suffixes("", DELETED_SUFFIX)
-        snapshots = self._state.segments_deleted(segments, set(self._base_offsets))
-        due = self._clock.time_ms() + self._config.file_delete_delay_ms
-        self._pending_deletes.extend((due, s) for s in segments)
-        self._pending_deletes.extend((due, path) for path in snapshots)
-        if self._config.file_delete_delay_ms == 0:
+        snapshots = self._state.segments_deleted(segments, set(self._local.base_offsets))
+        if self._local.schedule_deletes(segments, snapshots, renamed=renamed):
             self.delete_expired_files()
 
     def delete_expired_files(self, now_ms: int | None = None) -> int:
-        """Physically delete `.deleted` segments (and their `.snapshot.deleted` files) whose
-        delay has passed; returns how many."""
+        """Delete `.deleted` segments (and their `.snapshot.deleted` files) whose delay passed; returns how many."""
         now = self._clock.time_ms() if now_ms is None else now_ms
         with self._lock:
-            due = [s for t, s in self._pending_deletes if t <= now]
-            self._pending_deletes = [(t, s) for t, s in self._pending_deletes if t > now]
+            due = self._local.take_expired(now)
         for item in due:
             if isinstance(item, LogSegment):
                 item.delete()
@@ -723,7 +664,7 @@ class Log:
     @property
     def pending_deletes(self) -> list[LogSegment]:
         """Segments renamed `.deleted` and waiting for `file.delete.delay.ms`."""
-        return [s for _, s in self._pending_deletes if isinstance(s, LogSegment)]
+        return self._local.pending_deletes
 
     def replace_segments(self, new_segments: Sequence[LogSegment], old_segments: Sequence[LogSegment]) -> None:
         """Swap cleaned segments (files ending `.cleaned`) in for `old_segments`, crash-safely:
@@ -731,20 +672,7 @@ class Log:
         A crash at any step reopens to either the old or the new segments."""
         with self._lock:
             self._require_writable("replace segments")
-            new_sorted = sorted(new_segments, key=lambda s: s.base_offset)
-            live = set(self._base_offsets)
-            old_sorted = sorted((s for s in old_segments if s.base_offset in live), key=lambda s: s.base_offset)
-            for segment in reversed(new_sorted):
-                segment.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
-            fsync_dir(self._dir)
-            new_bases = {s.base_offset for s in new_sorted}
-            old_ids = {id(s) for s in old_sorted}
-            remaining = [s for s in self._segments if id(s) not in old_ids and s.base_offset not in new_bases]
-            self._set_segments(remaining + list(new_sorted))
-            self._schedule_deletes(old_sorted)
-            for segment in new_sorted:
-                segment.change_file_suffixes(SWAP_SUFFIX, "")
-            fsync_dir(self._dir)
+            self._local.swap_in(new_segments, old_segments, self._schedule_deletes)
 
     # ------------------------------------------------------------------ checkpoints and close
 
@@ -754,24 +682,24 @@ class Log:
                   REPLICATION_OFFSET_CHECKPOINT: self._high_watermark}
         update_offsets_checkpoints(self._dir.parent, self.topic, self.partition, {n: values[n] for n in names})
 
-    def close(self) -> None:
-        """Flush, write the final time-index entries, trim indexes, write checkpoints (when
-        standalone) and release the directory. Idempotent."""
+    def close(self, *, broker_epoch: int = NO_BROKER_EPOCH) -> None:
+        """Flush, close segments, write checkpoints and (standalone) a clean-shutdown marker naming `broker_epoch`."""
         with self._lock:
             if self._closed:
                 return
             if not self._read_only:
                 self._state.closing(self._log_end_offset)
                 self._flush_to(self._log_end_offset)
-            for segment in self._segments:
-                segment.close()
+            self._local.close()
             if not self._read_only and self._standalone:
                 self._write_parent_checkpoints(
                     RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT)
             self._closed = True
-            self._release()
+            self._release(broker_epoch)
 
-    def _release(self) -> None:
+    def _release(self, broker_epoch: int | None = None) -> None:
+        if self._marker is not None:  # last: the marker vouches for every write before it
+            self._marker.release(broker_epoch)
         if self._dir_lock is not None:
             self._dir_lock.release()
             self._dir_lock = None
@@ -784,32 +712,5 @@ class Log:
 
     def __repr__(self) -> str:
         return (f"Log({str(self._dir)!r}, start={self._log_start_offset}, end={self._log_end_offset}, "
-                f"segments={len(self._segments)})")
+                f"segments={len(self._local.segments)})")
 
-
-def _max_timestamp_offset(segments: list[LogSegment]) -> TimestampAndOffset | None:
-    """ListOffsets MAX_TIMESTAMP: the first record holding the log's largest timestamp."""
-    best = max(segments, key=lambda s: s.max_timestamp_so_far)  # first of the maxima
-    target = best.max_timestamp_so_far
-    if target < 0:
-        return None
-    position = best.offset_index.lookup(best.offset_of_max_timestamp).position
-    for batch in best.iter_batches(position):
-        if batch.max_timestamp == target:
-            cols = batch.columns()
-            hits = np.flatnonzero(cols.timestamp == target)
-            if hits.size:
-                epoch = batch.partition_leader_epoch
-                return TimestampAndOffset(target, int(cols.offset[hits[0]]), epoch if epoch >= 0 else None)
-    return None
-
-
-def _complete_prefix(data: bytes) -> bytes | memoryview:
-    """`data` without a trailing partial batch (a read cut short by max_bytes), not copied."""
-    position, total = 0, len(data)
-    while position + LOG_OVERHEAD <= total:
-        size = SIZE_FIELD.unpack_from(data, position + SIZE_OFFSET)[0] + LOG_OVERHEAD
-        if position + size > total:
-            break
-        position += size
-    return data if position == total else memoryview(data)[:position]

@@ -58,7 +58,14 @@ class LogLike(Protocol):
 
     def assign_epoch_start_offset(self, leader_epoch: int, start_offset: int) -> None: ...
 
-    def close(self) -> None: ...
+    @property
+    def had_clean_shutdown(self) -> bool:
+        """True when it was opened after a clean stop (the clean-shutdown marker was there)."""
+        ...
+
+    def close(self, *, broker_epoch: int = ...) -> None:
+        """A clean stop, leaving the clean-shutdown marker naming `broker_epoch` where it owns one."""
+        ...
 
 
 class SegmentedLogLike(LogLike, Protocol):

@@ -28,11 +28,11 @@ from logstore.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
-    atomic_write,
     fsync_dir,
     read_offsets_checkpoint,
     write_offsets_checkpoint,
 )
+from logstore.clean_shutdown import write_marker
 from logstore.clock import Clock, SystemClock
 from logstore.config import LONG_MAX, LogConfig
 from logstore.errors import InvalidTopicError, LogClosedError, ReservedTopicError
@@ -60,7 +60,6 @@ from logstore.topic_configs import (
     store_topic_configs,
 )
 
-CLEAN_SHUTDOWN_CONTENT = b'{"broker_epoch":"-1","version":"0"}'
 # How often the delayed-delete task looks for `.deleted` segments and `-delete` directories
 # whose `file.delete.delay.ms` has passed (Kafka schedules one task per file instead).
 DELETE_CHECK_INTERVAL_MS = 1000
@@ -464,8 +463,7 @@ class LogManager:
             for log in logs:
                 log.close()
             self._write_checkpoints()
-            # Kafka's CleanShutdownFileHandler JSON (HashMap order); no broker epoch here.
-            atomic_write(self._dir / CLEAN_SHUTDOWN_FILE, CLEAN_SHUTDOWN_CONTENT)
+            write_marker(self._dir)  # no broker epoch here: a LogManager registers with no controller
             self._closed = True
             self._dir_lock.release()
 

@@ -1,15 +1,20 @@
 """Replication: leader/follower partitions, high watermark, ISR, leader epochs, and cluster helpers."""
 
 from logstore.replication.assignment import assign_replicas, rack_alternated_brokers
+from logstore.replication.brokers import BrokerRegistration, BrokerRegistry
 from logstore.replication.controller import Controller
 from logstore.replication.election import (
     Election,
+    ReplicaLogInfo,
+    UncleanRecoveryStrategy,
     controlled_shutdown_leader,
     eligible_leader_replicas,
     isr_after_fencing,
+    last_known_elr,
     offline_partition_leader,
     preferred_replica_leader,
     reassigned_partition_leader,
+    unclean_recovery_leader,
 )
 from logstore.replication.follower import Follower, Step, truncation_offset
 from logstore.replication.partition import (
@@ -33,6 +38,8 @@ __all__ = [
     "ACKS_ALL",
     "LEADER_OFFSET_INCREMENTED",
     "AppendHandle",
+    "BrokerRegistration",
+    "BrokerRegistry",
     "Controller",
     "Election",
     "EpochEndOffset",
@@ -42,17 +49,21 @@ __all__ = [
     "InProcessTransport",
     "Partition",
     "PartitionServer",
+    "ReplicaLogInfo",
     "ReplicaState",
     "Step",
     "TcpTransport",
     "Transport",
+    "UncleanRecoveryStrategy",
     "assign_replicas",
     "controlled_shutdown_leader",
     "eligible_leader_replicas",
     "isr_after_fencing",
+    "last_known_elr",
     "offline_partition_leader",
     "preferred_replica_leader",
     "rack_alternated_brokers",
     "reassigned_partition_leader",
     "truncation_offset",
+    "unclean_recovery_leader",
 ]

@@ -1,5 +1,5 @@
 """Partition leader election strategies (seed 004, as Kafka's controller applies them), with
-Kafka 4.0's eligible leader replicas (KIP-966).
+Kafka 4.0's eligible leader replicas (KIP-966), the last-known ELR and unclean recovery.
 
 Pure functions over the assigned replicas (AR), the ISR, the eligible leader replicas (ELR)
 and the live brokers. A replica may lead if it is live and in the ISR, or, when the ISR is
@@ -9,8 +9,11 @@ returns an ``Election`` whose ``leader`` is None when no replica qualifies.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
+
+from logstore.errors import InvalidConfigError
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,3 +103,79 @@ def eligible_leader_replicas(
     if len(new_isr) >= min_insync_replicas:
         return frozenset()
     return frozenset((set(elr) | set(isr)) - set(new_isr) - set(unclean_shutdown))
+
+
+class UncleanRecoveryStrategy(StrEnum):
+    """Kafka's `unclean.recovery.strategy` (KIP-966): what to do when no ISR or ELR replica may lead."""
+
+    NONE = "None"  # stay offline (the rules before KIP-966)
+    BALANCED = "Balanced"  # wait for every last-known ELR replica, elect the longest log
+    AGGRESSIVE = "Aggressive"  # elect the longest log among the replicas that are up
+
+    @classmethod
+    def of(cls, value: str | UncleanRecoveryStrategy | None, *,
+           unclean_leader_election_enable: bool = False) -> UncleanRecoveryStrategy:
+        """The strategy named `value`; unset, `unclean.leader.election.enable` decides, as Kafka
+        maps it with ELR on: true is Aggressive, false Balanced. InvalidConfigError otherwise."""
+        if value is None:
+            return cls.AGGRESSIVE if unclean_leader_election_enable else cls.BALANCED
+        for strategy in cls:
+            if str(value).lower() == strategy.value.lower():
+                return strategy
+        raise InvalidConfigError(f"unclean.recovery.strategy must be one of "
+                                 f"{[s.value for s in cls]}, not {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaLogInfo:
+    """What a replica tells the controller of its log (KIP-966's GetReplicaLogInfo)."""
+
+    replica: int
+    last_epoch: int  # the latest leader epoch in its epoch cache (-1: none)
+    log_end_offset: int
+
+
+def last_known_elr(
+    isr: Collection[int], new_isr: Collection[int], elr: Collection[int], new_elr: Collection[int],
+    last_known: Collection[int], *, min_insync_replicas: int,
+) -> frozenset[int]:
+    """The last-known ELR once the ISR changes from `isr` to `new_isr` (Kafka's
+    maybePopulateTargetElr): empty while the ISR holds min.insync.replicas; below that, every
+    replica that was in the ISR or ELR since and is in neither now (e.g. it left the ELR after
+    an unclean shutdown), so unclean recovery knows whose logs to wait for."""
+    if len(new_isr) >= min_insync_replicas:
+        return frozenset()
+    return frozenset((set(last_known) | set(elr) | set(isr)) - set(new_isr) - set(new_elr))
+
+
+def _longest_log(assignment: Sequence[int], logs: Mapping[int, ReplicaLogInfo]) -> int | None:
+    """The replica whose log is longest by (last epoch, log end offset); ties go to AR order."""
+    best: int | None = None
+    for replica in assignment:
+        info = logs.get(replica)
+        if info is not None and (best is None or (info.last_epoch, info.log_end_offset) >
+                                 (logs[best].last_epoch, logs[best].log_end_offset)):
+            best = replica
+    return best
+
+
+def unclean_recovery_leader(
+    assignment: Sequence[int], isr: Collection[int], elr: Collection[int], last_known: Collection[int],
+    logs: Mapping[int, ReplicaLogInfo], *, strategy: UncleanRecoveryStrategy,
+) -> Election:
+    """KIP-966's unclean recovery for a partition no ISR or ELR replica can lead; `logs` holds
+    the answers of the live replicas. Balanced acts only once the ISR and ELR are empty and
+    every last-known ELR replica (every assigned one, if none is known) has answered; Aggressive
+    acts on whatever answered. Either elects the longest log among the answers (a replica with
+    a later epoch, or the same epoch and more offsets, holds every committed record the others
+    hold); None never elects. The outcome is unclean: records may be lost."""
+    if strategy is UncleanRecoveryStrategy.NONE:
+        return Election(None, tuple(isr))
+    if strategy is UncleanRecoveryStrategy.BALANCED:
+        waiting_for = set(last_known) or set(assignment)
+        if isr or elr or not waiting_for <= set(logs):
+            return Election(None, tuple(isr))
+    leader = _longest_log(assignment, logs)
+    if leader is None:
+        return Election(None, tuple(isr))
+    return Election(leader, (leader,), unclean=True)

@@ -173,7 +173,7 @@ class Follower:
             last_epoch = UNDEFINED_EPOCH if latest is None else latest
         request = FetchRequest(partition.topic, partition.partition, partition.replica_id, log.log_end_offset,
                                self.max_bytes, UNDEFINED_EPOCH if self.truncate_to_hw else epoch, last_epoch,
-                               log.log_start_offset)
+                               log.log_start_offset, partition.broker_epoch)
         try:
             response = self.transport.fetch(leader_id, request)
         except FetchOffsetOutOfRangeError as exc:

@@ -21,6 +21,7 @@ from logstore.checkpoint import (
     read_offsets_checkpoint,
     write_offsets_checkpoint,
 )
+from logstore.clean_shutdown import NO_BROKER_EPOCH, read_marker
 from logstore.clock import Clock
 from logstore.config import LogConfig
 from logstore.epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochFileCache
@@ -78,6 +79,7 @@ class ReplicaState:
     last_fetch_time_ms: int = 0
     last_caught_up_time_ms: int = 0
     last_fetch_leader_log_end_offset: int = UNKNOWN_OFFSET
+    broker_epoch: int = NO_BROKER_EPOCH  # of the broker that sent the last fetch (KIP-903)
 
     def is_caught_up(self, leader_end_offset: int, now_ms: int, max_lag_ms: int) -> bool:
         """At the leader's LEO, or caught up to it within the last `max_lag_ms`."""
@@ -145,7 +147,9 @@ class Partition:
 
     `retention` (e.g. retention.apply_retention) runs on the log when a fetch moves its log
     start offset, deleting the segments wholly below it at once; without it they stay until
-    the next retention pass.
+    the next retention pass. `previous_broker_epoch` is what the data directory's clean-shutdown
+    marker named when the log was opened (`Partition.open` reads it); left out, a clean stop
+    counts as unclean at registration, which is safe (the replica only leaves the ELR).
     """
 
     def __init__(
@@ -156,12 +160,15 @@ class Partition:
         clock: Clock | None = None,
         on_isr_change: IsrChangeCallback | None = None,
         retention: RetentionPass | None = None,
+        previous_broker_epoch: int = NO_BROKER_EPOCH,
     ):
         self.log = log
         self.replica_id = replica_id
         self.clock = clock or log.clock
         self.on_isr_change = on_isr_change
         self.retention = retention
+        self._previous_broker_epoch = previous_broker_epoch
+        self.broker_epoch = NO_BROKER_EPOCH  # set by the controller when the broker registers
         log.high_watermark_follows_log_end = False
         self.role: str | None = None
         self.leader_id: int | None = None
@@ -187,9 +194,12 @@ class Partition:
         retention: RetentionPass | None = None,
     ) -> Partition:
         """Open the partition directory `path` as a replica: a Log with producer state and the
-        leader-epoch cache, and the HW from the data directory's replication-offset-checkpoint."""
+        leader-epoch cache, the HW from the data directory's replication-offset-checkpoint and the
+        broker epoch of its clean-shutdown marker."""
+        marker_epoch = read_marker(Path(path).parent)  # before Log.open takes the marker away
         log = Log.open(path, config, clock=clock)
-        partition = cls(log, replica_id, clock=clock, on_isr_change=on_isr_change, retention=retention)
+        partition = cls(log, replica_id, clock=clock, on_isr_change=on_isr_change, retention=retention,
+                        previous_broker_epoch=NO_BROKER_EPOCH if marker_epoch is None else marker_epoch)
         checkpoint = read_offsets_checkpoint(log.dir.parent / REPLICATION_OFFSET_CHECKPOINT)
         log.high_watermark = checkpoint.get((log.topic, log.partition), 0)
         return partition
@@ -222,9 +232,21 @@ class Partition:
         return self.log.log_end_offset
 
     @property
+    def previous_broker_epoch(self) -> int:
+        """The broker epoch of the last clean stop (KIP-903), for registration: NO_BROKER_EPOCH
+        unless the log was opened after a clean shutdown."""
+        return self._previous_broker_epoch if self.log.had_clean_shutdown else NO_BROKER_EPOCH
+
+    @property
     def is_leader(self) -> bool:
         """True in the leader role."""
         return self.role == LEADER
+
+    def replica_broker_epoch(self, replica_id: int) -> int:
+        """The broker epoch the last fetch of `replica_id` carried (NO_BROKER_EPOCH: none known)."""
+        with self._lock:
+            state = self._remotes.get(replica_id)
+            return NO_BROKER_EPOCH if state is None else state.broker_epoch
 
     def remote_replica(self, replica_id: int) -> ReplicaState:
         """The leader's view of `replica_id` (a copy). NotLeaderOrFollowerError if unknown."""
@@ -410,10 +432,12 @@ class Partition:
         last_fetched_epoch: int = UNDEFINED_EPOCH,
         *,
         log_start_offset: int = UNKNOWN_OFFSET,
+        replica_epoch: int = NO_BROKER_EPOCH,
     ) -> FetchResponse:
         """A follower fetch: records from `fetch_offset` up to the LEO, the HW and the log start
         offset after the follower's state was updated; or the diverging epoch when
         `last_fetched_epoch` does not end at or after `fetch_offset` here (KIP-320).
+        `replica_epoch` is the follower's broker epoch, sent on with an ISR expansion (KIP-903).
 
         Raises NotLeaderOrFollowerError, FencedLeaderEpochError, UnknownLeaderEpochError and
         FetchOffsetOutOfRangeError (with the leader's log start and end offsets).
@@ -445,6 +469,7 @@ class Partition:
                     log_start_offset=log.log_start_offset, log_end_offset=log.log_end_offset) from exc
             now = self.clock.time_ms()
             self._update_follower_state(state, fetch_offset, log_start_offset, end, now)
+            state.broker_epoch = replica_epoch
             self._maybe_expand_isr(state)
             if self._maybe_increment_high_watermark(now):
                 self._complete_pending()
@@ -558,10 +583,11 @@ class Partition:
             return True
 
     def close(self) -> None:
-        """Fail pending appends and close the log."""
+        """A clean stop: fail pending appends and close the log, which writes the clean-shutdown
+        marker with this replica's broker epoch (Kafka's CleanShutdownFileHandler)."""
         with self._lock:
             self._fail_pending(NotLeaderOrFollowerError(f"replica {self.replica_id} closed"))
-            self.log.close()
+            self.log.close(broker_epoch=self.broker_epoch)
 
     def __repr__(self) -> str:
         return (f"Partition({self.topic}-{self.partition}, replica={self.replica_id}, role={self.role}, "

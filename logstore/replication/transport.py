@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from logstore import errors
+from logstore.clean_shutdown import NO_BROKER_EPOCH
 from logstore.errors import LogstoreError, ReplicaNotAvailableError
 from logstore.replication.partition import EpochEndOffset, FetchResponse, Partition
 
@@ -39,6 +40,7 @@ class FetchRequest:
     current_leader_epoch: int
     last_fetched_epoch: int
     log_start_offset: int
+    replica_epoch: int = NO_BROKER_EPOCH  # the follower's broker epoch (KIP-903's ReplicaState)
 
 
 class Transport(Protocol):
@@ -58,7 +60,7 @@ class Transport(Protocol):
 def _serve_fetch(partition: Partition, request: FetchRequest) -> FetchResponse:
     return partition.fetch(request.replica_id, request.fetch_offset, request.max_bytes,
                            request.current_leader_epoch, request.last_fetched_epoch,
-                           log_start_offset=request.log_start_offset)
+                           log_start_offset=request.log_start_offset, replica_epoch=request.replica_epoch)
 
 
 class InProcessTransport:

@@ -16,10 +16,10 @@ from logstore.server.connection import Handler
 from logstore.server.data_api import DataApi
 from logstore.server.describe_api import DescribeApi
 from logstore.server.fetch_response import encode_fetch_response
-from logstore.server.groups import GroupCoordinator
+from logstore.server.group_api import GroupApi
 from logstore.server.offset_delete_api import OffsetDeleteApi
 from logstore.server.protocol import ApiSpec, admin, consumer, metadata, producer
-from logstore.server.transactions import TransactionCoordinator
+from logstore.server.transaction_api import TransactionApi
 from logstore.server.txn_describe_api import TxnDescribeApi
 
 
@@ -41,34 +41,34 @@ APIS: dict[int, ApiSpec] = declare(
     ApiSpec(consumer.FetchRequest, consumer.FetchResponse, 4, 12, DataApi.fetch, encode=encode_fetch_response),
     ApiSpec(consumer.ListOffsetsRequest, consumer.ListOffsetsResponse, 1, 7, DataApi.list_offsets),
     ApiSpec(metadata.MetadataRequest, metadata.MetadataResponse, 0, 12, AdminApi.metadata),
-    ApiSpec(consumer.OffsetCommitRequest, consumer.OffsetCommitResponse, 2, 8, GroupCoordinator.offset_commit),
-    ApiSpec(consumer.OffsetFetchRequest, consumer.OffsetFetchResponse, 1, 7, GroupCoordinator.offset_fetch),
+    ApiSpec(consumer.OffsetCommitRequest, consumer.OffsetCommitResponse, 2, 8, GroupApi.offset_commit),
+    ApiSpec(consumer.OffsetFetchRequest, consumer.OffsetFetchResponse, 1, 7, GroupApi.offset_fetch),
     ApiSpec(metadata.FindCoordinatorRequest, metadata.FindCoordinatorResponse, 0, 4,
-            GroupCoordinator.find_coordinator),
-    ApiSpec(consumer.JoinGroupRequest, consumer.JoinGroupResponse, 0, 7, GroupCoordinator.join_group),
-    ApiSpec(consumer.HeartbeatRequest, consumer.HeartbeatResponse, 0, 4, GroupCoordinator.heartbeat),
-    ApiSpec(consumer.LeaveGroupRequest, consumer.LeaveGroupResponse, 0, 4, GroupCoordinator.leave_group),
-    ApiSpec(consumer.SyncGroupRequest, consumer.SyncGroupResponse, 0, 5, GroupCoordinator.sync_group),
-    ApiSpec(admin.DescribeGroupsRequest, admin.DescribeGroupsResponse, 0, 5, GroupCoordinator.describe_groups),
-    ApiSpec(admin.ListGroupsRequest, admin.ListGroupsResponse, 0, 4, GroupCoordinator.list_groups),
+            GroupApi.find_coordinator),
+    ApiSpec(consumer.JoinGroupRequest, consumer.JoinGroupResponse, 0, 7, GroupApi.join_group),
+    ApiSpec(consumer.HeartbeatRequest, consumer.HeartbeatResponse, 0, 4, GroupApi.heartbeat),
+    ApiSpec(consumer.LeaveGroupRequest, consumer.LeaveGroupResponse, 0, 4, GroupApi.leave_group),
+    ApiSpec(consumer.SyncGroupRequest, consumer.SyncGroupResponse, 0, 5, GroupApi.sync_group),
+    ApiSpec(admin.DescribeGroupsRequest, admin.DescribeGroupsResponse, 0, 5, GroupApi.describe_groups),
+    ApiSpec(admin.ListGroupsRequest, admin.ListGroupsResponse, 0, 4, GroupApi.list_groups),
     ApiSpec(metadata.ApiVersionsRequest, metadata.ApiVersionsResponse, 0, 3, AdminApi.api_versions),
     ApiSpec(admin.CreateTopicsRequest, admin.CreateTopicsResponse, 2, 7, AdminApi.create_topics),
     ApiSpec(admin.DeleteTopicsRequest, admin.DeleteTopicsResponse, 1, 5, AdminApi.delete_topics),
     ApiSpec(admin.DeleteRecordsRequest, admin.DeleteRecordsResponse, 0, 2, DataApi.delete_records),
     ApiSpec(producer.InitProducerIdRequest, producer.InitProducerIdResponse, 0, 4,
-            TransactionCoordinator.init_producer_id),
+            TransactionApi.init_producer_id),
     ApiSpec(consumer.OffsetForLeaderEpochRequest, consumer.OffsetForLeaderEpochResponse, 2, 4,
             DataApi.offset_for_leader_epoch),
     ApiSpec(producer.AddPartitionsToTxnRequest, producer.AddPartitionsToTxnResponse, 0, 3,
-            TransactionCoordinator.add_partitions_to_txn),
+            TransactionApi.add_partitions_to_txn),
     ApiSpec(producer.AddOffsetsToTxnRequest, producer.AddOffsetsToTxnResponse, 0, 3,
-            TransactionCoordinator.add_offsets_to_txn),
-    ApiSpec(producer.EndTxnRequest, producer.EndTxnResponse, 0, 3, TransactionCoordinator.end_txn),
+            TransactionApi.add_offsets_to_txn),
+    ApiSpec(producer.EndTxnRequest, producer.EndTxnResponse, 0, 3, TransactionApi.end_txn),
     ApiSpec(producer.TxnOffsetCommitRequest, producer.TxnOffsetCommitResponse, 0, 3,
-            TransactionCoordinator.txn_offset_commit),
+            TransactionApi.txn_offset_commit),
     ApiSpec(admin.DescribeConfigsRequest, admin.DescribeConfigsResponse, 1, 4, AdminApi.describe_configs),
     ApiSpec(admin.CreatePartitionsRequest, admin.CreatePartitionsResponse, 0, 3, AdminApi.create_partitions),
-    ApiSpec(admin.DeleteGroupsRequest, admin.DeleteGroupsResponse, 0, 2, GroupCoordinator.delete_groups),
+    ApiSpec(admin.DeleteGroupsRequest, admin.DeleteGroupsResponse, 0, 2, GroupApi.delete_groups),
     ApiSpec(admin.AlterConfigsRequest, admin.AlterConfigsResponse, 0, 2, AdminApi.alter_configs),
     ApiSpec(admin.IncrementalAlterConfigsRequest, admin.IncrementalAlterConfigsResponse, 0, 1,
             AdminApi.incremental_alter_configs),

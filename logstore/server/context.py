@@ -6,12 +6,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Mapping
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from logstore.clock import Clock
 from logstore.manager import LogManager
 from logstore.meta_properties import MetaProperties
 from logstore.server.broker_config import BrokerConfig
+from logstore.server.partition_access import LocalPartition, PartitionAccess
 from logstore.server.protocol import ApiSpec
 from logstore.server.topics import Topics
 
@@ -28,9 +30,15 @@ class DataSignal:
         self._event.set()
         self._event = asyncio.Event()
 
-    async def wait(self, timeout_s: float) -> None:
-        """Return after the next notify or `timeout_s`, whichever comes first."""
-        event = self._event
+    def watch(self) -> asyncio.Event:
+        """What the next notify sets: taken before looking for data, it also catches data that
+        lands while the look (a read on the disk thread) is under way."""
+        return self._event
+
+    async def wait(self, timeout_s: float, watched: asyncio.Event | None = None) -> None:
+        """Return after the next notify (or the one since `watched` was taken) or `timeout_s`,
+        whichever comes first."""
+        event = self._event if watched is None else watched
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(event.wait(), max(timeout_s, 0.0))
 
@@ -47,8 +55,15 @@ class ServerContext:
     host: str = "127.0.0.1"
     port: int = 9092
     data: DataSignal = field(default_factory=DataSignal)
+    # the data directory's disk thread: appends and reads leave the event loop, in order
+    disk: Executor = field(default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="logstore-disk"))
     implemented: Mapping[int, ApiSpec] = field(default_factory=dict)  # the APIs served, by key
 
     @property
     def node_id(self) -> int:
         return self.meta.node_id
+
+    def partition(self, topic: str, partition: int) -> PartitionAccess | None:
+        """The partition the handlers read and write, if the node has it: the one way they reach data."""
+        log = self.topics.log(topic, partition)
+        return None if log is None else LocalPartition(log, self.disk)

@@ -1,5 +1,5 @@
 """The data APIs: Produce, Fetch (sessions included), ListOffsets, OffsetForLeaderEpoch and
-DeleteRecords, each a thin translation between the wire and the partition's `Log`."""
+DeleteRecords, each a thin translation between the wire and a partition (PartitionAccess)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,12 @@ import time
 from typing import Any, NamedTuple
 
 from logstore.errors import LogstoreError, OffsetOutOfRangeError, RecordValidationError
-from logstore.log import Log
 from logstore.server import error_codes as ec
 from logstore.server.context import ServerContext
 from logstore.server.fetch_sessions import FetchSessionCache, FetchSessionError, SessionPartition
 from logstore.server.protocol import Request
 
 READ_COMMITTED = 1
-LEADER_EPOCH = 0  # one node: the leader epoch never changes
 NO_OFFSET = -1
 
 
@@ -39,24 +37,24 @@ class DataApi:
 
     # ------------------------------------------------------------------ produce
 
-    def _append(self, topic: str, partition: int, records: Any, acks: int) -> AppendOutcome:
+    async def _append(self, topic: str, partition: int, records: Any, acks: int) -> AppendOutcome:
         """One partition's append, as its Produce response reports it."""
         if topic in self._ctx.topics and self._ctx.topics.is_internal(topic):
             return AppendOutcome(ec.INVALID_TOPIC_EXCEPTION)
-        log = self._ctx.topics.log(topic, partition)
-        if log is None:
+        target = self._ctx.partition(topic, partition)
+        if target is None:
             return AppendOutcome(ec.UNKNOWN_TOPIC_OR_PARTITION)
         if acks not in (0, 1, -1):  # Kafka's ReplicaManager: the client is broken, nothing is appended
             return AppendOutcome(ec.INVALID_REQUIRED_ACKS)
         if records is None or len(records) == 0:
-            return AppendOutcome(ec.INVALID_RECORD, log_start=log.log_start_offset)
+            return AppendOutcome(ec.INVALID_RECORD, log_start=target.log_start_offset)
         try:
-            info = log.append(records, leader_epoch=LEADER_EPOCH)
+            info = await target.append(records)
         except LogstoreError as exc:
             record_errors = exc.record_errors if isinstance(exc, RecordValidationError) else ()
-            return AppendOutcome(ec.for_exception(exc), log_start=log.log_start_offset, message=str(exc),
+            return AppendOutcome(ec.for_exception(exc), log_start=target.log_start_offset, message=str(exc),
                                  record_errors=record_errors)
-        return AppendOutcome(ec.NONE, info.first_offset, info.log_append_time, log.log_start_offset)
+        return AppendOutcome(ec.NONE, info.first_offset, info.log_append_time, target.log_start_offset)
 
     async def produce(self, req: Request) -> Any:
         body = req.body
@@ -66,7 +64,7 @@ class DataApi:
         for topic in body.topic_data:
             partitions = []
             for p in topic.partition_data:
-                out = self._append(topic.name, p.index, p.records, body.acks)
+                out = await self._append(topic.name, p.index, p.records, body.acks)
                 partitions.append(entry(
                     index=p.index, error_code=out.error, base_offset=out.base_offset,
                     log_append_time_ms=out.log_append_time, log_start_offset=out.log_start, error_message=out.message,
@@ -80,23 +78,21 @@ class DataApi:
 
     # ------------------------------------------------------------------ fetch
 
-    def _read(self, log: Log, offset: int, max_bytes: int, committed: bool, min_one_batch: bool):
-        isolation = "read_committed" if committed else "high_watermark"
-        return log.read(offset, max_bytes, isolation=isolation, min_one_batch=min_one_batch)
-
-    def _fetch_partition(self, cls: Any, topic: str, partition: int, offset: int, max_bytes: int,
+    async def _fetch_partition(self, cls: Any, topic: str, partition: int, offset: int, max_bytes: int,
                          committed: bool, min_one_batch: bool) -> tuple[Any, int]:
         """The response entry of one partition and the bytes it carries (past `max_bytes` only
         for one whole first batch, with `min_one_batch`)."""
         entry = cls.FetchableTopicResponse.PartitionData
-        log = self._ctx.topics.log(topic, partition)
-        if log is None:
+        target = self._ctx.partition(topic, partition)
+        if target is None:
             return entry(partition_index=partition, error_code=ec.UNKNOWN_TOPIC_OR_PARTITION, high_watermark=-1,
                          last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None,
                          preferred_read_replica=-1, records=b""), 0
         try:
-            readable = max_bytes > 0 or min_one_batch
-            result = self._read(log, offset, max_bytes, committed, min_one_batch) if readable else None
+            result = None
+            if max_bytes > 0 or min_one_batch:
+                result = await target.read(offset, max_bytes, min_one_batch=min_one_batch,
+                                           isolation="read_committed" if committed else "high_watermark")
             error = ec.NONE
         except OffsetOutOfRangeError:
             result, error = None, ec.OFFSET_OUT_OF_RANGE
@@ -107,8 +103,8 @@ class DataApi:
         if committed and result is not None:
             aborted = [entry.AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
                        for a in result.aborted_transactions]
-        return entry(partition_index=partition, error_code=error, high_watermark=log.high_watermark,
-                     last_stable_offset=log.last_stable_offset, log_start_offset=log.log_start_offset,
+        return entry(partition_index=partition, error_code=error, high_watermark=target.high_watermark,
+                     last_stable_offset=target.last_stable_offset, log_start_offset=target.log_start_offset,
                      aborted_transactions=aborted, preferred_read_replica=-1, records=records), len(records)
 
     async def fetch(self, req: Request) -> Any:
@@ -128,19 +124,20 @@ class DataApi:
             targets = [(t, p, s) for (t, p), s in session.partitions.items()]
         deadline = time.monotonic() + max(body.max_wait_ms, 0) / 1000
         while True:
-            topics, total, errors = self._fetch_round(cls, targets, body.max_bytes, committed, full)
+            watched = self._ctx.data.watch()
+            topics, total, errors = await self._fetch_round(cls, targets, body.max_bytes, committed, full)
             remaining = deadline - time.monotonic()
             # Kafka's ReplicaManager answers at once when no partition is asked for or min_bytes
             # (zero or negative included) is met; otherwise it waits up to max_wait_ms
             if not targets or total >= body.min_bytes or errors or remaining <= 0:
                 break
-            await self._ctx.data.wait(remaining)
+            await self._ctx.data.wait(remaining, watched)
         if session is not None:
             _remember(targets, topics)
         return req.response(throttle_time_ms=0, error_code=ec.NONE,
                             session_id=session.session_id if session else 0, responses=topics)
 
-    def _fetch_round(self, cls: Any, targets: list, max_bytes: int, committed: bool,
+    async def _fetch_round(self, cls: Any, targets: list, max_bytes: int, committed: bool,
                      full: bool) -> tuple[list, int, bool]:
         by_topic: dict[str, list] = {}
         total = 0
@@ -151,7 +148,7 @@ class DataApi:
             # up to min(partition_max_bytes, what the response has left); only until one partition
             # has returned data may a read go past that, by one whole batch
             limit = min(state.max_bytes, budget) if state.max_bytes > 0 else 0
-            data, size = self._fetch_partition(cls, topic, partition, state.fetch_offset, limit, committed,
+            data, size = await self._fetch_partition(cls, topic, partition, state.fetch_offset, limit, committed,
                                                min_one_batch=total == 0 and state.max_bytes > 0)
             changed = (size > 0 or data.error_code != ec.NONE or data.high_watermark != state.high_watermark
                        or data.last_stable_offset != state.last_stable_offset
@@ -173,21 +170,22 @@ class DataApi:
             partitions = []
             for p in topic.partitions:
                 entry = cls.ListOffsetsTopicResponse.ListOffsetsPartitionResponse
-                log = self._ctx.topics.log(topic.name, p.partition_index)
-                if log is None:
+                target = self._ctx.partition(topic.name, p.partition_index)
+                if target is None:
                     partitions.append(entry(partition_index=p.partition_index,
                                             error_code=ec.UNKNOWN_TOPIC_OR_PARTITION, timestamp=-1, offset=-1))
                     continue
                 error, timestamp, offset, epoch = ec.NONE, -1, -1, -1
                 try:
-                    found = log.offset_for_timestamp(p.timestamp)
+                    found = target.offset_for_timestamp(p.timestamp)
                 except ValueError:
                     found, error = None, ec.UNSUPPORTED_VERSION
                 if found is not None:
                     timestamp, offset = found.timestamp, found.offset
                     epoch = -1 if found.leader_epoch is None else found.leader_epoch
                     if p.timestamp == -1:
-                        bound = log.last_stable_offset if body.isolation_level == READ_COMMITTED else log.high_watermark
+                        committed = body.isolation_level == READ_COMMITTED
+                        bound = target.last_stable_offset if committed else target.high_watermark
                         offset = min(offset, bound)
                 partitions.append(entry(partition_index=p.partition_index, error_code=error, timestamp=timestamp,
                                         offset=offset, leader_epoch=epoch, old_style_offsets=[]))
@@ -201,11 +199,11 @@ class DataApi:
             partitions = []
             for p in topic.partitions:
                 entry = cls.OffsetForLeaderTopicResult.EpochEndOffset
-                log = self._ctx.topics.log(topic.topic, p.partition)
-                if log is None:
+                target = self._ctx.partition(topic.topic, p.partition)
+                if target is None:
                     partitions.append(entry(error_code=ec.UNKNOWN_TOPIC_OR_PARTITION, partition=p.partition))
                     continue
-                epoch, end = log.leader_epoch_cache.end_offset_for(p.leader_epoch, log.log_end_offset)
+                epoch, end = target.end_offset_for_epoch(p.leader_epoch)
                 partitions.append(entry(error_code=ec.NONE, partition=p.partition, leader_epoch=epoch,
                                         end_offset=end))
             topics.append(cls.OffsetForLeaderTopicResult(topic=topic.topic, partitions=partitions))
@@ -218,14 +216,14 @@ class DataApi:
             partitions = []
             for p in topic.partitions:
                 entry = cls.DeleteRecordsTopicResult.DeleteRecordsPartitionResult
-                log = self._ctx.topics.log(topic.name, p.partition_index)
-                if log is None:
+                target = self._ctx.partition(topic.name, p.partition_index)
+                if target is None:
                     partitions.append(entry(partition_index=p.partition_index, low_watermark=-1,
                                             error_code=ec.UNKNOWN_TOPIC_OR_PARTITION))
                     continue
-                offset = log.high_watermark if p.offset == -1 else p.offset
+                offset = target.high_watermark if p.offset == -1 else p.offset
                 try:
-                    low = log.delete_records_before(offset)
+                    low = target.delete_records_before(offset)
                     error = ec.NONE
                 except LogstoreError as exc:
                     low, error = -1, ec.for_exception(exc)

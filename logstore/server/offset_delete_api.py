@@ -7,7 +7,8 @@ from typing import Any
 
 from logstore.server import error_codes as ec
 from logstore.server.context import ServerContext
-from logstore.server.groups import GroupCoordinator, group_id_fits
+from logstore.server.group_coordinator import GroupCoordinator
+from logstore.server.group_metadata import group_id_fits
 from logstore.server.protocol import Request
 
 
@@ -23,7 +24,7 @@ class OffsetDeleteApi:
         cls = req.spec.response.OffsetDeleteResponseTopic
         wanted = [(t.name, p.partition_index) for t in body.topics for p in t.partitions]
         # Kafka's KafkaApis answers partitions of unknown topics itself; the rest go to the coordinator
-        unknown = {tp for tp in wanted if self._ctx.topics.log(*tp) is None}
+        unknown = {tp for tp in wanted if self._ctx.partition(*tp) is None}
         if not body.group_id or not group_id_fits(body.group_id):
             group_error, errors = ec.INVALID_GROUP_ID, {}
         else:

@@ -21,11 +21,13 @@ from logstore.server.connection import Connection, FrameProtocol, Handler, InFli
 from logstore.server.context import ServerContext
 from logstore.server.data_api import DataApi
 from logstore.server.describe_api import DescribeApi
-from logstore.server.groups import GroupCoordinator
+from logstore.server.group_api import GroupApi
+from logstore.server.group_coordinator import GroupCoordinator
 from logstore.server.meta_properties import load_or_create
 from logstore.server.offset_delete_api import OffsetDeleteApi
 from logstore.server.producer_ids import ProducerIdManager
 from logstore.server.topics import Topics
+from logstore.server.transaction_api import TransactionApi
 from logstore.server.transactions import TransactionCoordinator
 from logstore.server.txn_describe_api import TxnDescribeApi
 
@@ -106,6 +108,19 @@ class KafkaServer:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    def check_timers(self) -> None:
+        """Check the coordinators' timers at once, on the server's thread (a background task
+        checks them every half second): what a driven ManualClock has made due, a session
+        timeout or an offset's retention, happens before this returns."""
+        loop = self._loop
+        if self._thread is None or loop is None:
+            raise RuntimeError("the server is not running")
+        asyncio.run_coroutine_threadsafe(self._check_timers(), loop).result()
+
+    async def _check_timers(self) -> None:
+        self._groups.check_timers()
+        self._txns.check_timers()
+
     @property
     def bootstrap_servers(self) -> str:
         """`host:port` for a client's bootstrap.servers."""
@@ -131,6 +146,8 @@ class KafkaServer:
             self._close_manager()
 
     def _close_manager(self) -> None:
+        if self.context is not None:  # an append or read cancelled with its connection ends first
+            self.context.disk.shutdown(wait=True)
         if self.manager is not None:
             self.manager.close()
 
@@ -166,8 +183,8 @@ class KafkaServer:
     def _build_handlers(self, ctx: ServerContext) -> dict[int, Handler]:
         self._groups = GroupCoordinator(ctx)
         self._txns = TransactionCoordinator(ctx, self._groups, ProducerIdManager(ctx.manager))
-        return bind(APIS, (AdminApi(ctx), DataApi(ctx), self._groups, self._txns, DescribeApi(ctx),
-                           OffsetDeleteApi(ctx, self._groups), TxnDescribeApi(ctx, self._txns)))
+        return bind(APIS, (AdminApi(ctx), DataApi(ctx), GroupApi(ctx, self._groups), TransactionApi(self._txns),
+                           DescribeApi(ctx), OffsetDeleteApi(ctx, self._groups), TxnDescribeApi(ctx, self._txns)))
 
     async def _shutdown(self) -> None:
         for coordinator in (self._groups, self._txns):

@@ -1,52 +1,39 @@
-"""The transaction coordinator: InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn
-and TxnOffsetCommit, as Kafka's TransactionCoordinator on one node. Each transaction's state
-is a TransactionLog record in `__transaction_state`; COMMIT/ABORT markers go through the
-engine's control-batch path, so read_committed fetches stop at the last stable offset."""
+"""The transaction coordinator as a state machine: InitProducerId, AddPartitionsToTxn,
+AddOffsetsToTxn, EndTxn and TxnOffsetCommit as typed calls (transaction_api.py speaks the
+wire), as Kafka's TransactionCoordinator on one node. Each transaction's state is a typed
+TransactionLog record in `__transaction_state` (coordinator_records); COMMIT/ABORT markers go
+through the engine's control-batch path, so read_committed fetches stop at the last stable
+offset. Timeouts read the injected clock."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass, field
-from typing import Any
 
 from logstore.errors import LogstoreError
-from logstore.internal_topics.coordinator_schemas import OFFSETS_TOPIC, TRANSACTION_TOPIC
-from logstore.internal_topics.records import (
-    decode_transaction_log_record,
-    encode_transaction_log_record,
-)
-from logstore.log import Log
 from logstore.records.control import build_control_batch
 from logstore.server import error_codes as ec
 from logstore.server.context import ServerContext
-from logstore.server.group_log import append_records, partition_for
-from logstore.server.groups import GroupCoordinator, group_id_fits
+from logstore.server.coordinator_records import (
+    OFFSETS_TOPIC,
+    TRANSACTION_TOPIC,
+    TxnMetadata,
+    append_records,
+    partition_for,
+    replay_transactions,
+    transaction_record,
+)
+from logstore.server.group_coordinator import GroupCoordinator
+from logstore.server.group_metadata import group_id_fits
+from logstore.server.group_results import OffsetCommitEntry
 from logstore.server.producer_ids import ProducerIdManager
-from logstore.server.protocol import Request
 
 EMPTY, ONGOING, PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT = 0, 1, 2, 3, 4, 5
-TXN_LOG_VERSION = 0
 COORDINATOR_EPOCH = 0
 MAX_EPOCH = 32_766  # Short.MAX_VALUE - 1: past it a producer gets a new id
 TIMEOUT_CHECK_S = 1.0
-READ_CHUNK_BYTES = 8 * 1024 * 1024
 
 logger = logging.getLogger("logstore.server")
-
-
-@dataclass
-class TxnMetadata:
-    """One transactional id's producer and its current transaction."""
-
-    transactional_id: str
-    producer_id: int
-    producer_epoch: int
-    timeout_ms: int
-    state: int = EMPTY
-    partitions: set[tuple[str, int]] = field(default_factory=set)
-    start_ms: int = -1
-    update_ms: int = -1
 
 
 class TransactionCoordinator:
@@ -63,7 +50,7 @@ class TransactionCoordinator:
         for p in range(self._partitions):
             log = ctx.manager.get(TRANSACTION_TOPIC, p)
             if log is not None:
-                self._load(log)
+                self._txns.update(replay_transactions(log))
         for txn in self._txns.values():
             self._ids.observe(txn.producer_id)
             if txn.state in (PREPARE_COMMIT, PREPARE_ABORT):  # a crash between prepare and complete
@@ -75,42 +62,11 @@ class TransactionCoordinator:
 
     # ------------------------------------------------------------------ storage
 
-    def _load(self, log: Log) -> None:
-        offset = log.log_start_offset
-        while offset < log.log_end_offset:
-            batches = list(log.read(offset, READ_CHUNK_BYTES).batches())
-            if not batches:
-                break
-            for batch in batches:
-                offset = batch.next_offset
-                if batch.is_control:
-                    continue
-                for r in batch.records():
-                    record = decode_transaction_log_record(r.key, r.value)
-                    txn_id = record.key["transactionalId"]
-                    if record.value is None:
-                        self._txns.pop(txn_id, None)
-                        continue
-                    v = record.value
-                    parts = {(t["topic"], p) for t in v["transactionPartitions"] or [] for p in t["partitionIds"]}
-                    self._txns[txn_id] = TxnMetadata(txn_id, v["producerId"], v["producerEpoch"],
-                                                     v["transactionTimeoutMs"], v["transactionStatus"], parts,
-                                                     v["transactionStartTimestampMs"],
-                                                     v["transactionLastUpdateTimestampMs"])
-
     def _store(self, txn: TxnMetadata) -> None:
-        by_topic: dict[str, list[int]] = {}
-        for topic, partition in sorted(txn.partitions):
-            by_topic.setdefault(topic, []).append(partition)
         txn.update_ms = self._ctx.clock.time_ms()
-        record = encode_transaction_log_record({"transactionalId": txn.transactional_id}, TXN_LOG_VERSION, {
-            "producerId": txn.producer_id, "producerEpoch": txn.producer_epoch,
-            "transactionTimeoutMs": txn.timeout_ms, "transactionStatus": txn.state,
-            "transactionPartitions": [{"topic": t, "partitionIds": ps} for t, ps in by_topic.items()],
-            "transactionLastUpdateTimestampMs": txn.update_ms, "transactionStartTimestampMs": txn.start_ms})
         self._ctx.topics.ensure_internal(TRANSACTION_TOPIC, self._partitions)
         log = self._ctx.topics.log(TRANSACTION_TOPIC, partition_for(txn.transactional_id, self._partitions))
-        append_records(log, [record], txn.update_ms)
+        append_records(log, [transaction_record(txn)], txn.update_ms)
 
     def _complete(self, txn: TxnMetadata, commit: bool) -> None:
         """Prepare, write the markers, apply transactional offsets, then complete."""
@@ -128,7 +84,7 @@ class TransactionCoordinator:
 
     def _write_markers(self, txn: TxnMetadata) -> None:
         """Write a prepared transaction's markers, apply its offsets and complete it. A failed
-        marker leaves it prepared, for _abort_timed_out to try again (Kafka retries markers
+        marker leaves it prepared, for check_timers to try again (Kafka retries markers
         until they are written): its partitions' last stable offset waits for them."""
         commit = txn.state == PREPARE_COMMIT
         now = self._ctx.clock.time_ms()
@@ -152,22 +108,27 @@ class TransactionCoordinator:
         """Start aborting timed-out transactions (call inside the server's event loop): one
         left open before a restart is aborted too, so the last stable offset moves on."""
         if self._timeouts is None or self._timeouts.done():
-            self._timeouts = asyncio.get_running_loop().create_task(self._abort_timed_out())
+            self._timeouts = asyncio.get_running_loop().create_task(self._timer_loop())
 
-    async def _abort_timed_out(self) -> None:
+    async def _timer_loop(self) -> None:
         while True:
             await asyncio.sleep(TIMEOUT_CHECK_S)
-            now = self._ctx.clock.time_ms()
-            for txn in list(self._txns.values()):
-                try:
-                    if txn.state == ONGOING and now - txn.start_ms > txn.timeout_ms:
-                        self._bump_epoch(txn)  # fences the producer, as Kafka's abort on timeout does
-                        self._complete(txn, commit=False)
-                    elif txn.state in (PREPARE_COMMIT, PREPARE_ABORT):
-                        self._write_markers(txn)
-                except LogstoreError as exc:
-                    logger.warning("completing transaction %r failed, tried again in %ss: %s",
-                                   txn.transactional_id, TIMEOUT_CHECK_S, exc)
+            self.check_timers()
+
+    def check_timers(self) -> None:
+        """Abort the transactions the clock says have timed out, and write the markers of
+        prepared ones whose markers failed."""
+        now = self._ctx.clock.time_ms()
+        for txn in list(self._txns.values()):
+            try:
+                if txn.state == ONGOING and now - txn.start_ms > txn.timeout_ms:
+                    self._bump_epoch(txn)  # fences the producer, as Kafka's abort on timeout does
+                    self._complete(txn, commit=False)
+                elif txn.state in (PREPARE_COMMIT, PREPARE_ABORT):
+                    self._write_markers(txn)
+            except LogstoreError as exc:
+                logger.warning("completing transaction %r failed, tried again in %ss: %s",
+                               txn.transactional_id, TIMEOUT_CHECK_S, exc)
 
     def _bump_epoch(self, txn: TxnMetadata) -> None:
         if txn.producer_epoch >= MAX_EPOCH:
@@ -175,7 +136,7 @@ class TransactionCoordinator:
         else:
             txn.producer_epoch += 1
 
-    # ------------------------------------------------------------------ APIs
+    # ------------------------------------------------------------------ requests
 
     def _validate(self, txn_id: str, producer_id: int, producer_epoch: int) -> tuple[TxnMetadata | None, int]:
         txn = self._txns.get(txn_id)
@@ -187,39 +148,37 @@ class TransactionCoordinator:
             return None, ec.CONCURRENT_TRANSACTIONS
         return txn, ec.NONE
 
-    async def init_producer_id(self, req: Request) -> Any:
-        body = req.body
-
-        def answer(error: int, producer_id: int = -1, epoch: int = -1) -> Any:
-            return req.response(throttle_time_ms=0, error_code=error, producer_id=producer_id, producer_epoch=epoch)
-
-        if body.transactional_id is None:
-            return answer(ec.NONE, self._ids.allocate(), 0)
-        if not body.transactional_id:
-            return answer(ec.INVALID_REQUEST)
-        if not 0 < body.transaction_timeout_ms <= self._ctx.config.transaction_max_timeout_ms:
-            return answer(ec.INVALID_TRANSACTION_TIMEOUT)
-        txn = self._txns.get(body.transactional_id)
+    def init_producer_id(self, transactional_id: str | None, timeout_ms: int, producer_id: int,
+                         producer_epoch: int) -> tuple[int, int, int]:
+        """InitProducerId: (error, producer id, epoch). Without a transactional id, a fresh id for
+        an idempotent producer; with one, its producer fenced to the next epoch, a transaction
+        left open aborted first."""
+        if transactional_id is None:
+            return ec.NONE, self._ids.allocate(), 0
+        if not transactional_id:
+            return ec.INVALID_REQUEST, -1, -1
+        if not 0 < timeout_ms <= self._ctx.config.transaction_max_timeout_ms:
+            return ec.INVALID_TRANSACTION_TIMEOUT, -1, -1
+        txn = self._txns.get(transactional_id)
         try:
             if txn is None:
-                txn = TxnMetadata(body.transactional_id, self._ids.allocate(), 0, body.transaction_timeout_ms)
+                txn = TxnMetadata(transactional_id, self._ids.allocate(), 0, timeout_ms)
             else:
-                if body.producer_id >= 0 and (body.producer_id, body.producer_epoch) != (txn.producer_id,
-                                                                                         txn.producer_epoch):
-                    return answer(ec.PRODUCER_FENCED)
+                if producer_id >= 0 and (producer_id, producer_epoch) != (txn.producer_id, txn.producer_epoch):
+                    return ec.PRODUCER_FENCED, -1, -1
                 if txn.state in (PREPARE_COMMIT, PREPARE_ABORT):  # its markers first, as in Kafka
-                    return answer(ec.CONCURRENT_TRANSACTIONS)
+                    return ec.CONCURRENT_TRANSACTIONS, -1, -1
                 if txn.state == ONGOING:
                     self._bump_epoch(txn)
                     self._complete(txn, commit=False)
                 self._bump_epoch(txn)
-                txn.timeout_ms = body.transaction_timeout_ms
+                txn.timeout_ms = timeout_ms
             txn.state, txn.partitions, txn.start_ms = EMPTY, set(), -1
             self._store(txn)
         except LogstoreError as exc:
-            return answer(ec.for_exception(exc))
+            return ec.for_exception(exc), -1, -1
         self._txns[txn.transactional_id] = txn
-        return answer(ec.NONE, txn.producer_id, txn.producer_epoch)
+        return ec.NONE, txn.producer_id, txn.producer_epoch
 
     def _add(self, txn: TxnMetadata, partitions: set[tuple[str, int]]) -> int:
         if txn.state != ONGOING:
@@ -231,71 +190,60 @@ class TransactionCoordinator:
             return ec.for_exception(exc)
         return ec.NONE
 
-    async def add_partitions_to_txn(self, req: Request) -> Any:
-        body = req.body
-        wanted = [(t.name, p) for t in body.v3_and_below_topics for p in t.partitions]
-        txn, error = self._validate(body.v3_and_below_transactional_id, body.v3_and_below_producer_id,
-                                    body.v3_and_below_producer_epoch)
-        errors = {tp: error for tp in wanted}
-        if txn is not None:
-            unknown = {tp for tp in wanted if self._ctx.topics.log(*tp) is None}
-            if unknown:
-                errors = {tp: ec.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ec.OPERATION_NOT_ATTEMPTED for tp in wanted}
-            else:
-                error = self._add(txn, set(wanted))
-                errors = {tp: error for tp in wanted}
-        cls = req.spec.response.AddPartitionsToTxnTopicResult
-        by_topic: dict[str, list] = {}
-        for (topic, partition), err in errors.items():
-            by_topic.setdefault(topic, []).append(cls.AddPartitionsToTxnPartitionResult(
-                partition_index=partition, partition_error_code=err))
-        return req.response(throttle_time_ms=0, results_by_topic_v3_and_below=[
-            cls(name=t, results_by_partition=rs) for t, rs in by_topic.items()])
+    def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                       wanted: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """AddPartitionsToTxn: each partition's error; none is added if one is unknown."""
+        txn, error = self._validate(transactional_id, producer_id, producer_epoch)
+        if txn is None:
+            return {tp: error for tp in wanted}
+        unknown = {tp for tp in wanted if self._ctx.partition(*tp) is None}
+        if unknown:
+            return {tp: ec.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ec.OPERATION_NOT_ATTEMPTED for tp in wanted}
+        error = self._add(txn, set(wanted))
+        return {tp: error for tp in wanted}
 
-    async def add_offsets_to_txn(self, req: Request) -> Any:
-        body = req.body
-        txn, error = self._validate(body.transactional_id, body.producer_id, body.producer_epoch)
+    def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str) -> int:
+        """AddOffsetsToTxn: the group's __consumer_offsets partition joins the transaction."""
+        txn, error = self._validate(transactional_id, producer_id, producer_epoch)
         if txn is not None:
-            error = self._add(txn, {(OFFSETS_TOPIC, self._groups.offsets_partition(body.group_id))})
-        return req.response(throttle_time_ms=0, error_code=error)
+            error = self._add(txn, {(OFFSETS_TOPIC, self._groups.offsets_partition(group_id))})
+        return error
 
-    async def end_txn(self, req: Request) -> Any:
-        body = req.body
-        txn, error = self._validate(body.transactional_id, body.producer_id, body.producer_epoch)
-        if txn is not None:
-            done = COMPLETE_COMMIT if body.committed else COMPLETE_ABORT
-            if txn.state == ONGOING:
-                try:
-                    txn.state = PREPARE_COMMIT if body.committed else PREPARE_ABORT
-                    self._store(txn)
-                except LogstoreError as exc:
-                    txn.state, error = ONGOING, ec.for_exception(exc)
-                else:  # decided: as in Kafka, the answer does not wait for the markers
-                    self._try_markers(txn)
-            elif txn.state != done:
-                error = ec.INVALID_TXN_STATE
-        return req.response(throttle_time_ms=0, error_code=error)
+    def end(self, transactional_id: str, producer_id: int, producer_epoch: int, committed: bool) -> int:
+        """EndTxn: decide, then write the markers (the answer does not wait for them, as in Kafka)."""
+        txn, error = self._validate(transactional_id, producer_id, producer_epoch)
+        if txn is None:
+            return error
+        done = COMPLETE_COMMIT if committed else COMPLETE_ABORT
+        if txn.state == ONGOING:
+            try:
+                txn.state = PREPARE_COMMIT if committed else PREPARE_ABORT
+                self._store(txn)
+            except LogstoreError as exc:
+                txn.state = ONGOING
+                return ec.for_exception(exc)
+            self._try_markers(txn)
+        elif txn.state != done:
+            return ec.INVALID_TXN_STATE
+        return ec.NONE
 
-    async def txn_offset_commit(self, req: Request) -> Any:
-        body = req.body
-        offsets, errors = self._groups.offsets_to_commit(body.topics)
-        if not body.group_id or not group_id_fits(body.group_id):
+    def commit_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str,
+                       member_id: str, generation: int, instance_id: str | None,
+                       entries: list[OffsetCommitEntry]) -> tuple[int, dict[tuple[str, int], int]]:
+        """TxnOffsetCommit: the error of the whole commit and those of single partitions; the
+        offsets become visible with the transaction's COMMIT marker."""
+        offsets, errors = self._groups.offsets_to_commit(entries)
+        if not group_id or not group_id_fits(group_id):
             txn, error = None, ec.INVALID_GROUP_ID
         else:
-            txn, error = self._validate(body.transactional_id, body.producer_id, body.producer_epoch)
-        if txn is not None and (OFFSETS_TOPIC, self._groups.offsets_partition(body.group_id)) not in txn.partitions:
+            txn, error = self._validate(transactional_id, producer_id, producer_epoch)
+        if txn is not None and (OFFSETS_TOPIC, self._groups.offsets_partition(group_id)) not in txn.partitions:
             error = ec.INVALID_TXN_STATE
-        if error == ec.NONE and body.member_id:
-            error = self._groups.check_member(body.group_id, body.member_id, body.generation_id,
-                                              body.group_instance_id)
+        if error == ec.NONE and member_id:
+            error = self._groups.check_member(group_id, member_id, generation, instance_id)
         if error == ec.NONE and offsets:
-            error = self._groups.commit(body.group_id, offsets, producer_id=body.producer_id,
-                                        producer_epoch=body.producer_epoch)
-        cls = req.spec.response.TxnOffsetCommitResponseTopic
-        return req.response(throttle_time_ms=0, topics=[cls(name=t.name, partitions=[
-            cls.TxnOffsetCommitResponsePartition(partition_index=p.partition_index,
-                                                 error_code=errors.get((t.name, p.partition_index), error))
-            for p in t.partitions]) for t in body.topics])
+            error = self._groups.commit(group_id, offsets, producer_id=producer_id, producer_epoch=producer_epoch)
+        return error, errors
 
     def close(self) -> None:
         """Stop the timeout task."""

@@ -8,6 +8,7 @@ from typing import Any
 
 from logstore.server import error_codes as ec
 from logstore.server.context import ServerContext
+from logstore.server.coordinator_records import TxnMetadata
 from logstore.server.protocol import Request
 from logstore.server.transactions import (
     COMPLETE_ABORT,
@@ -17,7 +18,6 @@ from logstore.server.transactions import (
     PREPARE_ABORT,
     PREPARE_COMMIT,
     TransactionCoordinator,
-    TxnMetadata,
 )
 
 # Kafka's TransactionState names, as the tools print and filter them

@@ -122,7 +122,9 @@ def build_log(path: Path, batches: int, seed: int) -> list[int]:
 
 
 def _forget_recovery_point(path: Path) -> None:
+    """What a crash leaves: no recovery point past the last checkpoint, no clean-shutdown marker."""
     (path.parent / "recovery-point-offset-checkpoint").unlink()
+    (path.parent / ".kafka_cleanshutdown").unlink()
 
 
 def _active_log_file(path: Path) -> Path:

@@ -54,6 +54,7 @@ def test_torn_tail_is_truncated_on_open(tmp_path, clock):
         path = log.active_segment.log_path
     os.truncate(path, os.path.getsize(path) - 5)
     (tmp_path / "recovery-point-offset-checkpoint").unlink()
+    (tmp_path / ".kafka_cleanshutdown").unlink()  # a crash writes neither
     with Log.open(tmp_path / "t-0", clock=clock) as log:
         assert offsets(log) == [0, 1] and log.recovered_bytes > 0
         assert log.append(batch(1)).first_offset == 2

@@ -24,6 +24,7 @@ def _three_segments(root: Path) -> Path:
             log.append([(b"k%d" % i, b"v" * 40)])
         assert len(log.segments) == 4
     (root / "recovery-point-offset-checkpoint").write_text("0\n1\nt 0 0\n")
+    (root / CLEAN_SHUTDOWN_FILE).unlink()  # as after a crash
     return path
 
 

@@ -275,6 +275,7 @@ def test_unclean_shutdown_rebuilds_producer_state_and_txn_index_from_the_log(tmp
         if path.name.endswith((".snapshot", ".txnindex")):
             path.unlink()
     (tmp_path / "recovery-point-offset-checkpoint").unlink()
+    (tmp_path / ".kafka_cleanshutdown").unlink()
     with open_log(tmp_path, clock, **cfg) as log:
         assert (log.last_stable_offset, log.log_end_offset) == (lso, end)
         assert log.append(data(2, 0, 8, 2)).valid_bytes == 0  # the last batch is still known
@@ -371,6 +372,7 @@ def test_read_committed_matches_a_model_across_reopens_and_crashes(tmp_path_fact
                         if path.name.endswith((".snapshot", ".txnindex")):
                             path.unlink()
                     (root / "recovery-point-offset-checkpoint").unlink()
+                    (root / ".kafka_cleanshutdown").unlink()
                 log = Log.open(root / "t-0", cfg, clock=clock)
                 continue
             if op == "retry":

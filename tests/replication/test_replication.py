@@ -50,6 +50,17 @@ class Trio:
             self.controller.startup(p)
         self.f = {i: Follower(self.p[i], self.transport) for i in (1, 2)}
 
+    def restart_after_power_loss(self, replica_id: int) -> Partition:
+        """The replica's broker lost power (unflushed records gone, no clean-shutdown marker)
+        and starts again: a new Partition on its log registers."""
+        log = self.p[replica_id].log
+        log.crash()
+        log.reopen()
+        self.p[replica_id] = Partition(log, replica_id, clock=self.clock)
+        self.transport.register(self.p[replica_id])
+        self.controller.startup(self.p[replica_id])
+        return self.p[replica_id]
+
     def rounds(self, n: int = 1, replicas: tuple[int, ...] = (1, 2)) -> None:
         for _ in range(n):
             for r in replicas:
@@ -487,7 +498,7 @@ def test_controller_keeps_the_last_isr_member_without_elr_whatever_it_lost() -> 
     t.controller.fail(2)
     t.controller.fail(0, 1)  # "last replica standing": whichever id comes last
     assert t.controller.leader is None and t.controller.isr == {1}
-    t.controller.startup(t.p[1], unclean_shutdown=True)
+    t.restart_after_power_loss(1)
     assert t.controller.leader == 1
 
 
@@ -498,7 +509,7 @@ def test_controller_elects_an_eligible_leader_replica_that_kept_its_data() -> No
     t.controller.fail(0, 1)
     assert t.controller.leader is None
     assert (t.controller.isr, t.controller.elr) == (frozenset(), {0, 1})
-    t.controller.startup(t.p[1], unclean_shutdown=True)  # lost its unflushed records
+    t.restart_after_power_loss(1)  # lost its unflushed records
     assert t.controller.leader is None and t.controller.elr == {0}
     t.controller.startup(t.p[2])  # never eligible: it left the ISR before the others
     assert t.controller.leader is None

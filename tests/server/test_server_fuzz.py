@@ -254,5 +254,5 @@ def test_after_the_fuzz_clients_still_produce_and_consume(seeded_server, errors)
         consumer.close()
     assert seen
     # the coordinators' background tasks (member and offset expiry, transaction timeouts) still run
-    assert not seeded_server._groups._expiry.done() and not seeded_server._txns._timeouts.done()
+    assert not seeded_server._groups._timers.done() and not seeded_server._txns._timeouts.done()
     assert not errors.records, errors.report()

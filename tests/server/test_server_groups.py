@@ -15,6 +15,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient  # noqa: E402
 
+from logstore.clock import ManualClock  # noqa: E402
 from logstore.internal_topics.records import decode_offsets_record  # noqa: E402
 from logstore.server import KafkaServer  # noqa: E402
 from tests.server.group_wire import Wire  # noqa: E402
@@ -298,12 +299,17 @@ def test_three_kafka_python_members_rebalance_and_consume_every_record_once(serv
 
 
 def test_a_member_id_handed_out_but_never_used_is_forgotten_after_its_session_timeout(tmp_path):
-    with KafkaServer(tmp_path, port=0, config={**CONFIG, "group.min.session.timeout.ms": 1}) as srv:
+    clock = ManualClock(time.time_ns() // 1_000_000)
+    with KafkaServer(tmp_path, port=0, config={**CONFIG, "group.min.session.timeout.ms": 1}, clock=clock) as srv:
         wire = Wire(srv.port)
         asked = wire.join("pending", None, session_ms=100)
         assert asked.error_code == MEMBER_ID_REQUIRED
-        time.sleep(1.0)  # past the session timeout and the next expiry check (EXPIRY_CHECK_S)
-        assert wire.join("pending", None, member_id=asked.member_id, session_ms=100).error_code == UNKNOWN_MEMBER_ID
+        srv.check_timers()
+        assert wire.join("pending", None, member_id=asked.member_id, session_ms=100).error_code == 0  # still known
+        again = wire.join("pending", None, session_ms=100)
+        clock.advance(101)  # past its session timeout
+        srv.check_timers()
+        assert wire.join("pending", None, member_id=again.member_id, session_ms=100).error_code == UNKNOWN_MEMBER_ID
         kept = wire.join("pending", None, session_ms=10_000)
         joined = wire.join("pending", None, member_id=kept.member_id, session_ms=10_000)
         assert joined.error_code == 0 and joined.member_id == kept.member_id

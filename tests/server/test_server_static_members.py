@@ -19,6 +19,7 @@ from kafka.protocol.consumer import (
     OffsetCommitResponse,
 )
 
+from logstore.clock import ManualClock
 from logstore.server import KafkaServer
 from tests.server.group_wire import Wire
 from tests.server.server_topics import KAFKA_PYTHON_MEMBER, create_topic, subscribe_kafka_python
@@ -61,22 +62,25 @@ def test_a_rejoining_static_member_takes_its_old_place_and_fences_the_old_member
     wire.close()
 
 
-def test_a_changed_subscription_rebalances_and_a_session_timeout_removes_a_static_member(server):
-    wire = Wire(server.port)
-    first = wire.join("static-timeout", "instance-1", session_ms=300)
-    wire.sync("static-timeout", first.generation_id, first.member_id, "instance-1", {first.member_id: b"a"})
-    changed = wire.join("static-timeout", "instance-1", session_ms=300,
-                        metadata=b"\x00\x00\x00\x00\x00\x01\x00\x01u\xff\xff\xff\xff")  # now subscribes to "u"
-    assert changed.error_code == 0 and changed.generation_id == first.generation_id + 1
-    assert changed.leader == changed.member_id and len(changed.members) == 1
-    wire.sync("static-timeout", changed.generation_id, changed.member_id, "instance-1", {changed.member_id: b"b"})
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and \
-            wire.heartbeat("static-timeout", changed.generation_id, changed.member_id, "instance-1") == 0:
-        time.sleep(0.6)  # longer than the session: the member is expired by the coordinator
-    assert wire.heartbeat("static-timeout", changed.generation_id, changed.member_id, "instance-1") == \
-        UNKNOWN_MEMBER_ID
-    wire.close()
+def test_a_changed_subscription_rebalances_and_a_session_timeout_removes_a_static_member(tmp_path):
+    clock = ManualClock(time.time_ns() // 1_000_000)
+    with KafkaServer(tmp_path, port=0, config=CONFIG, clock=clock) as server:
+        wire = Wire(server.port)
+        first = wire.join("static-timeout", "instance-1", session_ms=300)
+        wire.sync("static-timeout", first.generation_id, first.member_id, "instance-1", {first.member_id: b"a"})
+        changed = wire.join("static-timeout", "instance-1", session_ms=300,
+                            metadata=b"\x00\x00\x00\x00\x00\x01\x00\x01u\xff\xff\xff\xff")  # now subscribes to "u"
+        assert changed.error_code == 0 and changed.generation_id == first.generation_id + 1
+        assert changed.leader == changed.member_id and len(changed.members) == 1
+        wire.sync("static-timeout", changed.generation_id, changed.member_id, "instance-1", {changed.member_id: b"b"})
+        clock.advance(300)
+        server.check_timers()
+        assert wire.heartbeat("static-timeout", changed.generation_id, changed.member_id, "instance-1") == 0
+        clock.advance(301)  # longer than the session since the heartbeat: the coordinator expires the member
+        server.check_timers()
+        assert wire.heartbeat("static-timeout", changed.generation_id, changed.member_id, "instance-1") == \
+            UNKNOWN_MEMBER_ID
+        wire.close()
 
 
 def test_static_members_survive_a_broker_restart(tmp_path):

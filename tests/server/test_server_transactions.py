@@ -13,6 +13,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 from kafka.protocol.producer import ProduceRequest, ProduceResponse  # noqa: E402
 
 from logstore.cli import main as logstore_main  # noqa: E402
+from logstore.clock import ManualClock  # noqa: E402
 from logstore.records import Record, build_batch  # noqa: E402
 from logstore.server import KafkaServer  # noqa: E402
 from tests.support.wire import WireClient
@@ -147,7 +148,8 @@ def test_duplicate_retries_of_an_idempotent_producer_write_nothing(server):
 
 @pytest.mark.slow
 def test_a_transaction_left_open_across_a_restart_is_aborted_at_its_timeout(tmp_path):
-    with KafkaServer(tmp_path, port=0, config=CONFIG) as srv:
+    clock = ManualClock(time.time_ns() // 1_000_000)  # stands still until the test moves it
+    with KafkaServer(tmp_path, port=0, config=CONFIG, clock=clock) as srv:
         producer = Producer({"bootstrap.servers": srv.bootstrap_servers, "transactional.id": "stuck",
                              "transaction.timeout.ms": 1500})
         producer.init_transactions(10)
@@ -157,12 +159,11 @@ def test_a_transaction_left_open_across_a_restart_is_aborted_at_its_timeout(tmp_
         plain = Producer({"bootstrap.servers": srv.bootstrap_servers})
         plain.produce("stuck", value=b"visible")
         plain.flush(10)
-    with KafkaServer(tmp_path, port=0, config=CONFIG) as srv:
+    with KafkaServer(tmp_path, port=0, config=CONFIG, clock=clock) as srv:
         log = srv.manager.get("stuck", 0)
         assert log.last_stable_offset == 0  # the open transaction holds consumers back
-        deadline = time.monotonic() + 15
-        while log.last_stable_offset < log.log_end_offset and time.monotonic() < deadline:
-            time.sleep(0.2)
+        clock.advance(1501)  # past the transaction's timeout, however long the restart took
+        srv.check_timers()
         assert log.last_stable_offset == log.log_end_offset
         assert read_all(srv.bootstrap_servers, "stuck", committed=True, idle_s=1) == [b"visible"]
 
@@ -362,9 +363,7 @@ def test_markers_that_cannot_be_written_are_retried_and_the_decision_stands(serv
                                                     producer_id=-1, producer_epoch=-1), InitProducerIdResponse[3])
         assert again.error_code == 51  # CONCURRENT_TRANSACTIONS until its markers are written
         assert max_message_bytes(None) == 0
-        deadline = time.monotonic() + 10
-        while log.last_stable_offset < log.log_end_offset and time.monotonic() < deadline:
-            time.sleep(0.1)
+        server.check_timers()  # the coordinator's next try
         assert log.last_stable_offset == log.log_end_offset == 2
         assert sock.call(EndTxnRequest[3](**ids, committed=True), EndTxnResponse[3]).error_code == 0
     assert read_all(server.bootstrap_servers, "marked", committed=True) == [b"in the txn"]

@@ -2,41 +2,40 @@
 ManualClock, driven one deterministic action at a time, with the invariants checked after
 every action by `Invariants`.
 
-Fault model (Kafka's durability assumption made explicit):
-- `restart(r)`: the process dies and comes back (kill -9). The page cache survives, so no
-  log byte is lost; in-memory state is: the HW falls back to the last checkpointed value and
-  the follower state restarts. A follower's quick restart goes unnoticed by the controller
-  (it stays in the ISR); a leader's restart makes the controller elect again.
+Fault model (Kafka's durability assumption made explicit). No stop but a clean one leaves the
+clean-shutdown marker, so the controller learns of every other from the replica's own
+registration (KIP-966 with KIP-903's broker epochs); nothing tells it by hand:
+- `restart(r)`: the process dies and comes back at once (kill -9, or `clean=True` a quick clean
+  restart). The page cache survives, so no log byte is lost; in-memory state is: the HW falls
+  back to the last checkpointed value and the follower state restarts. The controller did not
+  notice the death; the new registration shows a kill -9 as unclean.
+- `bounce(r)`: kill -9, the controller notices (fenced), the broker starts again (unclean).
 - `fetch_then_crash(r)`: one fetcher round, then the process dies before that round's
   `log-start-offset-checkpoint` write (between a truncation and its checkpoint).
-- `fail(r)`: the machine dies (power loss). Unflushed bytes are lost -- unless `r` is the last
-  live ISR replica, the one fault Kafka does not survive (every copy of a committed record
-  gone at once), so then the failure keeps the data. The controller notices: `r` leaves the
-  ISR or, if it led, a new leader is elected. A replica that lost bytes registers again
-  with an unclean shutdown, which takes it out of the eligible leader replicas (KIP-966).
-- `power_loss_of_the_isr()`: every live ISR replica fails at once and one of them keeps its
-  data ("last replica standing": the controller must not pick one that lost it).
+- `fail(r)`: the machine dies (power loss): unflushed bytes are lost, even on the last live
+  ISR replica. The controller notices: `r` leaves the ISR or, if it led, a new leader is elected.
+- `power_loss_of_the_isr()`: every live ISR replica fails at once, each having flushed to its
+  own point, and none keeps more than it flushed.
 - `power_loss_after_delete_records()`: DeleteRecords on the leader, then its machine fails.
-- `recover(r)`: a failed replica's broker starts again.
+- `recover(r)`: a failed replica's broker starts again; `recover_all()` starts every one that
+  is down, in a random order.
 - `isolate()`: the controller loses the leader (session expiry) and elects another, but the
   old leader keeps running unaware -- a zombie that still takes produces; `reconnect()` ends it.
 
+`faults` counts the faults a schedule hit that earlier versions of the simulation spared
+(`NEW_FAULTS`); the controller's unclean elections count as unclean recoveries.
+
 Batches hold one to three records, so DeleteRecords can put a log start inside one.
 
-Invariants, after every action: (1) no acknowledged (acks=all, committed) batch is missing
-from the leader above its log start offset; (2) a follower that has fetched in the current
-epoch holds exactly the leader's batches below its own HW; (3) the leader's HW never
-decreases within a leader epoch; (4) every replica's offsets are dense from its log start
-offset to its log end, with start <= HW <= end; (5) no fetcher round fails. With
-`strict_history` also (6): a batch once below any leader's HW is never replaced at its
-offset. After healing (7): every replica is back in the ISR.
+The invariants are in tests/simulation/invariants.py; random schedules of these faults in
+tests/simulation/schedule.py.
 """
 
 from __future__ import annotations
 
 import os
 import random
-from collections.abc import Callable
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -50,12 +49,14 @@ from logstore.checkpoint import (
 from logstore.clock import ManualClock
 from logstore.config import LogConfig
 from logstore.errors import NotEnoughReplicasError, NotLeaderOrFollowerError
-from logstore.records import build_batch_columnar, iter_batches, read_batch_header
+from logstore.log_files import CLEAN_SHUTDOWN_FILE
+from logstore.records import build_batch_columnar, read_batch_header
 from logstore.replication.controller import Controller
 from logstore.replication.follower import Follower, Step
 from logstore.replication.partition import ACKS_ALL, AppendHandle, Partition
 from logstore.replication.transport import FetchRequest, InProcessTransport
 from retention import apply_retention
+from tests.simulation.invariants import BatchId, Invariants, batch_ids
 from tests.simulation.memory_log import MemoryLog
 
 TOPIC = "sim"
@@ -64,24 +65,8 @@ LAG_MS = 100
 BASE_CONFIG = {"replica.lag.time.max.ms": LAG_MS, "min.insync.replicas": 1, "file.delete.delay.ms": 0,
                "segment.bytes": 1024}
 
-BatchId = tuple[int, int, int]  # (base offset, next offset, crc)
-
-
-def batch_ids(log: Any) -> list[BatchId]:
-    """Every readable batch of `log` from its log start offset, as (base, next, crc)."""
-    if isinstance(log, MemoryLog):
-        return log.batch_ids()
-    out: list[BatchId] = []
-    offset = log.log_start_offset
-    while offset < log.log_end_offset:
-        data = log.read(offset, 1 << 30).records
-        if not data:
-            break
-        for batch in iter_batches(data):
-            h = read_batch_header(batch.buffer, batch.position)
-            out.append((h.base_offset, h.next_offset, h.crc))
-            offset = h.next_offset
-    return out
+#: Faults the simulation spared before KIP-966 was complete; each schedule counts its hits.
+NEW_FAULTS = ("isr_power_loss", "last_isr_replica_power_loss", "sigkill", "bounce", "random_restart_order")
 
 
 class Node:
@@ -94,90 +79,10 @@ class Node:
         self.memory_log: MemoryLog | None = None
         self.hw_checkpoint = 0
         self.isolated = False  # up, but cut off from the controller (a zombie leader)
-        self.unclean_shutdown = False  # it lost unflushed bytes when it last went down
 
     @property
     def up(self) -> bool:
         return self.partition is not None
-
-
-class Invariants:
-    """The properties listed in the module docstring; violations are collected, not raised."""
-
-    def __init__(self, strict_history: bool = True):
-        self.strict_history = strict_history
-        self.acked: dict[int, BatchId] = {}  # base offset -> batch, acks=all and acknowledged
-        self.committed: dict[int, BatchId] = {}  # base offset -> batch once below a leader's HW
-        self.leader_hw: tuple[int, int] = (-1, -1)  # (leader epoch, HW) last seen
-        self.violations: list[str] = []
-
-    def _fail(self, message: str) -> None:
-        if message not in self.violations:
-            self.violations.append(message)
-
-    def check(self, cluster: SimCluster) -> None:
-        """Run every invariant over the current state."""
-        ids = {n.replica_id: batch_ids(n.partition.log) for n in cluster.nodes if n.partition is not None}
-        for node in cluster.nodes:
-            if node.partition is not None:
-                self._check_dense(node.partition, ids[node.replica_id])
-        leader = cluster.leader_partition()
-        if leader is None:
-            return
-        leader_ids = ids[leader.replica_id]
-        by_base = {b[0]: b for b in leader_ids}
-        hw = leader.high_watermark
-        epoch = leader.leader_epoch
-        last_epoch, last_hw = self.leader_hw
-        if epoch == last_epoch and hw < last_hw:
-            self._fail(f"leader HW decreased in epoch {epoch}: {last_hw} -> {hw}")
-        self.leader_hw = (epoch, hw)
-        for batch in leader_ids:
-            if batch[1] <= hw:
-                old = self.committed.setdefault(batch[0], batch)
-                if old != batch and self.strict_history:
-                    self._fail(f"committed batch at offset {batch[0]} replaced: {old} -> {batch}")
-        start = leader.log.log_start_offset
-        for base, batch in self.acked.items():
-            if batch[1] > start and by_base.get(base) != batch:
-                self._fail(f"acknowledged batch {batch} lost on leader {leader.replica_id}")
-        for node in cluster.nodes:
-            p = node.partition
-            if p is None or p is leader or node.follower is None or not node.follower.fetched_in_current_epoch:
-                continue
-            for batch in ids[node.replica_id]:
-                if batch[1] <= p.high_watermark and batch[0] >= start and by_base.get(batch[0]) != batch:
-                    self._fail(f"replica {node.replica_id} differs from leader {leader.replica_id} below its HW "
-                               f"{p.high_watermark}: {batch} vs {by_base.get(batch[0])}")
-
-    def _check_dense(self, partition: Partition, ids: list[BatchId]) -> None:
-        log = partition.log
-        start, end, hw = log.log_start_offset, log.log_end_offset, log.high_watermark
-        if not start <= hw <= end:
-            self._fail(f"replica {partition.replica_id}: start {start} <= hw {hw} <= end {end} broken")
-        expected = ids[0][0] if ids else start
-        if ids and not ids[0][0] <= start < ids[0][1]:
-            self._fail(f"replica {partition.replica_id}: first batch {ids[0]} does not hold the start {start}")
-        for base, nxt, _ in ids:
-            if base != expected:
-                self._fail(f"replica {partition.replica_id}: offsets not dense at {expected} (batch at {base})")
-            expected = nxt
-        if ids and expected != end:
-            self._fail(f"replica {partition.replica_id}: last batch ends at {expected}, log end is {end}")
-
-    def acknowledged(self, batch: BatchId) -> None:
-        """Remember an acks=all append the producer saw succeed."""
-        self.acked[batch[0]] = batch
-
-    def fetcher_failed(self, replica_id: int, error: Exception | None) -> None:
-        """A fetcher round ended FAILED: an error no replication rule handled."""
-        self._fail(f"replica {replica_id}: fetcher round failed: {error!r}")
-
-    def check_healed(self, cluster: SimCluster) -> None:
-        """After healing, every replica is back in the ISR."""
-        missing = sorted(set(range(len(cluster.nodes))) - cluster.controller.isr)
-        if missing:
-            self._fail(f"replicas {missing} did not rejoin the ISR after healing: {cluster.controller}")
 
 
 class SimCluster:
@@ -195,6 +100,7 @@ class SimCluster:
         strict_history: bool = True,
         unclean_leader_election_enable: bool = False,
         eligible_leader_replicas_enable: bool = True,
+        unclean_recovery_strategy: str | None = None,
     ):
         if backend == "disk" and root is None:
             raise ValueError("the disk backend needs a root directory")
@@ -208,8 +114,10 @@ class SimCluster:
         self.controller = Controller(list(range(replicas)),
                                      min_insync_replicas=LogConfig.coerce(self.config).min_insync_replicas,
                                      unclean_leader_election_enable=unclean_leader_election_enable,
-                                     eligible_leader_replicas_enable=eligible_leader_replicas_enable)
+                                     eligible_leader_replicas_enable=eligible_leader_replicas_enable,
+                                     unclean_recovery_strategy=unclean_recovery_strategy)
         self.nodes = [Node(i) for i in range(replicas)]
+        self.faults: Counter[str] = Counter()
         self.invariants = Invariants(strict_history)
         self.pending: list[tuple[AppendHandle, BatchId]] = []
         self._produced = 0
@@ -229,7 +137,8 @@ class SimCluster:
                 node.memory_log = MemoryLog(TOPIC, 0, self.config, self.clock)
             log = node.memory_log
             log.reopen()
-            partition = Partition(log, node.replica_id, clock=self.clock)
+            partition = Partition(log, node.replica_id, clock=self.clock,
+                                  previous_broker_epoch=log.clean_shutdown_broker_epoch)
         else:
             partition = Partition.open(self._dir(node), node.replica_id, self.config, clock=self.clock,
                                        retention=apply_retention)
@@ -238,24 +147,36 @@ class SimCluster:
         node.follower = Follower(partition, self.transport, truncate_to_hw=self.truncate_to_hw,
                                  truncate_on_fetch=self.truncate_on_fetch)
         self.transport.register(partition)
-        self.controller.startup(partition, unclean_shutdown=node.unclean_shutdown)
-        node.unclean_shutdown = False
+        self.controller.startup(partition)  # the registration tells whether it stopped cleanly
 
-    def _stop(self, node: Node, *, lose_unflushed: bool) -> None:
+    @property
+    def unclean_elections(self) -> int:
+        """Unclean elections (unclean recoveries) so far."""
+        return sum(election.unclean for _, election in self.controller.elections)
+
+    def _stop(self, node: Node, *, clean: bool = False, lose_unflushed: bool = False) -> None:
+        """Stop a broker: cleanly (the clean-shutdown marker written), killed (page cache kept,
+        no marker) or, with `lose_unflushed`, by a power loss."""
         partition = node.partition
         assert partition is not None
         self.transport.unregister(node.replica_id, TOPIC, 0)
-        node.unclean_shutdown = lose_unflushed
         log = partition.log
-        if lose_unflushed and log.recovery_point < log.log_end_offset:
-            if isinstance(log, MemoryLog):
+        if lose_unflushed:
+            lost = [b for b in batch_ids(log) if b[1] > log.recovery_point]
+            self.invariants.lost_to_power_loss(node.replica_id, lost)
+        if isinstance(log, MemoryLog):
+            partition.close()
+            if lose_unflushed:
                 log.crash()
-            else:
+            elif not clean:
+                log.kill()
+        else:
+            if lose_unflushed:
                 self._lose_unflushed_bytes(partition)
-                node.partition = node.follower = None
-                node.isolated = False
-                return
-        partition.close()
+            else:
+                partition.close()
+            if not clean:
+                (self._dir(node).parent / CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
         node.partition = None
         node.follower = None
         node.isolated = False
@@ -292,7 +213,7 @@ class SimCluster:
             if not handle.done:
                 waiting.append((handle, batch))
             elif handle.is_committed:
-                self.invariants.acknowledged(batch)
+                self.invariants.acknowledged(batch, handle.leader_epoch)
         self.pending = waiting
         self.invariants.check(self)
 
@@ -339,7 +260,7 @@ class SimCluster:
             return
         checkpointed = self._log_start_checkpoint(node)
         self._step(node)
-        self._stop(node, lose_unflushed=False)
+        self._stop(node)
         self._set_log_start_checkpoint(node, checkpointed)
         self._start(node)
         self._after()
@@ -377,43 +298,63 @@ class SimCluster:
             node.hw_checkpoint = node.partition.high_watermark
         self._after()
 
-    def restart(self, replica_id: int) -> None:
-        """Process crash and restart: no byte lost, HW back to its checkpoint."""
+    def restart(self, replica_id: int, *, clean: bool = False) -> None:
+        """Process death and restart before the controller notices (kill -9, or a quick clean
+        restart): no byte lost, HW back to its checkpoint."""
         node = self.nodes[replica_id]
         if node.partition is None:
             return
-        self._stop(node, lose_unflushed=False)
+        if not clean:
+            self.faults["sigkill"] += 1
+        self._stop(node, clean=clean)
+        self._start(node)
+        self._after()
+
+    def bounce(self, replica_id: int) -> None:
+        """kill -9; the controller notices (fenced, out of the ISR), and the broker starts again."""
+        node = self.nodes[replica_id]
+        if node.partition is None:
+            return
+        self.faults["bounce"] += 1
+        self._stop(node)
+        self.controller.fail(replica_id)
+        self._after()
         self._start(node)
         self._after()
 
     def fail(self, replica_id: int) -> None:
-        """Machine failure: unflushed bytes lost unless it is the last live ISR replica (see
-        the module docstring); the controller is told."""
+        """Machine failure: unflushed bytes lost, even on the last live ISR replica; the
+        controller is told."""
         node = self.nodes[replica_id]
         if node.partition is None:
             return
-        others = (self.controller.isr & self.controller.live) - {replica_id}
-        self._stop(node, lose_unflushed=bool(others))
+        if not (self.controller.isr & self.controller.live) - {replica_id}:
+            self.faults["last_isr_replica_power_loss"] += 1
+        self._stop(node, lose_unflushed=True)
         self.controller.fail(replica_id)
         self._after()
 
     def fail_together(self, lose_unflushed: dict[int, bool]) -> None:
-        """Several machines fail at the same moment (each losing its unflushed bytes or not);
-        the controller learns of all of them in one event, in the dict's order."""
+        """Several machines fail at the same moment (each losing its unflushed bytes, or
+        killed with its page cache kept); the controller learns of all of them in one event,
+        in the dict's order."""
         for replica_id, lose in lose_unflushed.items():
             self._stop(self.nodes[replica_id], lose_unflushed=lose)
         self.controller.fail(*lose_unflushed)
         self._after()
 
     def power_loss_of_the_isr(self, rng: random.Random) -> None:
-        """Every live ISR replica (two at least) fails at once, in a random order; one of
-        them, at random, keeps its unflushed bytes (so one copy of each committed record lives)."""
+        """Every live ISR replica fails at once, in a random order, each having flushed to a
+        point of its own between its recovery point and its log end; none keeps more."""
         members = sorted(self.controller.isr & self.controller.live)
-        if len(members) < 2:
+        if not members:
             return
+        self.faults["isr_power_loss"] += 1
         rng.shuffle(members)
-        keeper = rng.choice(members)
-        self.fail_together({r: r != keeper for r in members})
+        for replica_id in members:
+            log = self.nodes[replica_id].partition.log
+            log.flush(rng.randint(log.recovery_point, log.log_end_offset))
+        self.fail_together(dict.fromkeys(members, True))
 
     def lose_fetch_response(self, replica_id: int) -> None:
         """The follower's fetch reaches the leader (which moves its HW), but the follower dies
@@ -437,6 +378,15 @@ class SimCluster:
             self._start(node)
         self._after()
 
+    def recover_all(self, rng: random.Random) -> None:
+        """Start every failed replica's broker again, in a random order."""
+        down = [n.replica_id for n in self.nodes if n.partition is None]
+        if len(down) > 1:
+            self.faults["random_restart_order"] += 1
+        rng.shuffle(down)
+        for replica_id in down:
+            self.recover(replica_id)
+
     def elect_preferred(self) -> None:
         """Preferred-replica election."""
         self.controller.elect_preferred()
@@ -448,8 +398,7 @@ class SimCluster:
         if node.partition is None or len(self.controller.live) < 2:
             return
         self.controller.controlled_shutdown(replica_id)
-        node.partition.log.flush()
-        self._stop(node, lose_unflushed=False)
+        self._stop(node, clean=True)
         self._after()
 
     def delete_records(self, fraction: float) -> None:
@@ -515,7 +464,8 @@ class SimCluster:
         self._after()
         for _ in range(rounds):
             leader = self.leader_partition()
-            assert leader is not None, "no leader after every broker came back"
+            if leader is None:
+                break  # check_healed reports it
             for node in self.nodes:
                 if node.partition is not leader:
                     self.fetch(node.replica_id)
@@ -530,136 +480,4 @@ class SimCluster:
         """Close every open partition (data flushed)."""
         for node in self.nodes:
             if node.partition is not None:
-                self._stop(node, lose_unflushed=False)
-
-
-Action = Callable[[SimCluster, random.Random], None]
-
-
-def _some_replica(cluster: SimCluster, rng: random.Random, up: bool) -> int | None:
-    choices = [n.replica_id for n in cluster.nodes if n.up == up]
-    return rng.choice(choices) if choices else None
-
-
-def _act_produce(c: SimCluster, rng: random.Random) -> None:
-    c.produce(acks=rng.choice((ACKS_ALL, ACKS_ALL, ACKS_ALL, 1, 0)), records=rng.choice((1, 1, 2, 3)))
-
-
-def _act_fetch(c: SimCluster, rng: random.Random) -> None:
-    r = _some_replica(c, rng, True)
-    if r is not None:
-        c.fetch(r)
-
-
-def _act_tick(c: SimCluster, rng: random.Random) -> None:
-    c.tick(rng.choice((1, 10, LAG_MS // 2, LAG_MS + 1)))
-
-
-def _act_flush(c: SimCluster, rng: random.Random) -> None:
-    r = _some_replica(c, rng, True)
-    if r is not None:
-        c.flush(r)
-
-
-def _act_checkpoint(c: SimCluster, rng: random.Random) -> None:
-    r = _some_replica(c, rng, True)
-    if r is not None:
-        c.checkpoint_hw(r)
-
-
-def _act_restart(c: SimCluster, rng: random.Random) -> None:
-    r = _some_replica(c, rng, True)
-    if r is not None:
-        c.restart(r)
-
-
-def _act_fail(c: SimCluster, rng: random.Random) -> None:
-    r = _some_replica(c, rng, True)
-    if r is not None:
-        c.fail(r)
-
-
-def _act_recover(c: SimCluster, rng: random.Random) -> None:
-    r = _some_replica(c, rng, False)
-    if r is not None:
-        c.recover(r)
-
-
-def _act_elect_preferred(c: SimCluster, rng: random.Random) -> None:
-    c.elect_preferred()
-
-
-def _act_controlled_shutdown(c: SimCluster, rng: random.Random) -> None:
-    r = _some_replica(c, rng, True)
-    if r is not None:
-        c.controlled_shutdown(r)
-
-
-def _act_delete_records(c: SimCluster, rng: random.Random) -> None:
-    c.delete_records(rng.random())
-
-
-def _act_power_loss_after_delete_records(c: SimCluster, rng: random.Random) -> None:
-    c.power_loss_after_delete_records(rng.random())
-
-
-def _act_fetch_then_crash(c: SimCluster, rng: random.Random) -> None:
-    r = _some_replica(c, rng, True)
-    if r is not None:
-        c.fetch_then_crash(r)
-
-
-def _act_power_loss_of_the_isr(c: SimCluster, rng: random.Random) -> None:
-    c.power_loss_of_the_isr(rng)
-
-
-def _act_isolate(c: SimCluster, rng: random.Random) -> None:
-    c.isolate()
-
-
-def _act_produce_to_zombie(c: SimCluster, rng: random.Random) -> None:
-    c.produce_to_zombie()
-
-
-def _act_reconnect(c: SimCluster, rng: random.Random) -> None:
-    c.reconnect()
-
-
-ACTIONS: tuple[tuple[Action, int], ...] = (
-    (_act_produce, 30),
-    (_act_fetch, 40),
-    (_act_tick, 8),
-    (_act_flush, 5),
-    (_act_checkpoint, 5),
-    (_act_restart, 4),
-    (_act_fail, 4),
-    (_act_recover, 6),
-    (_act_elect_preferred, 1),
-    (_act_controlled_shutdown, 1),
-    (_act_delete_records, 2),
-    (_act_power_loss_after_delete_records, 1),
-    (_act_fetch_then_crash, 2),
-    (_act_power_loss_of_the_isr, 1),
-    (_act_isolate, 1),
-    (_act_produce_to_zombie, 2),
-    (_act_reconnect, 2),
-)
-_FUNCS = [a for a, _ in ACTIONS]
-_WEIGHTS = [w for _, w in ACTIONS]
-
-
-def run_schedule(seed: int, steps: int, **cluster_args: Any) -> SimCluster:
-    """Build a cluster, run `steps` random actions drawn from `seed`, then heal it; the
-    cluster's `invariants.violations` say what broke (empty: nothing). Followers truncate with
-    OffsetsForLeaderEpoch on even seeds and on diverging-epoch fetch answers on odd ones;
-    min.insync.replicas is 2 on every other pair of seeds (else 1)."""
-    rng = random.Random(seed)
-    if not cluster_args.get("truncate_to_hw"):
-        cluster_args.setdefault("truncate_on_fetch", seed % 2 == 1)  # odd seeds: KIP-320 followers
-    if seed // 2 % 2:
-        cluster_args["config"] = {"min.insync.replicas": 2, **cluster_args.get("config", {})}
-    cluster = SimCluster(**cluster_args)
-    for action in rng.choices(_FUNCS, _WEIGHTS, k=steps):
-        action(cluster, rng)
-    cluster.heal()
-    return cluster
+                self._stop(node, clean=True)

@@ -3,14 +3,17 @@ kept in memory, so the simulation can run tens of thousands of schedules. Same r
 for offsets, the high watermark, truncation, the log start offset and the epoch cache.
 `log_start_checkpoint` is what `log-start-offset-checkpoint` would hold; `reopen()` applies
 LogLoader's rules to it, and a crash keeps only what was flushed (everything below the
-recovery point), like reopening a directory after losing the page cache. The disk runs of the
-simulation use the real Log."""
+recovery point), like reopening a directory after losing the page cache. `close()` leaves a
+clean-shutdown marker with a broker epoch, as Log does; `kill()` and `crash()` leave none,
+and `reopen()` reads it into `had_clean_shutdown`. The disk runs of the simulation use the
+real Log."""
 
 from __future__ import annotations
 
 import bisect
 from typing import Any
 
+from logstore.clean_shutdown import NO_BROKER_EPOCH
 from logstore.clock import Clock
 from logstore.config import LogConfig
 from logstore.epoch import LeaderEpochFileCache
@@ -42,6 +45,9 @@ class MemoryLog:
         self.log_end_offset = 0
         self.recovery_point = 0
         self._hw = 0
+        self._marker: int | None = None  # the clean-shutdown marker's broker epoch, if one is there
+        self.had_clean_shutdown = False  # a brand-new log: nothing to lose, nothing to vouch for
+        self.clean_shutdown_broker_epoch = NO_BROKER_EPOCH
 
     @property
     def high_watermark(self) -> int:
@@ -162,19 +168,28 @@ class MemoryLog:
         self.leader_epoch_cache.truncate_from_start(offset)
         return True
 
-    def flush(self) -> None:
-        """Everything written so far survives a crash."""
-        self.recovery_point = self.log_end_offset
+    def flush(self, offset: int | None = None) -> None:
+        """Everything written below `offset` (default: the log end) survives a crash."""
+        target = self.log_end_offset if offset is None else min(offset, self.log_end_offset)
+        self.recovery_point = max(self.recovery_point, target)
 
     def crash(self) -> None:
         """Lose everything not flushed (the page cache), as a power failure does; `reopen()`
         then loads what is left."""
+        self.kill()
         if self.recovery_point < self.log_end_offset:
             self._drop_from(self.recovery_point)
+
+    def kill(self) -> None:
+        """The process died (kill -9): the page cache keeps every byte, but no marker is written."""
+        self._marker = None
 
     def reopen(self) -> None:
         """LogLoader's rules: the start is the checkpointed one (or the first batch's base, if
         above it); a log ending below it restarts empty there."""
+        self.had_clean_shutdown = self._marker is not None
+        self.clean_shutdown_broker_epoch = NO_BROKER_EPOCH if self._marker is None else self._marker
+        self._marker = None  # taken at open: it vouches only for the stop before it
         first = self._bases[0] if self._bases else self.log_end_offset
         start = max(self.log_start_checkpoint, first)
         if self.log_end_offset < start:
@@ -190,5 +205,6 @@ class MemoryLog:
         return [(b, e, read_batch_header(d).crc) for b, e, d in zip(self._bases, self._ends, self._batches,
                                                                      strict=True)]
 
-    def close(self) -> None:
-        """Nothing to release."""
+    def close(self, *, broker_epoch: int = NO_BROKER_EPOCH) -> None:
+        """A clean stop: the marker names `broker_epoch`."""
+        self._marker = broker_epoch

@@ -1,0 +1,119 @@
+"""The seam between the request handlers and a partition's data: what Produce, Fetch,
+ListOffsets, OffsetForLeaderEpoch and DeleteRecords need of a partition this node leads.
+
+Today every partition is a `Log` in the node's data directory (`LocalPartition`); a partition
+replicated to other nodes will sit behind the same Protocol, its appends answered once its
+followers have them. Appends and reads are coroutines so that either may wait: for replicas,
+or, as here, for the data directory's disk thread, so that no pwrite, pread or fsync stalls
+the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from concurrent.futures import Executor
+from typing import TYPE_CHECKING, Any, Protocol
+
+from logstore.log import Log
+from logstore.log_results import AppendInfo, FetchResult
+
+if TYPE_CHECKING:
+    from logstore.segment import TimestampAndOffset
+
+LEADER_EPOCH = 0  # one node: the leader epoch never changes
+
+
+class PartitionAccess(Protocol):
+    """One partition as its leader serves it to clients."""
+
+    @property
+    def topic(self) -> str: ...
+
+    @property
+    def partition(self) -> int: ...
+
+    @property
+    def log_start_offset(self) -> int: ...
+
+    @property
+    def log_end_offset(self) -> int: ...
+
+    @property
+    def high_watermark(self) -> int: ...
+
+    @property
+    def last_stable_offset(self) -> int: ...
+
+    async def append(self, records: Any) -> AppendInfo:
+        """Append a client's batches as the leader; raises the LogstoreError that refused them."""
+        ...
+
+    async def read(self, offset: int, max_bytes: int, *, isolation: str, min_one_batch: bool) -> FetchResult:
+        """Whole batches from `offset` as a consumer at `isolation` may see them
+        ('high_watermark' or 'read_committed'); raises OffsetOutOfRangeError."""
+        ...
+
+    def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
+        """ListOffsets' answer for `timestamp` (or -1, -2, -3, -4); ValueError for others."""
+        ...
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch's answer: (largest epoch <= `leader_epoch`, its end offset)."""
+        ...
+
+    def delete_records_before(self, offset: int) -> int:
+        """Move the log start offset up to `offset`; returns the new low watermark."""
+        ...
+
+
+class LocalPartition:
+    """A partition held by this node alone: its `Log`, led at epoch 0. Appends and reads run on
+    `disk`, the data directory's executor: one thread keeps them in the order they were asked."""
+
+    __slots__ = ("_disk", "_log")
+
+    def __init__(self, log: Log, disk: Executor):
+        self._log = log
+        self._disk = disk
+
+    @property
+    def topic(self) -> str:
+        return self._log.topic
+
+    @property
+    def partition(self) -> int:
+        return self._log.partition
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log.log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._log.log_end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._log.high_watermark
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self._log.last_stable_offset
+
+    async def append(self, records: Any) -> AppendInfo:
+        append = functools.partial(self._log.append, records, leader_epoch=LEADER_EPOCH)
+        return await asyncio.get_running_loop().run_in_executor(self._disk, append)
+
+    async def read(self, offset: int, max_bytes: int, *, isolation: str, min_one_batch: bool) -> FetchResult:
+        read = functools.partial(self._log.read, offset, max_bytes, isolation=isolation, min_one_batch=min_one_batch)
+        return await asyncio.get_running_loop().run_in_executor(self._disk, read)
+
+    def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
+        return self._log.offset_for_timestamp(timestamp)
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
+        return self._log.leader_epoch_cache.end_offset_for(leader_epoch, self._log.log_end_offset)
+
+    def delete_records_before(self, offset: int) -> int:
+        return self._log.delete_records_before(offset)
