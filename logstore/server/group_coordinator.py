@@ -1,9 +1,8 @@
-"""The classic group coordinator as a state machine (Kafka's GroupCoordinator with its
-GroupMetadataManager and OffsetMetadataManager): JoinGroup/SyncGroup rebalances, static members
-(KIP-345), heartbeats and session expiry, offset commits and fetches (transactional ones too)
-and offset expiry. It takes typed calls and answers typed results (group_api.py speaks the
-wire); every timer reads the injected clock. State is written to `__consumer_offsets` as
-typed records (coordinator_records) and replayed at start-up."""
+"""The classic group coordinator as a state machine (Kafka's GroupCoordinator): JoinGroup/
+SyncGroup rebalances, static members (KIP-345), heartbeats, session expiry and the timers,
+over the groups and offsets a GroupStore keeps (group_store.py: commits, fetches, expiry).
+It takes typed calls and answers typed results (group_api.py speaks the wire); every timer
+reads the injected clock."""
 
 from __future__ import annotations
 
@@ -13,18 +12,12 @@ import uuid
 from collections import OrderedDict
 
 from logstore.errors import LogstoreError
-from logstore.log import Log
 from logstore.server import error_codes as ec
-from logstore.server.consumer_protocol import CONSUMER_PROTOCOL_TYPE, subscribed_topics
 from logstore.server.context import ServerContext
 from logstore.server.coordinator_records import (
-    OFFSETS_TOPIC,
-    OffsetAndMetadata,
     append_records,
     group_record,
     offset_record,
-    partition_for,
-    replay_groups,
 )
 from logstore.server.group_metadata import (
     COMPLETING,
@@ -35,12 +28,12 @@ from logstore.server.group_metadata import (
     STABLE,
     Group,
     Member,
-    expired_offsets,
     group_id_fits,
     record_string_fits,
     same_subscription,
 )
-from logstore.server.group_results import JoinResult, OffsetCommitEntry, PartitionOffset, SyncResult
+from logstore.server.group_results import JoinResult, SyncResult
+from logstore.server.group_store import GroupStore
 
 TIMER_CHECK_S = 0.5  # how often the session, pending-member and offset-expiry timers are checked
 JOIN_POLL_S = 0.01  # how often a rebalance looks whether every member has rejoined
@@ -49,61 +42,14 @@ CLIENT_HOST = "/127.0.0.1"
 logger = logging.getLogger("logstore.server")
 
 
-class GroupCoordinator:
-    """Every group of the node (this node coordinates all __consumer_offsets partitions)."""
+class GroupCoordinator(GroupStore):
+    """Every group of the node (this node coordinates all __consumer_offsets partitions): the
+    rebalance protocol and the timers over the groups and offsets GroupStore keeps."""
 
     def __init__(self, ctx: ServerContext):
-        self._ctx = ctx
-        self._groups: dict[str, Group] = {}
+        super().__init__(ctx)
         self._timers: asyncio.Task | None = None
-        self._partitions = ctx.topics.coordinator_partition_count(OFFSETS_TOPIC, ctx.config.offsets_topic_num_partitions)
         self._offsets_checked_ms = self._now_ms()
-        for p in range(self._partitions):
-            log = ctx.manager.get(OFFSETS_TOPIC, p)
-            if log is not None:
-                self._load(log)
-
-    def _load(self, log: Log) -> None:
-        now = self._now_ms()
-        for stored in replay_groups(log).values():
-            if stored.deleted and not stored.offsets:
-                continue
-            group = Group(stored.group_id, generation=stored.generation, protocol_type=stored.protocol_type,
-                          protocol=stored.protocol, leader=stored.leader, offsets=stored.offsets,
-                          pending_txn=stored.pending_txn, state_timestamp=stored.state_timestamp)
-            for m in stored.members:
-                group.members[m.member_id] = Member(m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                                                    m.session_timeout, m.rebalance_timeout,
-                                                    stored.protocol_type or "", [(stored.protocol or "", m.subscription)],
-                                                    now, m.assignment)
-            group.state = STABLE if group.members else EMPTY  # state_timestamp: the stored last change
-            self._groups[group.group_id] = group
-
-    # ------------------------------------------------------------------ storage
-
-    def _offsets_log(self, group_id: str) -> Log:
-        return self._ctx.topics.log(OFFSETS_TOPIC, self.offsets_partition(group_id))
-
-    def offsets_partition(self, group_id: str) -> int:
-        """The __consumer_offsets partition of `group_id` (the topic is created on first use)."""
-        self._ctx.topics.ensure_internal(OFFSETS_TOPIC, self._partitions)
-        return partition_for(group_id, self._partitions)
-
-    def _now_ms(self) -> int:
-        return self._ctx.clock.time_ms()
-
-    def _store_group(self, group: Group) -> None:
-        append_records(self._offsets_log(group.group_id), [group_record(group.group_id, group.stored())],
-                       self._now_ms())
-
-    def _group(self, group_id: str, create: bool = False) -> Group | None:
-        group = self._groups.get(group_id)
-        if group is None and create:
-            group = self._groups[group_id] = Group(group_id, state_timestamp=self._now_ms())
-        return group
-
-    def _transition(self, group: Group, state: str) -> None:
-        group.state, group.state_timestamp = state, self._now_ms()
 
     # ------------------------------------------------------------------ timers
 
@@ -402,155 +348,6 @@ class GroupCoordinator:
         if removed:
             self._member_left(group)
         return (ec.UNKNOWN_MEMBER_ID if group is None else ec.NONE), errors
-
-    # ------------------------------------------------------------------ offsets
-
-    def check_member(self, group_id: str, member_id: str, generation: int,
-                     group_instance_id: str | None = None) -> int:
-        """NONE if `member_id` (static as `group_instance_id`) at `generation` may commit for
-        `group_id` (or a simple commit), else the error. A rebalance does not stop a member of
-        the current generation: it commits what it processed before it rejoins, as in Kafka."""
-        group = self._group(group_id)
-        if generation < 0 and not member_id and group_instance_id is None:
-            return ec.NONE if group is None or not group.members else ec.UNKNOWN_MEMBER_ID
-        error = ec.UNKNOWN_MEMBER_ID if group is None else group.member_error(member_id, group_instance_id)
-        if error != ec.NONE:
-            return error
-        if generation != group.generation:
-            return ec.ILLEGAL_GENERATION
-        return ec.NONE
-
-    def commit(self, group_id: str, offsets: dict[tuple[str, int], OffsetAndMetadata], *,
-               producer_id: int = -1, producer_epoch: int = -1) -> int:
-        """Write offsets (transactional ones wait for their marker); returns an error code."""
-        records = [offset_record(group_id, t, p, om) for (t, p), om in offsets.items()]
-        try:
-            append_records(self._offsets_log(group_id), records, self._now_ms(), producer_id=producer_id,
-                           producer_epoch=producer_epoch)
-        except LogstoreError as exc:
-            return ec.for_exception(exc)
-        group = self._group(group_id, create=True)
-        if producer_id >= 0:
-            group.pending_txn.setdefault(producer_id, {}).update(offsets)
-        else:
-            group.offsets.update(offsets)
-        return ec.NONE
-
-    def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> tuple[int, dict[tuple[str, int], int]]:
-        """OffsetDelete as Kafka's coordinator rules it: (group error, error per partition).
-        An Empty group loses any offsets; a consumer group only those of topics no member
-        subscribes to (GROUP_SUBSCRIBED_TO_TOPIC); another non-empty group none (NON_EMPTY_GROUP)."""
-        group = self._group(group_id)
-        if group is None or group.state == DEAD:
-            return ec.GROUP_ID_NOT_FOUND, {}
-        subscribed: frozenset[str] = frozenset()
-        if group.state != EMPTY:
-            if group.protocol_type != CONSUMER_PROTOCOL_TYPE:
-                return ec.NON_EMPTY_GROUP, {}
-            subscribed = frozenset().union(*(subscribed_topics(m.metadata(group.protocol)) or frozenset()
-                                             for m in group.members.values()))
-        errors = {tp: ec.GROUP_SUBSCRIBED_TO_TOPIC if tp[0] in subscribed else ec.NONE for tp in partitions}
-        deleted = [tp for tp, error in errors.items() if error == ec.NONE and tp in group.offsets]
-        try:
-            if deleted:
-                append_records(self._offsets_log(group_id), [offset_record(group_id, t, p, None) for t, p in deleted],
-                               self._now_ms())
-        except LogstoreError as exc:
-            return ec.for_exception(exc), {}
-        for tp in deleted:
-            del group.offsets[tp]
-        return ec.NONE, errors
-
-    def complete_transaction(self, producer_id: int, committed: bool) -> None:
-        """Apply or drop the offsets `producer_id` committed in its transaction (after the marker)."""
-        for group in self._groups.values():
-            pending = group.pending_txn.pop(producer_id, None)
-            if pending and committed:
-                group.offsets.update(pending)
-
-    def offsets_to_commit(self, entries: list[OffsetCommitEntry]) -> tuple[dict[tuple[str, int], OffsetAndMetadata],
-                                                                           dict[tuple[str, int], int]]:
-        """The offsets of an (Txn)OffsetCommit that may be written, and the error of each one
-        that may not, as Kafka refuses them: UNKNOWN_TOPIC_OR_PARTITION for a partition the
-        node does not have, OFFSET_METADATA_TOO_LARGE past offset.metadata.max.bytes."""
-        now = self._now_ms()
-        offsets, errors = {}, {}
-        for e in entries:
-            tp = (e.topic, e.partition)
-            metadata = e.metadata or ""
-            if self._ctx.partition(*tp) is None:
-                errors[tp] = ec.UNKNOWN_TOPIC_OR_PARTITION
-            elif len(metadata) > self._ctx.config.offset_metadata_max_bytes:
-                errors[tp] = ec.OFFSET_METADATA_TOO_LARGE
-            else:
-                offsets[tp] = OffsetAndMetadata(e.offset, e.leader_epoch, metadata, now)
-        return offsets, errors
-
-    def commit_offsets(self, group_id: str, member_id: str, generation: int, instance_id: str | None,
-                       entries: list[OffsetCommitEntry]) -> tuple[int, dict[tuple[str, int], int]]:
-        """OffsetCommit: the error of the whole commit and those of single partitions."""
-        offsets, errors = self.offsets_to_commit(entries)
-        group = self._group(group_id)
-        if not group_id_fits(group_id):  # an empty id is a simple commit, as in Kafka
-            error = ec.INVALID_GROUP_ID
-        else:
-            error = self.check_member(group_id, member_id, generation, instance_id)
-        if error == ec.NONE and group is not None and group.state == COMPLETING:
-            error = ec.REBALANCE_IN_PROGRESS  # joined the new generation but not yet given its partitions
-        if error == ec.NONE and offsets:
-            error = self.commit(group_id, offsets)
-        return error, errors
-
-    def fetch_offsets(self, group_id: str, wanted: dict[str, list[int]] | None,
-                      require_stable: bool) -> dict[str, list[PartitionOffset]]:
-        """OffsetFetch of `wanted` partitions by topic (None: every committed one). With
-        `require_stable`, a partition with a transactional commit pending is UNSTABLE_OFFSET_COMMIT."""
-        group = self._group(group_id)
-        committed = group.offsets if group else {}
-        pending = {tp for txn in group.pending_txn.values() for tp in txn} if group else set()
-        if wanted is None:
-            wanted = {}
-            for t, p in sorted(committed):
-                wanted.setdefault(t, []).append(p)
-        found = {}
-        for name, partitions in wanted.items():
-            entries = []
-            for p in partitions:
-                om = committed.get((name, p))
-                error = ec.UNSTABLE_OFFSET_COMMIT if require_stable and (name, p) in pending else ec.NONE
-                entries.append(PartitionOffset(p, om.offset if om and error == ec.NONE else -1,
-                                               om.leader_epoch if om else -1, om.metadata if om else "", error))
-            found[name] = entries
-        return found
-
-    def expire_offsets(self, now_ms: int) -> int:
-        """Drop committed offsets older than `offsets.retention.minutes` (group_metadata's
-        expired_offsets). Tombstones go to __consumer_offsets; an Empty group left without
-        offsets is Dead and deleted. Returns the number of offsets removed."""
-        removed = 0
-        retention_ms = self._ctx.config.offsets_retention_minutes * 60_000
-        for group in list(self._groups.values()):
-            expired = expired_offsets(group, now_ms, retention_ms)
-            dead = group.state == EMPTY and not group.members and not group.pending_members and \
-                len(expired) == len(group.offsets) and not any(group.pending_txn.values())
-            if not expired and not dead:
-                continue
-            records = [offset_record(group.group_id, t, p, None) for t, p in expired]
-            if dead:
-                records.append(group_record(group.group_id, None))
-            try:
-                append_records(self._offsets_log(group.group_id), records, now_ms)
-            except LogstoreError as exc:
-                logger.warning("expiring offsets of group %r failed, tried again at the next check: %s",
-                               group.group_id, exc)
-                continue
-            for tp in expired:
-                del group.offsets[tp]
-            removed += len(expired)
-            if dead:
-                self._transition(group, DEAD)
-                del self._groups[group.group_id]
-        return removed
 
     # ------------------------------------------------------------------ admin
 
