@@ -24,11 +24,14 @@ venv: $(WARM)
 demo: $(WARM)
 	$(PY) -m logstore.demo
 
+# One pytest-xdist worker per core; each test file runs whole, in order, in one worker.
+PARALLEL := -n auto --dist loadfile
+
 test: $(WARM)
-	$(PY) -m pytest -m "" tests
+	$(PY) -m pytest -m "" $(PARALLEL) tests
 
 test-quick: $(WARM)
-	$(PY) -m pytest -m "not slow and not spark" tests
+	$(PY) -m pytest -m "not slow and not spark" $(PARALLEL) tests
 
 bench: $(WARM)
 	$(PY) -m benchmarks.report

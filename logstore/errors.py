@@ -190,3 +190,8 @@ class FetchOffsetOutOfRangeError(OffsetOutOfRangeError):
 class CorruptTxnIndexError(CorruptIndexError, CorruptRecordError):
     """A `.txnindex` entry that cannot be read (an unknown version); names the file and the
     entry's byte position. Caught as either a corrupt index or corrupt bytes."""
+
+
+class MissingExtraError(LogstoreError, ImportError):
+    """A feature whose optional dependencies (one of pyproject's extras) are not installed; the
+    message names the `pip install 'logstore[<extra>]'` that brings them. An ImportError too."""

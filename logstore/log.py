@@ -10,6 +10,7 @@ Log opened by LogManager leaves the checkpoints to the manager.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import struct
 import threading
@@ -107,7 +108,8 @@ class Log:
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], config: LogConfig | dict[str, Any] | None = None, *,
-             clock: Clock | None = None, read_only: bool = False, load_state: LoadState | None = None) -> Log:
+             clock: Clock | None = None, read_only: bool = False, load_state: LoadState | None = None,
+             raw: bool = False) -> Log:
         """Open (creating if needed) the partition directory `path` (`<topic>-<partition>`).
 
         Loads segments, finishes or rolls back interrupted swaps, rebuilds missing or corrupt
@@ -115,10 +117,14 @@ class Log:
         producer state, leader epochs and transaction indexes (see LogLoader).
         Without `config`, the topic's configs stored in the parent directory apply (see
         logstore.topic_configs; none stored: retention and cleaning refuse the log).
-        `read_only=True` changes no byte on disk. `load_state` is passed by LogManager;
+        `read_only=True` changes no byte on disk and shows what Kafka's recovery would keep (a
+        torn or corrupt tail past the recovery point hidden, in memory); with `raw=True` too, every
+        byte on disk, damage included (ValueError without read_only). `load_state` is passed by LogManager;
         standalone logs read the parent directory's checkpoints. Raises LogLockedError if
         another Log owns the directory.
         """
+        if raw and not read_only:
+            raise ValueError("raw=True is a read-only view: pass read_only=True too")
         directory = Path(path)
         config, origin = resolve_log_config(directory, config)
         log = cls(directory, config, clock or SystemClock(), read_only)
@@ -136,7 +142,7 @@ class Log:
                 log._marker = None if read_only else MarkerClaim(directory.parent, load_state)
             else:
                 log._standalone = False
-            log._load(load_state)
+            log._load(dataclasses.replace(load_state, raw=True) if raw else load_state)
         except BaseException:
             log._release()
             raise

@@ -49,9 +49,9 @@ class LoadState:
     log_start_offset: int = 0
     high_watermark: int | None = None
     clean_shutdown: bool = False
-    # A read-only open that shows what Kafka's recovery keeps (read_only_recovery), in memory.
-    # Off by default: an audit reads every byte on disk and reports the damage itself.
-    recover_read_only: bool = False
+    # A read-only open that shows every byte on disk, damage included (an audit reporting it),
+    # rather than what Kafka's recovery keeps (read_only_recovery, in memory).
+    raw: bool = False
 
     @classmethod
     def from_parent_dir(cls, directory: Path, topic: str, partition: int) -> LoadState:
@@ -115,12 +115,12 @@ class LogLoader:
 
     def load(self) -> LoadedLog:
         """Temp files, swaps, segment files, recovery; then the log's offsets. Loading a
-        read-only log changes no byte (with `recover_read_only` it recovers in memory and shows
-        what Kafka's recovery keeps); FileNotFoundError if it holds no segments."""
+        read-only log changes no byte: it recovers in memory and shows what Kafka's recovery keeps
+        (unless `raw`); FileNotFoundError if it holds no segments."""
         state = self._load_state
         if self._read_only:
             segments = sorted(self._load_segments_read_only(), key=lambda s: s.base_offset)
-            if state.recover_read_only and not state.clean_shutdown:
+            if not state.raw and not state.clean_shutdown:
                 segments, self._recovered_bytes = recover_read_only(segments, state.recovery_point)
         else:
             self._complete_swaps(self._remove_temp_files())

@@ -148,7 +148,7 @@ def _open_log(directory: Path, config: LogConfig, now_ms: int):
     from logstore.clock import ManualClock
     from logstore.log import Log
 
-    return Log.open(directory, config, clock=ManualClock(now_ms), read_only=True)
+    return Log.open(directory, config, clock=ManualClock(now_ms), read_only=True, raw=True)
 
 
 def _policy(config: LogConfig) -> str:

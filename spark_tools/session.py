@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from logstore.errors import JavaRuntimeNotFoundError
+from logstore.extras import require
 from spark_tools.shipping import project_zip
 
 if TYPE_CHECKING:
@@ -129,8 +130,9 @@ def spark_session(
     interpreter on a local master (Spark's ``python3`` on a cluster). On a cluster master the
     project's zip is added with ``addPyFile``; ``py_files`` (a list or a comma-separated string,
     like spark-submit's ``--py-files``) are added on any master. Raises
-    JavaRuntimeNotFoundError when no Java runtime exists.
+    JavaRuntimeNotFoundError when no Java runtime exists, MissingExtraError without the spark extra.
     """
+    require("spark", "pyspark", "pandas")
     from pyspark.sql import SparkSession
 
     os.environ["JAVA_HOME"] = find_java_home()

@@ -29,6 +29,9 @@ def free_port() -> int:
 
 def spark_home() -> Path:
     """pyspark's installed distribution (it holds ``bin/spark-class`` and the jars)."""
+    from logstore.extras import require
+
+    require("spark", "pyspark")
     import pyspark
 
     return Path(pyspark.__file__).parent

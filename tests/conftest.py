@@ -76,11 +76,3 @@ def wire() -> Iterator[Callable[..., WireClient]]:
     yield connect
     for client in opened:
         client.close()
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (`--dist loadgroup`), every test that uses Spark runs in one worker,
-    so the session holds one local Spark JVM, not one per worker."""
-    for item in items:
-        if item.get_closest_marker("spark") or "spark" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group("spark"))

@@ -20,6 +20,7 @@ from logstore.cli._common import (
     add_config_arguments,
     given_configs,
 )
+from logstore.extras import require
 
 REPORTS = ("compaction", "retention")
 # Columns printed on the console (the written reports hold every column).
@@ -154,6 +155,8 @@ def _run(args: argparse.Namespace, interrupts: QuietInterrupts) -> int:
     from spark_tools.session import spark_session
     from spark_tools.topic_configs import TopicConfigs
 
+    if args.plot:
+        require("plot", "matplotlib")  # before the Spark job, not after it
     given = given_configs(args)
     stored = stored_configs(args.paths)
     configs = TopicConfigs.load(_configs(given, stored))
@@ -313,6 +316,7 @@ def reclaimable_png(tables: dict[str, list[dict]]) -> bytes:
     labelled with its MiB and its share of the partition; partitions in numeric order."""
     import io
 
+    require("plot", "matplotlib")
     import matplotlib
 
     matplotlib.use("Agg")

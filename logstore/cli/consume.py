@@ -112,8 +112,6 @@ def whole_batches(log: Any, fetched: Any) -> tuple[list[Any], Exception | None]:
 def run(args: argparse.Namespace) -> int:
     """Print records from the chosen start up to the log end (or the LSO)."""
     from logstore.log import Log
-    from logstore.log_files import parse_partition_dir
-    from logstore.log_loader import LoadState
     from logstore.producer_append import committed_batches
 
     path = partition_path(args)
@@ -127,9 +125,7 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--decode: {topic} is not an internal topic ({', '.join(INTERNAL_TOPICS)})")
     committed = args.isolation == "read_committed"
     out = sys.stdout
-    state = LoadState.from_parent_dir(path, *parse_partition_dir(path.name))
-    state.recover_read_only = True  # read what Kafka's recovery keeps, without writing a byte
-    with Log.open(path, read_only=True, load_state=state) as log:
+    with Log.open(path, read_only=True) as log:  # what Kafka's recovery keeps, no byte written
         if args.from_time is not None:
             found = log.offset_for_timestamp(args.from_time)
             position = log.log_end_offset if found is None else found.offset

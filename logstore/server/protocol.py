@@ -26,8 +26,10 @@ import warnings
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, NamedTuple
 
+from logstore.extras import require
 from logstore.server import error_codes as ec
 
+require("server", "kafka")  # kafka-python's generated message classes are the codec
 with warnings.catch_warnings():
     # kafka-python 3 reads its schemas through importlib.resources' deprecated API as it imports:
     # a user's test run would otherwise show two warnings per message schema.

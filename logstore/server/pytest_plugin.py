@@ -4,7 +4,8 @@
 directory (function scope by default; `kafka_broker_scope = session` in the ini file shares
 one per session). `@pytest.mark.kafka_broker_config({...})` on a test or module sets broker
 configs for it. `kafka_broker_session` is always session-scoped. Registered through the
-`pytest11` entry point, so installing logstore is enough.
+`pytest11` entry point, so installing logstore is enough; the server (and its extra,
+`logstore[server]`) is imported only when a fixture is used.
 """
 
 from __future__ import annotations
@@ -12,11 +13,12 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from logstore.server.server import KafkaServer
+if TYPE_CHECKING:
+    from logstore.server.server import KafkaServer
 
 # Quick to start and to rebalance: tests want groups to form at once.
 TEST_BROKER_CONFIG = {
@@ -45,6 +47,8 @@ def serve_broker(data_dir: str | os.PathLike[str],
                  config: Mapping[str, Any] | None = None) -> Iterator[KafkaServer]:
     """A broker on an ephemeral port over `data_dir`, with `config` over TEST_BROKER_CONFIG;
     stopped on exit."""
+    from logstore.server.server import KafkaServer  # MissingExtraError without logstore[server]
+
     with KafkaServer(data_dir, port=0, config={**TEST_BROKER_CONFIG, **(config or {})}) as server:
         yield server
 

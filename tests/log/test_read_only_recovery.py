@@ -1,20 +1,19 @@
-"""A read-only open recovers in memory: it shows what Kafka's recovery keeps and writes no byte."""
+"""A read-only open recovers in memory: it shows what Kafka's recovery keeps and writes no byte;
+a raw one shows every byte on disk, damage included."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
+
+import pytest
 
 from logstore import Log
 from logstore.clock import ManualClock
+from logstore.errors import CorruptRecordError
 from logstore.log_files import CLEAN_SHUTDOWN_FILE
-from logstore.log_loader import LoadState
 from tests.support.files import directory_digest
-
-
-def _recovering_open(path: Path) -> Log:
-    state = LoadState.from_parent_dir(path, "t", 0)
-    state.recover_read_only = True
-    return Log.open(path, read_only=True, load_state=state)
+from tests.support.kafka_dirs import kafka_sample
 
 
 def _three_segments(root: Path) -> Path:
@@ -35,7 +34,7 @@ def test_a_corrupt_middle_segment_hides_its_tail_and_the_later_segments(tmp_path
     data[300] ^= 0xFF
     second.write_bytes(bytes(data))
     before = directory_digest(tmp_path)
-    with _recovering_open(path) as log:
+    with Log.open(path, read_only=True) as log:
         base = log.segments[1].base_offset
         assert len(log.segments) == 2
         end = log.log_end_offset
@@ -53,23 +52,54 @@ def test_no_recovery_below_the_recovery_point_or_after_a_clean_shutdown(tmp_path
     last = sorted(path.glob("*.log"))[-1]
     last.write_bytes(last.read_bytes()[:-10])
     (tmp_path / CLEAN_SHUTDOWN_FILE).write_text("")
-    with _recovering_open(path) as log:
+    with Log.open(path, read_only=True) as log:
         assert log.recovered_bytes == 0
     (tmp_path / CLEAN_SHUTDOWN_FILE).unlink()
-    with _recovering_open(path) as log:
+    with Log.open(path, read_only=True) as log:
         torn = log.recovered_bytes
         assert torn > 0 and log.log_end_offset == 59
     second = sorted(path.glob("*.log"))[1]
     second.write_bytes(second.read_bytes()[:-10])
     (tmp_path / "recovery-point-offset-checkpoint").write_text(f"0\n1\nt 0 {int(last.name[:20])}\n")
-    with _recovering_open(path) as log:  # Kafka recovers from the last segment only
+    with Log.open(path, read_only=True) as log:  # Kafka recovers from the last segment only
         assert log.recovered_bytes == torn and log.log_end_offset == 59
         assert log.segments[1].size == second.stat().st_size
 
 
-def test_a_plain_read_only_open_shows_every_byte_on_disk(tmp_path: Path):
+def test_a_raw_read_only_open_shows_every_byte_on_disk(tmp_path: Path):
     path = _three_segments(tmp_path)
     last = sorted(path.glob("*.log"))[-1]
     last.write_bytes(last.read_bytes()[:-10])
-    with Log.open(path, read_only=True) as log:  # an audit reports the damage itself
+    with Log.open(path, read_only=True, raw=True) as log:  # an audit reports the damage itself
         assert log.recovered_bytes == 0 and log.segments[-1].size == last.stat().st_size
+    with pytest.raises(ValueError, match="read_only"):
+        Log.open(path, raw=True)
+
+
+@pytest.mark.parametrize("damage", ["torn", "crc", "zeros"])
+def test_a_read_only_open_of_kafkas_partition_shows_what_kafkas_recovery_keeps(tmp_path: Path, damage: str):
+    partition = kafka_sample(tmp_path / "logdir")
+    segment = partition / "00000000000000000633.log"  # holds the recovery point (720)
+    data = bytearray(segment.read_bytes())
+    if damage == "torn":
+        data = data[:9000]
+    elif damage == "crc":
+        data[9000] ^= 0x01
+    else:
+        data[9000:] = bytes(len(data) - 9000)
+    segment.write_bytes(bytes(data))
+    before = directory_digest(tmp_path)
+    with Log.open(partition, read_only=True) as log:
+        seen = [r.offset for r in log.records()]
+        end = log.log_end_offset
+    assert directory_digest(tmp_path) == before
+    shutil.copytree(tmp_path / "logdir", tmp_path / "copy")
+    with Log.open(tmp_path / "copy" / "plain-0") as recovered:  # Kafka's recovery, writing
+        assert seen == [r.offset for r in recovered.records()] == list(range(end))
+    assert 633 < end < 720
+    if damage == "zeros":  # the raw view finds the zero-filled tail, damage for an audit to report
+        with pytest.raises(CorruptRecordError, match="position 9262"):
+            Log.open(partition, read_only=True, raw=True)
+    else:
+        with Log.open(partition, read_only=True, raw=True) as raw:
+            assert raw.segments[-1].size == len(data) and raw.recovered_bytes == 0

@@ -16,8 +16,8 @@ from logstore.server.group_coordinator import GroupCoordinator
 from logstore.server.group_results import OffsetCommitEntry
 from logstore.server.meta_properties import load_or_create
 from logstore.server.topics import Topics
+from tests.support.clock import NOW
 
-NOW = 1_700_000_000_000
 SESSION_MS = 1_000
 RETENTION_MS = 24 * 3600 * 1000
 NONE, UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS = 0, 25, 27

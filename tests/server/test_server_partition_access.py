@@ -5,8 +5,6 @@ ListOffsets, OffsetForLeaderEpoch and DeleteRecords read and write."""
 from __future__ import annotations
 
 import inspect
-import socket
-import struct
 import time
 
 import pytest
@@ -14,8 +12,8 @@ from kafka.protocol.consumer import FetchRequest, FetchResponse
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
 from logstore.records import Record, build_batch, iter_batches
-from logstore.server import KafkaServer
 from logstore.server.partition_access import LocalPartition, PartitionAccess
+from tests.support.wire import WireClient
 
 
 def test_local_partition_offers_every_member_of_partition_access_with_its_signature():
@@ -49,31 +47,24 @@ class Recording:
 
 
 @pytest.fixture
-def server(tmp_path):
-    with KafkaServer(tmp_path, port=0) as srv:
-        srv.context.topics.create("seam", 1)
-        yield srv
+def seam_server(server):
+    """conftest's broker with the one-partition topic "seam"."""
+    server.context.topics.create("seam", 1)
+    return server
 
 
-def roundtrip(sock: socket.socket, request, response_cls):
-    request.with_header(correlation_id=1, client_id="seam")
-    sock.sendall(request.encode(header=True, framed=True))
-    size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
-    return response_cls.decode(sock.recv(size, socket.MSG_WAITALL), header=True)
-
-
-def test_produce_and_fetch_go_through_the_partition_the_context_hands_out(server, monkeypatch):
+def test_produce_and_fetch_go_through_the_partition_the_context_hands_out(seam_server, monkeypatch):
     calls: list[str] = []
-    lookup = server.context.partition
-    monkeypatch.setattr(server.context, "partition", lambda t, p: (found := lookup(t, p)) and Recording(found, calls))
+    lookup = seam_server.context.partition
+    monkeypatch.setattr(seam_server.context, "partition", lambda t, p: (found := lookup(t, p)) and Recording(found, calls))
     produce = ProduceRequest[7]
     batch = build_batch([Record(0, int(time.time() * 1000), b"k", b"v")])
     fetch = FetchRequest[11]
-    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
-        produced = roundtrip(sock, produce(transactional_id=None, acks=1, timeout_ms=1000, topic_data=[
+    with WireClient(seam_server.port, client_id="seam") as sock:
+        produced = sock.call(produce(transactional_id=None, acks=1, timeout_ms=1000, topic_data=[
             produce.TopicProduceData(name="seam", partition_data=[
                 produce.TopicProduceData.PartitionProduceData(index=0, records=batch)])]), ProduceResponse[7])
-        fetched = roundtrip(sock, fetch(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0,
+        fetched = sock.call(fetch(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0,
                                         session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="",
                                         topics=[fetch.FetchTopic(topic="seam", partitions=[
                                             fetch.FetchTopic.FetchPartition(

@@ -85,3 +85,15 @@ def test_the_ini_file_makes_kafka_broker_one_broker_per_session(tmp_path):
     (tmp_path / "test_shared.py").write_text(SHARED_TESTS)
     result = run_user_tests(tmp_path, "test_shared.py")
     assert "2 passed" in result.stdout, result.stdout + result.stderr
+
+
+@pytest.mark.kafka_broker_config({"num.partitions": 3, "offsets.topic.num.partitions": 2})
+def test_the_kafka_broker_config_mark_sets_the_brokers_configs_over_the_test_defaults(kafka_broker):
+    assert kafka_broker.config.num_partitions == 3
+    assert kafka_broker.config.offsets_topic_num_partitions == 2
+    assert kafka_broker.config.transaction_state_log_num_partitions == 1  # TEST_BROKER_CONFIG's
+
+
+def test_the_kafka_broker_without_a_mark_has_the_test_defaults(kafka_broker):
+    assert kafka_broker.config.num_partitions == 1
+    assert kafka_broker.config.offsets_topic_num_partitions == 1

@@ -118,7 +118,7 @@ def _verify_dirs(root: Path) -> None:
     dirs = sorted(root.glob("broker-*/sim-0"))
     assert len(dirs) == 3
     for directory in dirs:
-        log = Log.open(directory, read_only=True)
+        log = Log.open(directory, read_only=True, raw=True)
         try:
             expected = None
             for segment in log.segments:
