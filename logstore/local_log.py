@@ -19,9 +19,10 @@ from logstore.checkpoint import fsync_dir
 from logstore.clock import Clock
 from logstore.config import LogConfig
 from logstore.errors import InvalidRecordError, LogClosedError, OffsetOutOfRangeError
+from logstore.file_records import TimestampAndOffset
 from logstore.log_files import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX
 from logstore.records.header import LOG_OVERHEAD, SIZE_FIELD, SIZE_OFFSET
-from logstore.segment import LogSegment, TimestampAndOffset
+from logstore.segment import LogSegment
 from logstore.segment_options import SegmentOptions, roll_jitter_ms
 
 _INT64 = struct.Struct(">q")

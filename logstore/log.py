@@ -38,6 +38,7 @@ from logstore.errors import (
     ReadOnlyLogError,
     RecordTooLargeError,
 )
+from logstore.file_records import TimestampAndOffset
 from logstore.local_log import LocalLog
 from logstore.lock import DirectoryLock
 from logstore.log_files import parse_partition_dir
@@ -59,7 +60,7 @@ from logstore.producer_append import ORIGINS, AppendAnalysis, committed_batches
 from logstore.producer_state import ProducerStateManager
 from logstore.records import Record, RecordBatch
 from logstore.records.header import NO_TIMESTAMP
-from logstore.segment import LogSegment, TimestampAndOffset
+from logstore.segment import LogSegment
 from logstore.topic_configs import ORIGIN_GIVEN, resolve_log_config
 
 # ListOffsets special timestamps (Kafka's ListOffsetsRequest).

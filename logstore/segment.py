@@ -1,80 +1,40 @@
 """LogSegment: one `.log` file of record batches with its offset, time and transaction indexes.
 
-Files are named by the segment's base offset as 20 digits (docs/FORMAT.md "Segment files"). The
-rules follow Kafka's LogSegment: when index entries are added, how reads and timestamp
+The files themselves are SegmentFiles' (naming, renames, deletion) and the `.log`'s bytes
+FileRecords'; this module holds what they mean. The rules follow Kafka's LogSegment: when index entries are added, how reads and timestamp
 searches start from the sparse indexes and scan batch headers, how recovery validates and
 truncates, and when a segment should roll. Not thread-safe: the owning Log serialises writers.
 """
 
 from __future__ import annotations
 
-import ctypes
 import os
 from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
-from typing import NamedTuple, TypeAlias
+from typing import NamedTuple
 
 import numpy as np
 
-from index import NO_TIMESTAMP, OffsetIndex, TimeIndex, TimestampOffset
+from index import NO_TIMESTAMP, TimestampOffset
 from index.base import MAX_RELATIVE_OFFSET
 from logstore import _segment_kernels as segment_kernels
 from logstore.errors import (
-    CorruptIndexError,
     CorruptRecordError,
     IndexOffsetOverflowError,
-    LogClosedError,
     ReadOnlyLogError,
 )
-from logstore.log_files import (
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    TXN_INDEX_SUFFIX,
-    segment_file_name,
+from logstore.file_records import (
+    Buffer,
+    LogOffsetPosition,
+    TimestampAndOffset,
+    nbytes_of,
 )
-from logstore.log_input_stream import scan_entries
 from logstore.records import BatchHeader, RecordBatch, read_batch, read_batch_header
+from logstore.segment_files import SegmentFiles
 from logstore.segment_options import SegmentOptions
-from logstore.segment_state import SegmentState
-from logstore.txn_index import TransactionIndex
-
-# What append() writes: anything exposing a contiguous byte buffer.
-Buffer: TypeAlias = bytes | bytearray | memoryview
-
 
 _NO_BYTES = np.empty(0, np.uint8)
 
-# Buffers per pwritev call (the kernel's UIO_MAXIOV on Linux).
-IOV_MAX = os.sysconf("SC_IOV_MAX")
-
-# sync_file_range(2) flag: start writeback of the range's dirty pages, do not wait.
-SYNC_FILE_RANGE_WRITE = 2
-# write_behind() waits for this many new bytes: fewer, larger writeback submissions.
-WRITE_BEHIND_MIN_BYTES = 4 * 1024 * 1024
-
 DEFAULT_OPTIONS = SegmentOptions()
-
-
-def _load_sync_file_range() -> Callable[[int, int, int, int], int] | None:
-    """libc's sync_file_range (Linux only; None elsewhere)."""
-    try:
-        function = ctypes.CDLL(None, use_errno=True).sync_file_range
-    except (OSError, AttributeError):
-        return None
-    function.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
-    return function
-
-
-_SYNC_FILE_RANGE = _load_sync_file_range()
-
-
-class LogOffsetPosition(NamedTuple):
-    """The batch found for an offset: its last offset, file position and size in bytes."""
-
-    offset: int
-    position: int
-    size: int
 
 
 class SegmentReadResult(NamedTuple):
@@ -86,52 +46,17 @@ class SegmentReadResult(NamedTuple):
     first_batch_incomplete: bool
 
 
-class TimestampAndOffset(NamedTuple):
-    """A record found by timestamp: its timestamp, offset and its batch's leader epoch."""
-
-    timestamp: int
-    offset: int
-    leader_epoch: int | None
-
-
-class LogSegment:
+class LogSegment(SegmentFiles):
     """A segment of a partition log: append, read, search, recover, truncate, roll and rename."""
 
     def __init__(self, directory: str | os.PathLike[str], base_offset: int,
                  options: SegmentOptions = DEFAULT_OPTIONS) -> None:
         """Describe the segment's files; nothing is opened until used (see `open`/`create`)."""
-        self._dir = Path(directory)
-        self._base_offset = base_offset
-        read_only, file_suffix, max_index_size = options.read_only, options.file_suffix, options.max_index_size
-        self._state = SegmentState(base_offset, writable=not read_only)
+        super().__init__(directory, base_offset, options)
         self.index_interval_bytes = options.index_interval_bytes
-        self.max_index_size = max_index_size
         self.roll_jitter_ms = options.roll_jitter_ms
         self._clock = options.clock
-        self._read_only = read_only
-        self._log_path = self._dir / segment_file_name(base_offset, LOG_SUFFIX, file_suffix)
-        writable = not read_only
-        self._offset_index = OffsetIndex(
-            self._dir / segment_file_name(base_offset, INDEX_SUFFIX, file_suffix),
-            base_offset,
-            max_index_size,
-            writable=writable,
-            meta=self._state.offset_index_counters,
-        )
-        self._time_index = TimeIndex(
-            self._dir / segment_file_name(base_offset, TIME_INDEX_SUFFIX, file_suffix),
-            base_offset,
-            max_index_size,
-            writable=writable,
-            meta=self._state.time_index_counters,
-        )
-        self._txn_index = TransactionIndex(
-            base_offset, self._dir / segment_file_name(base_offset, TXN_INDEX_SUFFIX, file_suffix)
-        )
-        self._closed = False
-        self._state.size = self._log_path.stat().st_size if self._log_path.exists() else 0
         self._state.created_ms = self._clock.time_ms()
-        self._written_behind = 0  # bytes write_behind() has already sent to the disk
 
     @property
     def index_interval_bytes(self) -> int:
@@ -188,46 +113,6 @@ class LogSegment:
     # ----------------------------------------------------------------- properties
 
     @property
-    def base_offset(self) -> int:
-        """Lower bound of the offsets in this segment; also its file name."""
-        return self._base_offset
-
-    @property
-    def size(self) -> int:
-        """Bytes in the `.log` file."""
-        return self._state.size
-
-    @property
-    def log_path(self) -> Path:
-        """The `.log` file (with its current suffix)."""
-        return self._log_path
-
-    @property
-    def offset_index(self) -> OffsetIndex:
-        """The `.index` file."""
-        return self._offset_index
-
-    @property
-    def index(self) -> OffsetIndex:
-        """Alias of `offset_index`."""
-        return self._offset_index
-
-    @property
-    def time_index(self) -> TimeIndex:
-        """The `.timeindex` file."""
-        return self._time_index
-
-    @property
-    def txn_index(self) -> TransactionIndex:
-        """The `.txnindex` file of aborted transactions (written by the producer-state code)."""
-        return self._txn_index
-
-    @property
-    def read_only(self) -> bool:
-        """True when opened read-only: no file is ever changed."""
-        return self._read_only
-
-    @property
     def created_ms(self) -> int:
         """Clock time when this object was created or last truncated to empty."""
         return self._state.created_ms
@@ -261,19 +146,6 @@ class LogSegment:
         return ts if ts >= 0 else self.last_modified_ms
 
     @property
-    def last_modified_ms(self) -> int:
-        """Modification time of the `.log` file in ms."""
-        return self._log_path.stat().st_mtime_ns // 1_000_000
-
-    def set_last_modified_ms(self, ms: int) -> None:
-        """Set the modification time of the `.log`, `.index` and `.timeindex` files."""
-        self._require_writable("set the modification time of")
-        ns = ms * 1_000_000
-        for path in (self._log_path, self._offset_index.path, self._time_index.path):
-            if path.exists():
-                os.utime(path, ns=(ns, ns))
-
-    @property
     def next_offset(self) -> int:
         """Offset after the last batch, or the base offset when empty (cached after first read)."""
         if self._state.next_offset is None:
@@ -299,40 +171,7 @@ class LogSegment:
             next_offset - 1
         )
 
-    def has_suffix(self, suffix: str) -> bool:
-        """True if the log and both index files all end with `suffix`."""
-        return all(
-            p.name.endswith(suffix)
-            for p in (self._log_path, self._offset_index.path, self._time_index.path)
-        )
-
-    # ----------------------------------------------------------------- file access
-
-    def _require_open(self) -> None:
-        if self._closed:
-            raise LogClosedError(f"segment {self._log_path} is closed")
-
-    def _require_writable(self, action: str) -> None:
-        self._require_open()
-        self._require_not_read_only(action)
-
-    def _require_not_read_only(self, action: str) -> None:
-        if self._read_only:
-            raise ReadOnlyLogError(f"cannot {action} read-only segment {self._log_path}")
-
-    def _file(self) -> int:
-        self._require_open()
-        if self._state.fd is None:
-            flags = os.O_RDONLY if self._read_only else os.O_RDWR | os.O_CREAT
-            self._state.fd = os.open(self._log_path, flags, 0o644)
-        return self._state.fd
-
-    def read_bytes(self, position: int, size: int) -> bytes:
-        """Up to `size` bytes of the `.log` from `position` (fewer at the end of the file)."""
-        size = min(size, self._state.size - position)
-        if size <= 0:
-            return b""
-        return os.pread(self._file(), size, position)
+    # ----------------------------------------------------------------- scans
 
     def batch_headers(self, start: int = 0) -> Iterator[tuple[int, BatchHeader]]:
         """(position, header) of every complete batch from byte `start`, reading only headers.
@@ -341,31 +180,23 @@ class LogSegment:
         (it never changes), so a later `next_offset` needs no second scan.
         """
         header = None
-        for position, header, _, _ in self._scan(start, full=False):
+        for position, header, _, _ in self._records.scan(start, full=False):
             yield position, header
         if start == 0 and self._read_only and self._state.next_offset is None:
             self._state.next_offset = self._base_offset if header is None else header.next_offset
-
-    def _scan(
-        self, start: int, *, full: bool, max_entry_size: int | None = None
-    ) -> Iterator[tuple[int, BatchHeader, bytes, int]]:
-        """Every entry of the `.log` from `start` (see log_input_stream.scan_entries)."""
-        return scan_entries(self.read_bytes, self._state.size, start, full=full, max_entry_size=max_entry_size,
-                            path=str(self._log_path))
 
     def hide_from(self, position: int, next_offset: int) -> None:
         """Show a read-only segment only up to byte `position` (what recovery would keep), in
         memory: reads, scans and `size` stop there and no file changes."""
         self._require_open()
         if not self._read_only:
-            raise ReadOnlyLogError(f"hide_from is for read-only segments, not {self._log_path}")
+            raise ReadOnlyLogError(f"hide_from is for read-only segments, not {self.log_path}")
         self._state.size = min(self._state.size, position)
         self._state.next_offset = next_offset
 
     def iter_batches(self, start_position: int = 0) -> Iterator[RecordBatch]:
         """Every complete batch from `start_position`, each a RecordBatch over its own bytes."""
-        for _, _, buf, off in self._scan(start_position, full=True):
-            yield read_batch(buf, off)
+        return self._records.batches(start_position)
 
     # ----------------------------------------------------------------- append
 
@@ -387,10 +218,10 @@ class LogSegment:
         args = (largest_offset, largest_timestamp, offset_of_max_timestamp)
         if isinstance(records, (list, tuple)):  # checked, written with pwritev, then committed
             parts = list(records)
-            nbytes = sum(_nbytes(part) for part in parts)
+            nbytes = sum(nbytes_of(part) for part in parts)
             self._compiled_append(_NO_BYTES, nbytes, args, segment_kernels.PREPARE)
             if nbytes:
-                self._write(parts, nbytes, self._state.size)
+                self._records.write(parts, nbytes, self._state.size)
                 self._compiled_append(_NO_BYTES, nbytes, args, segment_kernels.COMMIT)
             return
         data = np.frombuffer(records, np.uint8)
@@ -413,7 +244,7 @@ class LogSegment:
         both indexes, the largest and the first batch's timestamps). Raises LogClosedError or
         ReadOnlyLogError when the segment cannot be appended to."""
         self._require_writable("append to")
-        self._file()
+        self._records.fd()
         self._load_append_state()
 
     def _load_append_state(self) -> None:
@@ -429,14 +260,14 @@ class LogSegment:
         (status, value) (logstore._segment_kernels)."""
         if status == segment_kernels.OFFSET_OVERFLOW:
             return IndexOffsetOverflowError(f"offset {largest_offset} does not fit relative to base offset "
-                                            f"{self._base_offset} of segment {self._log_path}")
+                                            f"{self._base_offset} of segment {self.log_path}")
         if status == segment_kernels.WRITE_ERROR:
-            return OSError(value, os.strerror(value), str(self._log_path))
+            return OSError(value, os.strerror(value), str(self.log_path))
         if status == segment_kernels.OFFSET_INDEX_ERROR:
             return self._offset_index.append_error(value, largest_offset, self._state.size)
         if status == segment_kernels.TIME_INDEX_ERROR:
             return self._time_index.append_error(value, self.max_timestamp_so_far, self.offset_of_max_timestamp)
-        return RuntimeError(f"segment {self._log_path} is not ready for a compiled append")
+        return RuntimeError(f"segment {self.log_path} is not ready for a compiled append")
 
     def append_batches(self, records: bytes | bytearray | memoryview) -> None:
         """Append one or more complete batches, taking offsets and timestamps from their headers.
@@ -458,38 +289,6 @@ class LogSegment:
             largest_offset = header.last_offset
             position += header.size_in_bytes
         self.append(largest_offset, max_timestamp, offset_of_max, data)
-
-    def _write(self, parts: list[Buffer], nbytes: int, position: int) -> None:
-        """pwritev `parts` (`nbytes` in all) at `position`, resuming after short writes; on an
-        error `size` covers what was written (on success the compiled commit moves it)."""
-        fd = self._file()
-        first, done = 0, 0
-        try:
-            while first < len(parts):
-                written = os.pwritev(fd, parts[first : first + IOV_MAX], position + done)
-                done += written
-                if done == nbytes:
-                    return
-                while first < len(parts) and written >= _nbytes(parts[first]):
-                    written -= _nbytes(parts[first])
-                    first += 1
-                if written:
-                    parts[first] = memoryview(parts[first]).cast("B")[written:]
-        except BaseException:
-            self._state.size = position + done
-            raise
-
-    def write_behind(self) -> None:
-        """Start writing the bytes appended since the last call to disk, without waiting, once
-        there are WRITE_BEHIND_MIN_BYTES of them (Linux sync_file_range; a no-op elsewhere).
-        Not a durability point (`flush()` is): the device works while the caller prepares
-        the next bytes."""
-        start = self._written_behind
-        if _SYNC_FILE_RANGE is None or self._state.fd is None or self._state.size - start < WRITE_BEHIND_MIN_BYTES:
-            return
-        # Only a hint: a write error surfaces at flush()'s fsync.
-        _SYNC_FILE_RANGE(self._state.fd, start, self._state.size - start, SYNC_FILE_RANGE_WRITE)
-        self._written_behind = self._state.size
 
     # ----------------------------------------------------------------- read and search
 
@@ -517,7 +316,7 @@ class LogSegment:
         With `min_one_message` the first batch is returned whole even if larger than `max_size`.
         """
         if max_size < 0:
-            raise ValueError(f"invalid max size {max_size} for a read from {self._log_path}")
+            raise ValueError(f"invalid max size {max_size} for a read from {self.log_path}")
         mapping = self.translate_offset(start_offset)
         if mapping is None:
             return None
@@ -546,24 +345,11 @@ class LogSegment:
             starting_offset = self._base_offset
         indexed = self._time_index.lookup(timestamp)
         position = self._offset_index.lookup(max(indexed.offset, starting_offset)).position
-        for _, header, buf, off in self._scan(position, full=True):
-            if header.max_timestamp < timestamp:
-                continue
-            for record in read_batch(buf, off).records():
-                if record.timestamp >= timestamp and record.offset >= starting_offset:
-                    epoch = header.partition_leader_epoch
-                    return TimestampAndOffset(
-                        record.timestamp, record.offset, epoch if epoch >= 0 else None
-                    )
-        return None
+        return self._records.search_for_timestamp(timestamp, position, starting_offset)
 
     def largest_timestamp_after(self, position: int) -> TimestampOffset:
         """Largest batch max timestamp from `position` on, with its batch's last offset."""
-        best = TimestampOffset(NO_TIMESTAMP, -1)
-        for _, header in self.batch_headers(position):
-            if header.max_timestamp > best.timestamp:
-                best = TimestampOffset(header.max_timestamp, header.last_offset)
-        return best
+        return self._records.largest_timestamp_after(position)
 
     # ----------------------------------------------------------------- recovery and truncation
 
@@ -586,17 +372,17 @@ class LogSegment:
         last_index_entry = 0
         next_offset = self._base_offset
         try:
-            for position, header, buf, off in self._scan(0, full=True, max_entry_size=max_message_size):
+            for position, header, buf, off in self._records.scan(0, full=True, max_entry_size=max_message_size):
                 batch = read_batch(buf, off)
                 batch.validate()
                 if batch.last_offset < batch.base_offset or (valid_bytes and batch.base_offset < next_offset):
                     raise CorruptRecordError(
                         f"offsets {batch.base_offset}..{batch.last_offset} do not increase past {next_offset}",
-                        position=position, path=str(self._log_path))
+                        position=position, path=str(self.log_path))
                 if not self.can_convert_to_relative_offset(header.last_offset):
                     raise IndexOffsetOverflowError(
                         f"offset {header.last_offset} at position {position} does not fit "
-                        f"relative to base offset {self._base_offset} of {self._log_path}"
+                        f"relative to base offset {self._base_offset} of {self.log_path}"
                     )
                 if on_batch is not None:
                     # Before the batch counts as valid: records it cannot decode (a control
@@ -617,7 +403,7 @@ class LogSegment:
         except CorruptRecordError:
             pass  # everything from valid_bytes on is dropped below
         truncated = self._state.size - valid_bytes
-        self._truncate_log(valid_bytes)
+        self._records.truncate_to(valid_bytes)
         self._txn_index.truncate_to(next_offset)
         self._offset_index.trim_to_valid_size()
         # A cleanly closed segment always ends with its largest timestamp; recovery does too.
@@ -639,7 +425,7 @@ class LogSegment:
         self._txn_index.truncate_to(offset)
         self._offset_index.resize(self.max_index_size)
         self._time_index.resize(self.max_index_size)
-        truncated = 0 if mapping is None else self._truncate_log(mapping.position)
+        truncated = 0 if mapping is None else self._records.truncate_to(mapping.position)
         if self._state.size == 0:
             self._state.created_ms = self._clock.time_ms()
             self._state.rolling_timestamp = None
@@ -654,15 +440,6 @@ class LogSegment:
         position = self._offset_index.lookup(last.offset).position
         after = self.largest_timestamp_after(position)
         return after if after.timestamp > last.timestamp else last
-
-    def _truncate_log(self, size: int) -> int:
-        """Cut the `.log` to `size` bytes (never grows it); return the bytes removed."""
-        removed = self._state.size - size
-        if removed > 0:
-            os.ftruncate(self._file(), size)
-            self._state.size = size
-            self._written_behind = min(self._written_behind, size)
-        return max(removed, 0)
 
     # ----------------------------------------------------------------- roll decisions
 
@@ -709,42 +486,17 @@ class LogSegment:
             verdict = segment_kernels.should_roll(self._state.array, *args)
         return verdict == segment_kernels.ROLL
 
-    def resize_indexes(self, size: int) -> None:
-        """Resize both index files (to `max_index_size` when the segment becomes active)."""
-        self._offset_index.resize(size)
-        self._time_index.resize(size)
-
     def on_become_inactive_segment(self) -> None:
         """On roll: add the final time-index entry if needed and trim both indexes."""
         self._time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp, True)
         self._offset_index.trim_to_valid_size()
         self._time_index.trim_to_valid_size()
 
-    def sanity_check(self) -> None:
-        """Raise CorruptIndexError if the offset index file is missing or an index is corrupt."""
-        if not self._offset_index.path.exists():
-            raise CorruptIndexError(f"offset index file {self._offset_index.path} does not exist")
-        if not self._time_index.path.exists():
-            raise CorruptIndexError(f"time index file {self._time_index.path} does not exist")
-        self._offset_index.sanity_check()
-        self._time_index.sanity_check()
-        self._txn_index.sanity_check()
-
     # ----------------------------------------------------------------- lifecycle
-
-    def flush(self) -> None:
-        """fsync the `.log` and the indexes."""
-        self._require_open()
-        if self._state.fd is not None and not self._read_only:
-            os.fsync(self._state.fd)
-        self._offset_index.flush()
-        self._time_index.flush()
-        if not self._read_only:
-            self._txn_index.flush()
 
     def close(self) -> None:
         """Add the final time-index entry if needed, trim and unmap the indexes, close the log."""
-        if self._closed:
+        if self._records.closed:
             return
         if self._state.largest is not None and not self._read_only:
             self._time_index.maybe_append(
@@ -755,65 +507,8 @@ class LogSegment:
         self._offset_index.close()
         self._time_index.close()
         self._txn_index.close()
-        self._close_file()
-
-    def close_handlers(self) -> None:
-        """Release file handles and mappings without writing anything."""
-        self._offset_index.close_handler()
-        self._time_index.close_handler()
-        self._close_file()
-
-    def _close_file(self) -> None:
-        fd = self._state.fd
-        self._closed = True
-        self._state.writable = False
-        if fd is not None:
-            self._state.fd = None
-            os.close(fd)
-
-    def delete(self) -> None:
-        """Close (if still open) and delete the `.log`, `.index`, `.timeindex` and `.txnindex`
-        files that exist."""
-        self._require_not_read_only("delete")
-        self.close_handlers()
-        self._offset_index.delete()
-        self._time_index.delete()
-        self._txn_index.delete()
-        self._log_path.unlink(missing_ok=True)
-
-    def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
-        """Rename every file of the segment from `old_suffix` to `new_suffix` (e.g. '' to
-        '.deleted', '.cleaned' to '.swap', '.swap' to ''); works on open or closed segments."""
-        self._require_not_read_only("rename")
-        new_log = _replace_suffix(self._log_path, old_suffix, new_suffix)
-        os.replace(self._log_path, new_log)
-        self._log_path = new_log
-        self._offset_index.rename_to(
-            _replace_suffix(self._offset_index.path, old_suffix, new_suffix)
-        )
-        self._time_index.rename_to(_replace_suffix(self._time_index.path, old_suffix, new_suffix))
-        self._txn_index.rename_to(_replace_suffix(self._txn_index.path, old_suffix, new_suffix))
-
-    def update_parent_dir(self, directory: str | os.PathLike[str]) -> None:
-        """Follow the files after their directory was renamed."""
-        self._dir = Path(directory)
-        self._log_path = self._dir / self._log_path.name
-        self._offset_index.update_parent_dir(self._dir)
-        self._time_index.update_parent_dir(self._dir)
-        self._txn_index.path = self._dir / self._txn_index.path.name
+        self._records.close()
 
     def __repr__(self) -> str:
-        return f"LogSegment(base_offset={self._base_offset}, size={self._state.size}, path={str(self._log_path)!r})"
+        return f"LogSegment(base_offset={self._base_offset}, size={self._state.size}, path={str(self.log_path)!r})"
 
-
-def _nbytes(buffer: Buffer) -> int:
-    if isinstance(buffer, memoryview):
-        return buffer.nbytes
-    return len(buffer) if isinstance(buffer, (bytes, bytearray)) else memoryview(buffer).nbytes
-
-
-def _replace_suffix(path: Path, old_suffix: str, new_suffix: str) -> Path:
-    name = path.name
-    if not name.endswith(old_suffix):
-        raise ValueError(f"{path} does not end with {old_suffix!r}")
-    return path.with_name(name[: len(name) - len(old_suffix)] + new_suffix)

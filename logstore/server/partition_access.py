@@ -19,7 +19,7 @@ from logstore.log import Log
 from logstore.log_results import AppendInfo, FetchResult
 
 if TYPE_CHECKING:
-    from logstore.segment import TimestampAndOffset
+    from logstore.file_records import TimestampAndOffset
 
 LEADER_EPOCH = 0  # one node: the leader epoch never changes
 

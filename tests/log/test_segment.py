@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-import logstore.segment as segment_module
+import logstore.file_records as file_records_module
 from index import OffsetPosition, TimestampOffset
 from logstore.clock import ManualClock
 from logstore.errors import (
@@ -319,7 +319,7 @@ def test_append_of_several_buffers_writes_them_back_to_back(tmp_path, monkeypatc
 
 
 def test_write_behind_sends_appended_bytes_without_changing_them(tmp_path, monkeypatch):
-    monkeypatch.setattr(segment_module, "WRITE_BEHIND_MIN_BYTES", 1)
+    monkeypatch.setattr(file_records_module, "WRITE_BEHIND_MIN_BYTES", 1)
     seg = fresh(tmp_path)
     seg.write_behind()  # nothing appended yet: nothing to do
     first, second = batch(100, [1]), batch(101, [2])

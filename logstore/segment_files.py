@@ -1,0 +1,208 @@
+"""SegmentFiles: the four files of one segment (`.log`, `.index`, `.timeindex`, `.txnindex`),
+handled as a set: named by base offset and suffix, opened read-only or writable, flushed,
+renamed by suffix, followed to a renamed directory, checked, deleted.
+
+LogSegment builds on it with what the files hold: offsets, appends, reads, recovery, rolls.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from index import OffsetIndex, TimeIndex
+from logstore.errors import CorruptIndexError, ReadOnlyLogError
+from logstore.file_records import FileRecords
+from logstore.log_files import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    segment_file_name,
+)
+from logstore.segment_options import SegmentOptions
+from logstore.segment_state import SegmentState
+from logstore.txn_index import TransactionIndex
+
+
+class SegmentFiles:
+    """The `.log`, `.index`, `.timeindex` and `.txnindex` files of the segment at `base_offset`."""
+
+    def __init__(self, directory: str | os.PathLike[str], base_offset: int, options: SegmentOptions) -> None:
+        """Describe the files (with `options.file_suffix`); nothing is opened until used."""
+        self._dir = Path(directory)
+        self._base_offset = base_offset
+        read_only, file_suffix, max_index_size = options.read_only, options.file_suffix, options.max_index_size
+        self._state = SegmentState(base_offset, writable=not read_only)
+        self.max_index_size = max_index_size
+        self._read_only = read_only
+        self._records = FileRecords(self._dir / segment_file_name(base_offset, LOG_SUFFIX, file_suffix),
+                                    self._state, read_only=read_only)
+        writable = not read_only
+        self._offset_index = OffsetIndex(
+            self._dir / segment_file_name(base_offset, INDEX_SUFFIX, file_suffix),
+            base_offset,
+            max_index_size,
+            writable=writable,
+            meta=self._state.offset_index_counters,
+        )
+        self._time_index = TimeIndex(
+            self._dir / segment_file_name(base_offset, TIME_INDEX_SUFFIX, file_suffix),
+            base_offset,
+            max_index_size,
+            writable=writable,
+            meta=self._state.time_index_counters,
+        )
+        self._txn_index = TransactionIndex(
+            base_offset, self._dir / segment_file_name(base_offset, TXN_INDEX_SUFFIX, file_suffix)
+        )
+
+    @property
+    def base_offset(self) -> int:
+        """Lower bound of the offsets in this segment; also its file name."""
+        return self._base_offset
+
+    @property
+    def size(self) -> int:
+        """Bytes in the `.log` file."""
+        return self._state.size
+
+    @property
+    def log_path(self) -> Path:
+        """The `.log` file (with its current suffix)."""
+        return self._records.path
+
+    @property
+    def records(self) -> FileRecords:
+        """The `.log` file's reads, writes and scans."""
+        return self._records
+
+    @property
+    def offset_index(self) -> OffsetIndex:
+        """The `.index` file."""
+        return self._offset_index
+
+    @property
+    def index(self) -> OffsetIndex:
+        """Alias of `offset_index`."""
+        return self._offset_index
+
+    @property
+    def time_index(self) -> TimeIndex:
+        """The `.timeindex` file."""
+        return self._time_index
+
+    @property
+    def txn_index(self) -> TransactionIndex:
+        """The `.txnindex` file of aborted transactions (written by the producer-state code)."""
+        return self._txn_index
+
+    @property
+    def read_only(self) -> bool:
+        """True when opened read-only: no file is ever changed."""
+        return self._read_only
+
+    @property
+    def last_modified_ms(self) -> int:
+        """Modification time of the `.log` file in ms."""
+        return self._records.last_modified_ms
+
+    def set_last_modified_ms(self, ms: int) -> None:
+        """Set the modification time of the `.log`, `.index` and `.timeindex` files."""
+        self._require_writable("set the modification time of")
+        ns = ms * 1_000_000
+        for path in (self.log_path, self._offset_index.path, self._time_index.path):
+            if path.exists():
+                os.utime(path, ns=(ns, ns))
+
+    def has_suffix(self, suffix: str) -> bool:
+        """True if the log and both index files all end with `suffix`."""
+        return all(
+            p.name.endswith(suffix)
+            for p in (self.log_path, self._offset_index.path, self._time_index.path)
+        )
+
+    def _require_open(self) -> None:
+        self._records.require_open()
+
+    def _require_writable(self, action: str) -> None:
+        self._require_open()
+        self._require_not_read_only(action)
+
+    def _require_not_read_only(self, action: str) -> None:
+        if self._read_only:
+            raise ReadOnlyLogError(f"cannot {action} read-only segment {self.log_path}")
+
+    def read_bytes(self, position: int, size: int) -> bytes:
+        """Up to `size` bytes of the `.log` from `position` (fewer at the end of the file)."""
+        return self._records.read(position, size)
+
+    def write_behind(self) -> None:
+        """Hint the disk to start writing what was appended (see FileRecords.write_behind)."""
+        self._records.write_behind()
+
+    def resize_indexes(self, size: int) -> None:
+        """Resize both index files (to `max_index_size` when the segment becomes active)."""
+        self._offset_index.resize(size)
+        self._time_index.resize(size)
+
+    def sanity_check(self) -> None:
+        """Raise CorruptIndexError if the offset index file is missing or an index is corrupt."""
+        if not self._offset_index.path.exists():
+            raise CorruptIndexError(f"offset index file {self._offset_index.path} does not exist")
+        if not self._time_index.path.exists():
+            raise CorruptIndexError(f"time index file {self._time_index.path} does not exist")
+        self._offset_index.sanity_check()
+        self._time_index.sanity_check()
+        self._txn_index.sanity_check()
+
+    def flush(self) -> None:
+        """fsync the `.log` and the indexes."""
+        self._require_open()
+        self._records.flush()
+        self._offset_index.flush()
+        self._time_index.flush()
+        if not self._read_only:
+            self._txn_index.flush()
+
+    def close_handlers(self) -> None:
+        """Release file handles and mappings without writing anything."""
+        self._offset_index.close_handler()
+        self._time_index.close_handler()
+        self._records.close()
+
+    def delete(self) -> None:
+        """Close (if still open) and delete the `.log`, `.index`, `.timeindex` and `.txnindex`
+        files that exist."""
+        self._require_not_read_only("delete")
+        self.close_handlers()
+        self._offset_index.delete()
+        self._time_index.delete()
+        self._txn_index.delete()
+        self.log_path.unlink(missing_ok=True)
+
+    def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
+        """Rename every file of the segment from `old_suffix` to `new_suffix` (e.g. '' to
+        '.deleted', '.cleaned' to '.swap', '.swap' to ''); works on open or closed segments."""
+        self._require_not_read_only("rename")
+        self._records.rename_to(_replace_suffix(self.log_path, old_suffix, new_suffix))
+        self._offset_index.rename_to(
+            _replace_suffix(self._offset_index.path, old_suffix, new_suffix)
+        )
+        self._time_index.rename_to(_replace_suffix(self._time_index.path, old_suffix, new_suffix))
+        self._txn_index.rename_to(_replace_suffix(self._txn_index.path, old_suffix, new_suffix))
+
+    def update_parent_dir(self, directory: str | os.PathLike[str]) -> None:
+        """Follow the files after their directory was renamed."""
+        self._dir = Path(directory)
+        self._records.path = self._dir / self.log_path.name
+        self._offset_index.update_parent_dir(self._dir)
+        self._time_index.update_parent_dir(self._dir)
+        self._txn_index.path = self._dir / self._txn_index.path.name
+
+
+def _replace_suffix(path: Path, old_suffix: str, new_suffix: str) -> Path:
+    name = path.name
+    if not name.endswith(old_suffix):
+        raise ValueError(f"{path} does not end with {old_suffix!r}")
+    return path.with_name(name[: len(name) - len(old_suffix)] + new_suffix)
