@@ -154,8 +154,11 @@ def decode(buf: np.ndarray, *, segment_base: int, start: int = 0, end: int | Non
             header["base_timestamp"][v2_idx].astype(np.int64), log_append[v2_idx].astype(np.int64),
             *cols, *hashes)
         if bad >= 0:
-            raise CorruptRecordError("malformed records in batch", position=at + int(pos[v2_idx[bad]]),
-                                     path=path)
+            b = int(v2_idx[bad])
+            # As Kafka validates a batch: its CRC first, so damaged bytes are named as such.
+            if crc32c(memoryview(buf[pos[b] + ATTRIBUTES_OFFSET:pos[b] + size[b]])) != int(header["crc"][b]):
+                raise CorruptRecordError("batch CRC-32C mismatch", position=at + int(pos[b]), path=path)
+            raise CorruptRecordError("malformed records in batch", position=at + int(pos[b]), path=path)
     if v2_n == n:  # no legacy records: the scan's columns are the record columns
         rec_start, rec_end, offsets, timestamps, key_start, key_len, value_len, batch_index = cols
         if v2_idx.size != nb:

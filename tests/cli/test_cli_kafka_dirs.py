@@ -13,7 +13,14 @@ import pytest
 
 from tests.cli.test_cli_dump import run
 from tests.support.files import directory_digest
-from tests.support.kafka_dirs import SAMPLES, compacted_partition, follower_partition, kafka_sample
+from tests.support.kafka_dirs import (
+    SAMPLE_DAMAGE,
+    SAMPLES,
+    compacted_partition,
+    damaged_kafka_sample,
+    follower_partition,
+    kafka_sample,
+)
 
 SAMPLE_PARTITION = SAMPLES / "logdir" / "plain-0"
 
@@ -187,18 +194,9 @@ def _kept_by_recovery(data_dir: Path, tmp_path: Path) -> list[int]:
         return [r.offset for r in log.records()]
 
 
-@pytest.mark.parametrize("damage", ["torn", "crc", "zeros"])
+@pytest.mark.parametrize("damage", SAMPLE_DAMAGE)
 def test_a_read_only_open_reads_what_recovery_keeps(tmp_path: Path, damage: str):
-    partition = kafka_sample(tmp_path / "logdir")
-    log = partition / "00000000000000000633.log"  # the segment holding the recovery point (720)
-    data = bytearray(log.read_bytes())
-    if damage == "torn":
-        data = data[:9000]
-    elif damage == "crc":
-        data[9000] ^= 0x01
-    else:
-        data[9000:] = bytes(len(data) - 9000)
-    log.write_bytes(bytes(data))
+    partition = damaged_kafka_sample(tmp_path / "logdir", damage)
     before = directory_digest(partition.parent)
     kept = _kept_by_recovery(partition.parent, tmp_path)
     assert 633 < len(kept) < 720 and kept == list(range(len(kept)))

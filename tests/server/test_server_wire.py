@@ -51,12 +51,12 @@ def test_a_waiting_fetch_returns_as_soon_as_a_produce_lands(module_server):
         timer = threading.Timer(0.3, lambda: _produce_elsewhere(module_server, b"wake up"))
         started = time.monotonic()
         timer.start()
-        sock.send(fetch_request(end, max_wait_ms=5000), 1)
+        sock.send(fetch_request(end, max_wait_ms=120_000), 1)
         response = sock.receive(FetchResponse[11])
         elapsed = time.monotonic() - started
     partition = response.responses[0].partitions[0]
     assert partition.error_code == 0 and len(partition.records) > 0
-    assert 0.25 < elapsed < 4
+    assert 0.25 < elapsed < 60  # woken by the produce, long before its two-minute max wait
 
 
 def test_a_fetch_with_nothing_to_return_waits_out_max_wait(module_server):
@@ -76,7 +76,7 @@ def test_a_fetch_wanting_no_bytes_is_answered_at_once(module_server, min_bytes):
         started = time.monotonic()
         sock.send(fetch_request(end, max_wait_ms=2**31 - 1, min_bytes=min_bytes), 1)
         response = sock.receive(FetchResponse[11])
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 60  # not parked for max_wait (24 days)
     assert response.responses[0].partitions[0].error_code == 0
 
 
@@ -87,7 +87,7 @@ def test_a_fetch_of_no_partitions_is_answered_at_once(module_server):
         started = time.monotonic()
         sock.send(request, 1)
         response = sock.receive(FetchResponse[11])
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 60  # not parked for max_wait (24 days)
     assert response.error_code == 0 and response.responses == []
 
 

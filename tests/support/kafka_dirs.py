@@ -24,6 +24,26 @@ def kafka_sample(root: Path) -> Path:
     return root / "plain-0"
 
 
+#: The ways `damaged_kafka_sample` damages the sample, as a crash or a bad disk would.
+SAMPLE_DAMAGE = ("torn", "crc", "zeros")
+
+
+def damaged_kafka_sample(root: Path, damage: str) -> Path:
+    """`kafka_sample(root)` with the segment holding its recovery point (720) damaged 9000 bytes
+    in: cut there ("torn"), one bit flipped there ("crc"), or zeros from there on; returns `plain-0`."""
+    partition = kafka_sample(root)
+    segment = partition / "00000000000000000633.log"
+    data = bytearray(segment.read_bytes())
+    if damage == "torn":
+        data = data[:9000]
+    elif damage == "crc":
+        data[9000] ^= 0x01
+    else:
+        data[9000:] = bytes(len(data) - 9000)
+    segment.write_bytes(bytes(data))
+    return partition
+
+
 def legacy_messages(first_offset: int, count: int, *, magic: int, compression: str) -> bytes:
     """One magic 0/1 entry from kafka-python's legacy builder: a compressed wrapper of `count`
     messages, or `count` plain messages back to back, offsets from `first_offset`."""
