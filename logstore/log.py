@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from logstore import leader_append
+from logstore import leader_append, list_offsets
 from logstore.append_input import AppendInput
 from logstore.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
@@ -56,18 +56,13 @@ from logstore.log_validator import (
     validate_follower_append,
 )
 from logstore.partition_state import PartitionState
-from logstore.producer_append import ORIGINS, AppendAnalysis, committed_batches
+from logstore.producer_append import ORIGINS, AppendAnalysis
 from logstore.producer_state import ProducerStateManager
-from logstore.records import Record, RecordBatch
+from logstore.record_iterator import iter_log_records
+from logstore.records import Record
 from logstore.records.header import NO_TIMESTAMP
 from logstore.segment import LogSegment
 from logstore.topic_configs import ORIGIN_GIVEN, resolve_log_config
-
-# ListOffsets special timestamps (Kafka's ListOffsetsRequest).
-LATEST_TIMESTAMP = -1
-EARLIEST_TIMESTAMP = -2
-MAX_TIMESTAMP = -3
-EARLIEST_LOCAL_TIMESTAMP = -4
 
 _INT64 = struct.Struct(">q")
 _LEADER_ORIGINS = frozenset(ORIGINS) - {"replication"}
@@ -489,39 +484,18 @@ class Log:
         """Decoded records from `offset` (default: the log start) up to the isolation bound
         (see `read`); 'read_committed' drops aborted records and transaction markers."""
         position = self._log_start_offset if offset is None else offset
-        while position < self._isolation_bound(isolation):
-            fetched = self.read(position, isolation=isolation)
-            if not fetched.records:
-                return
-            fetched_batches = list(fetched.batches())
-            batches: Iterable[RecordBatch] = fetched_batches
-            if isolation == "read_committed":
-                batches = committed_batches(fetched_batches, fetched.aborted_transactions)
-            for batch in batches:
-                if batch.last_offset < position:
-                    continue
-                for record in batch.records():
-                    if record.offset >= position:
-                        yield record
-            position = max(position, fetched_batches[-1].next_offset)
+        yield from iter_log_records(lambda at: self.read(at, isolation=isolation), position,
+                                    lambda: self._isolation_bound(isolation), isolation == "read_committed")
 
     # ------------------------------------------------------------------ timestamps
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         """Kafka's ListOffsets for this log: the first record with timestamp >= `timestamp`, or
         LATEST_TIMESTAMP (-1), EARLIEST_TIMESTAMP (-2), MAX_TIMESTAMP (-3),
-        EARLIEST_LOCAL_TIMESTAMP (-4). None when no record qualifies."""
+        EARLIEST_LOCAL_TIMESTAMP (-4) (logstore.list_offsets). None when no record qualifies."""
         with self._lock:
-            if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
-                start = self._log_start_offset
-                return TimestampAndOffset(NO_TIMESTAMP, start, self._state.epochs.epoch_for_offset(start))
-            if timestamp == LATEST_TIMESTAMP:
-                return TimestampAndOffset(NO_TIMESTAMP, self._log_end_offset, self._state.epochs.latest_epoch())
-            if timestamp == MAX_TIMESTAMP:
-                return self._local.max_timestamp_offset()
-            if timestamp < 0:
-                raise ValueError(f"unsupported special timestamp {timestamp}")
-            return self._local.offset_for_timestamp(timestamp, self._log_start_offset)
+            return list_offsets.offset_for_timestamp(timestamp, self._log_start_offset, self._log_end_offset,
+                                                     self._state.epochs, self._local)
 
     # ------------------------------------------------------------------ truncation
 

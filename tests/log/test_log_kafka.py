@@ -9,7 +9,7 @@ import pytest
 
 from logstore import Log
 from logstore.clock import ManualClock
-from logstore.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
+from logstore.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from logstore.records import iter_batches
 from tests.support.files import directory_digest
 from tests.support.paths import KAFKA_SAMPLE

@@ -19,7 +19,7 @@ from logstore.errors import (
     OutOfOrderSequenceError,
     UnknownProducerIdError,
 )
-from logstore.log import EARLIEST_TIMESTAMP
+from logstore.list_offsets import EARLIEST_TIMESTAMP
 from logstore.log_files import SNAPSHOT_SUFFIX, segment_file_name
 from logstore.producer_snapshot import decode_snapshot
 from logstore.records import build_batch, build_control_batch, build_legacy_entry, iter_batches
