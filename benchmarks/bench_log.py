@@ -20,6 +20,7 @@ import pytest
 
 from logstore import Log
 from logstore.clock import ManualClock
+from logstore.log_files import CLEAN_SHUTDOWN_FILE
 from logstore.records import build_batch_columnar
 
 NOW = 1_700_000_000_000
@@ -209,6 +210,7 @@ def test_recovery_scan(benchmark, big_log):
             log.close()  # outside the timing (close flushes what recovery re-validated)
         opened.clear()
         checkpoint.unlink(missing_ok=True)
+        (big_log.parent / CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)  # as after a crash: recover
         return (), {}
 
     def run():
