@@ -88,9 +88,9 @@ def test_the_scan_covers_sources_tests_and_build_files():
 
 
 @pytest.mark.parametrize("text", [
-    'SAMPLES = Path("/work/shared/kafka-samples/plain")',
+    'SAMPLES = Path("/work/elsewhere/kafka-samples/plain")',
     "copied from /home/someone/kafka-logs",
-    "Layouts: /work/shared/FORMAT.md.",
+    "Layouts: /work/notes/FORMAT.md.",
 ])
 def test_a_path_under_a_user_data_root_is_found(tmp_path, text):
     assert outside_paths(text, tmp_path, tmp_path) != []
@@ -99,9 +99,9 @@ def test_a_path_under_a_user_data_root_is_found(tmp_path, text):
 def test_a_relative_path_climbing_out_to_something_real_is_found(tmp_path):
     repo = tmp_path / "repo"
     (repo / "tests").mkdir(parents=True)
-    (tmp_path / "shared").mkdir()
-    assert outside_paths('open("../shared/sample")', repo, repo) == ["../shared/sample"]
-    assert outside_paths('open("../../shared")', repo / "tests", repo) == ["../../shared"]
+    (tmp_path / "sibling").mkdir()
+    assert outside_paths('open("../sibling/sample")', repo, repo) == ["../sibling/sample"]
+    assert outside_paths('open("../../sibling")', repo / "tests", repo) == ["../../sibling"]
 
 
 def test_an_existing_path_outside_the_system_roots_is_found(tmp_path):
