@@ -18,54 +18,37 @@ def _some_replica(cluster: SimCluster, rng: random.Random, up: bool) -> int | No
     return rng.choice(choices) if choices else None
 
 
+def _on_a_replica(method: str, *, up: bool) -> Action:
+    """The action calling `SimCluster.<method>(r)` on a replica drawn among those up (or down)."""
+    def act(c: SimCluster, rng: random.Random) -> None:
+        r = _some_replica(c, rng, up)
+        if r is not None:
+            getattr(c, method)(r)
+    return act
+
+
+_act_fetch = _on_a_replica("fetch", up=True)
+_act_flush = _on_a_replica("flush", up=True)
+_act_checkpoint = _on_a_replica("checkpoint_hw", up=True)
+_act_bounce = _on_a_replica("bounce", up=True)
+_act_fail = _on_a_replica("fail", up=True)
+_act_recover = _on_a_replica("recover", up=False)
+_act_controlled_shutdown = _on_a_replica("controlled_shutdown", up=True)
+_act_fetch_then_crash = _on_a_replica("fetch_then_crash", up=True)
+
+
 def _act_produce(c: SimCluster, rng: random.Random) -> None:
     c.produce(acks=rng.choice((ACKS_ALL, ACKS_ALL, ACKS_ALL, 1, 0)), records=rng.choice((1, 1, 2, 3)))
-
-
-def _act_fetch(c: SimCluster, rng: random.Random) -> None:
-    r = _some_replica(c, rng, True)
-    if r is not None:
-        c.fetch(r)
 
 
 def _act_tick(c: SimCluster, rng: random.Random) -> None:
     c.tick(rng.choice((1, 10, LAG_MS // 2, LAG_MS + 1)))
 
 
-def _act_flush(c: SimCluster, rng: random.Random) -> None:
-    r = _some_replica(c, rng, True)
-    if r is not None:
-        c.flush(r)
-
-
-def _act_checkpoint(c: SimCluster, rng: random.Random) -> None:
-    r = _some_replica(c, rng, True)
-    if r is not None:
-        c.checkpoint_hw(r)
-
-
 def _act_restart(c: SimCluster, rng: random.Random) -> None:
     r = _some_replica(c, rng, True)
     if r is not None:
         c.restart(r, clean=rng.random() < 0.25)
-
-
-def _act_bounce(c: SimCluster, rng: random.Random) -> None:
-    r = _some_replica(c, rng, True)
-    if r is not None:
-        c.bounce(r)
-
-
-def _act_fail(c: SimCluster, rng: random.Random) -> None:
-    r = _some_replica(c, rng, True)
-    if r is not None:
-        c.fail(r)
-
-
-def _act_recover(c: SimCluster, rng: random.Random) -> None:
-    r = _some_replica(c, rng, False)
-    if r is not None:
-        c.recover(r)
 
 
 def _act_recover_all(c: SimCluster, rng: random.Random) -> None:
@@ -76,24 +59,12 @@ def _act_elect_preferred(c: SimCluster, rng: random.Random) -> None:
     c.elect_preferred()
 
 
-def _act_controlled_shutdown(c: SimCluster, rng: random.Random) -> None:
-    r = _some_replica(c, rng, True)
-    if r is not None:
-        c.controlled_shutdown(r)
-
-
 def _act_delete_records(c: SimCluster, rng: random.Random) -> None:
     c.delete_records(rng.random())
 
 
 def _act_power_loss_after_delete_records(c: SimCluster, rng: random.Random) -> None:
     c.power_loss_after_delete_records(rng.random())
-
-
-def _act_fetch_then_crash(c: SimCluster, rng: random.Random) -> None:
-    r = _some_replica(c, rng, True)
-    if r is not None:
-        c.fetch_then_crash(r)
 
 
 def _act_power_loss_of_the_isr(c: SimCluster, rng: random.Random) -> None:
