@@ -41,6 +41,14 @@ def _start(partitions: list[Partition], transport: Transport) -> tuple[Controlle
     return controller, {p.replica_id: Follower(p, transport) for p in partitions}
 
 
+def _start_in_process(partitions: list[Partition]) -> tuple[Controller, dict[int, Follower]]:
+    """`_start` over one InProcessTransport that every partition is registered with."""
+    transport = InProcessTransport()
+    for p in partitions:
+        transport.register(p)
+    return _start(partitions, transport)
+
+
 def _rounds(followers: dict[int, Follower], n: int) -> None:
     for _ in range(n):
         for follower in followers.values():
@@ -63,10 +71,7 @@ def test_retention_on_the_leader_moves_every_follower_start_within_one_fetch(tmp
     clock = ManualClock(1_000_000)
     config = {**CONFIG, "retention.bytes": 800}
     parts = _open_three(tmp_path, clock, config)
-    transport = InProcessTransport()
-    for p in parts:
-        transport.register(p)
-    _, followers = _start(parts, transport)
+    _, followers = _start_in_process(parts)
     _rounds(followers, 2)
     start = _fill_and_retain(parts, followers)
     _rounds(followers, 1)  # one fetch each
@@ -82,10 +87,7 @@ def test_retention_on_the_leader_moves_every_follower_start_within_one_fetch(tmp
 def test_followers_without_retention_take_the_leader_start_but_keep_their_segments(tmp_path: Path) -> None:
     clock = ManualClock(1_000_000)
     parts = _open_three(tmp_path, clock, {**CONFIG, "retention.bytes": 800}, retention=None)
-    transport = InProcessTransport()
-    for p in parts:
-        transport.register(p)
-    _, followers = _start(parts, transport)
+    _, followers = _start_in_process(parts)
     _rounds(followers, 2)
     start = _fill_and_retain(parts, followers)
     segments = {p.replica_id: list(p.log.segments) for p in parts[1:]}
@@ -102,10 +104,7 @@ def test_followers_without_retention_take_the_leader_start_but_keep_their_segmen
 def test_a_follower_behind_a_log_start_inside_a_batch_rejoins_on_disk(tmp_path: Path) -> None:
     clock = ManualClock(1_000_000)
     parts = _open_three(tmp_path, clock)
-    transport = InProcessTransport()
-    for p in parts:
-        transport.register(p)
-    controller, followers = _start(parts, transport)
+    controller, followers = _start_in_process(parts)
     _rounds(followers, 2)
     controller.fail(2)
     leader = parts[0]
@@ -127,10 +126,7 @@ def test_a_follower_behind_a_log_start_inside_a_batch_rejoins_on_disk(tmp_path: 
 def test_hw_checkpoint_survives_reopen(tmp_path: Path) -> None:
     clock = ManualClock(1_000_000)
     parts = _open_three(tmp_path, clock)
-    transport = InProcessTransport()
-    for p in parts:
-        transport.register(p)
-    _, followers = _start(parts, transport)
+    _, followers = _start_in_process(parts)
     _rounds(followers, 2)
     parts[0].append([(b"k", b"v")] * 3)
     _rounds(followers, 3)  # the HW reaches a follower one round after the last one fetched
@@ -149,10 +145,7 @@ def test_hw_checkpoint_survives_reopen(tmp_path: Path) -> None:
 def test_follower_threads_commit_acks_all_appends(tmp_path: Path) -> None:
     clock = ManualClock(1_000_000)
     parts = _open_three(tmp_path, clock)
-    transport = InProcessTransport()
-    for p in parts:
-        transport.register(p)
-    _, followers = _start(parts, transport)
+    _, followers = _start_in_process(parts)
     leader = parts[0]
     for f in followers.values():
         f.start(interval_s=0.001)
