@@ -5,16 +5,23 @@ broker held, so that the next registration can show it as KIP-903's previous bro
 marker away: a later stop that is not clean (kill -9, power loss) then leaves none.
 
 Standalone logs (no LogManager) share their parent directory's marker: the first one opened
-in this process takes it, the last one closed cleanly writes it back.
+in this process takes it, the last one closed cleanly writes it back, unless writers of another
+process are still open there. Each process with writers holds a shared `flock` on the data
+directory's `.lock` (a LogManager holds it exclusively), so a clean close in one process never
+vouches for logs another process is still writing and may yet crash.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
+import os
 import threading
 from pathlib import Path
 
 from logstore.checkpoint import atomic_write, fsync_dir
+from logstore.lock import LOCK_FILE_NAME
 from logstore.log_files import CLEAN_SHUTDOWN_FILE
 from logstore.log_loader import LoadState
 
@@ -22,7 +29,9 @@ from logstore.log_loader import LoadState
 NO_BROKER_EPOCH = -1
 _VERSION = "0"
 
-_claims: dict[Path, int] = {}  # data directory -> standalone logs open on it in this process
+#: data directory -> (standalone logs open on it in this process, the descriptor holding the
+#: shared lock on its `.lock`, or None when another owner holds the directory exclusively)
+_claims: dict[Path, tuple[int, int | None]] = {}
 _claims_lock = threading.Lock()
 
 
@@ -52,13 +61,18 @@ def read_marker(data_dir: Path) -> int | None:
 
 def claim(data_dir: Path) -> int | None:
     """A standalone log opens `data_dir` for writing: read the marker (see `read_marker`) and,
-    if no other standalone log of this process holds the directory, remove it."""
+    if no other standalone log of this process holds the directory, remove it. None (recover)
+    when another log of this process holds it, or a LogManager owns the directory."""
     key = data_dir.resolve()
     with _claims_lock:
-        held = _claims.get(key, 0)
-        _claims[key] = held + 1
+        held, fd = _claims.get(key, (0, None))
         if held:
+            _claims[key] = (held + 1, fd)
             return None  # the first one took the marker; this log cannot know how the last stop went
+        fd = _lock_shared(data_dir)
+        _claims[key] = (1, fd)
+        if fd is None:
+            return None  # a LogManager owns the directory and its marker
         broker_epoch = read_marker(data_dir)
         if broker_epoch is not None:
             (data_dir / CLEAN_SHUTDOWN_FILE).unlink()
@@ -67,17 +81,46 @@ def claim(data_dir: Path) -> int | None:
 
 
 def release(data_dir: Path, broker_epoch: int | None) -> None:
-    """A standalone log of `data_dir` stops: cleanly with `broker_epoch` (the last one out writes
-    the marker), or, with None, after a failed open (no marker)."""
+    """A standalone log of `data_dir` stops: cleanly with `broker_epoch` (the last one out of
+    every process writes the marker), or, with None, after a failed open (no marker)."""
     key = data_dir.resolve()
     with _claims_lock:
-        left = _claims.get(key, 1) - 1
-        if left > 0:
-            _claims[key] = left
+        left, fd = _claims.get(key, (1, None))
+        if left > 1:
+            _claims[key] = (left - 1, fd)
             return
         _claims.pop(key, None)
-        if broker_epoch is not None:
-            write_marker(data_dir, broker_epoch)
+        if fd is None:
+            return
+        try:
+            if broker_epoch is not None and _only_holder(fd):
+                write_marker(data_dir, broker_epoch)
+        finally:
+            os.close(fd)  # drops the lock
+
+
+def _lock_shared(data_dir: Path) -> int | None:
+    """A descriptor holding a shared lock on `data_dir/.lock`; None if it is held exclusively."""
+    fd = os.open(data_dir / LOCK_FILE_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as exc:
+        os.close(fd)
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            return None
+        raise
+    return fd
+
+
+def _only_holder(fd: int) -> bool:
+    """True when no other process holds the shared lock `fd` holds (it becomes exclusive)."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            return False
+        raise
+    return True
 
 
 class MarkerClaim:
