@@ -9,6 +9,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from logstore.server import error_codes as ec
+from logstore.server.consumer_group import CLASSIC_GROUP_TYPE, CONSUMER_GROUP_TYPE, ConsumerGroup
 from logstore.server.consumer_protocol import CONSUMER_PROTOCOL_TYPE, subscribed_topics
 from logstore.server.coordinator_records import GroupMetadata, OffsetAndMetadata, StoredMember
 
@@ -61,6 +62,16 @@ class Group:
     pending_txn: dict[int, dict[tuple[str, int], OffsetAndMetadata]] = field(default_factory=dict)
     rebalance: asyncio.Task | None = None
     state_timestamp: int = -1  # clock ms of the last state change; -1 if unknown (old records)
+    consumer: ConsumerGroup | None = None  # set when the group speaks KIP-848's consumer protocol
+
+    @property
+    def group_type(self) -> str:
+        """"consumer" for a group of KIP-848's protocol, else "classic", as ListGroups names them."""
+        return CLASSIC_GROUP_TYPE if self.consumer is None else CONSUMER_GROUP_TYPE
+
+    def reported_state(self) -> str:
+        """The state DescribeGroups and ListGroups report (a consumer group's own states)."""
+        return self.state if self.consumer is None else self.consumer.state()
 
     def static_member(self, group_instance_id: str | None) -> Member | None:
         """The current member of a static instance id, if any."""
