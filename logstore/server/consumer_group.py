@@ -10,6 +10,8 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from logstore.server import error_codes as ec
+
 # Kafka's MemberState values, as the CurrentMemberAssignment record keeps them
 MEMBER_STABLE, UNREVOKED_PARTITIONS, UNRELEASED_PARTITIONS = 0, 1, 2
 # the group's states as DescribeGroups, ListGroups and ConsumerGroupDescribe name them
@@ -108,6 +110,25 @@ class ConsumerGroup:
         """Every topic any member subscribes to."""
         names = list(topic_names)
         return set().union(*(m.subscribed_names(names) for m in self.members.values()))
+
+    def resume(self, now_ms: int) -> None:
+        """After a restart, as Kafka after loading the group: every session (and every owed
+        revocation's rebalance timeout) starts now."""
+        for member in self.members.values():
+            member.last_heartbeat_ms = now_ms
+            if member.state == UNREVOKED_PARTITIONS:
+                member.revocation_deadline_ms = now_ms + max(member.rebalance_timeout_ms, 0)
+
+    def commit_error(self, member_id: str, member_epoch: int) -> int:
+        """Whether a member may commit offsets at `member_epoch` (Kafka's
+        ConsumerGroup.validateOffsetCommit): UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH or NONE. A
+        commit without a member (an admin's) is taken only while nobody consumes."""
+        if member_epoch < 0 and not member_id:
+            return ec.NONE if not self.members else ec.UNKNOWN_MEMBER_ID
+        member = self.members.get(member_id)
+        if member is None:
+            return ec.UNKNOWN_MEMBER_ID
+        return ec.NONE if member_epoch == member.member_epoch else ec.STALE_MEMBER_EPOCH
 
 
 def owner_lookup(group: ConsumerGroup) -> Callable[[uuid.UUID, int], str | None]:

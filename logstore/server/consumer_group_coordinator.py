@@ -294,30 +294,28 @@ class ConsumerGroupCoordinator:
             except Refused:
                 continue  # tried again at the next check
 
-    def restarted(self, group: Group) -> None:
-        """A group replayed at start-up: its members' sessions start now, as after Kafka loads it."""
-        now = self._clock.time_ms()
-        for member in group.consumer.members.values():
-            member.last_heartbeat_ms = now
-            if member.state == UNREVOKED_PARTITIONS:
-                member.revocation_deadline_ms = now + max(member.rebalance_timeout_ms, 0)
+    # ------------------------------------------------------------------ admin
 
-    # ------------------------------------------------------------------ offsets and admin
+    def to_classic(self, group: Group) -> int:
+        """An empty consumer group joined by a classic member becomes a classic group, as Kafka
+        converts it: its consumer records get tombstones. Returns the error of writing them."""
+        try:
+            self._write(group.group_id, records_between(group.group_id, group.consumer, None))
+        except Refused as refused:
+            return refused.error
+        group.consumer, group.protocol_type, group.state = None, None, EMPTY
+        return ec.NONE
 
-    def commit_error(self, group: Group, member_id: str, member_epoch: int) -> int:
-        """Whether a member of a consumer group may commit at `member_epoch` (Kafka's
-        ConsumerGroup.validateOffsetCommit): UNKNOWN_MEMBER_ID, ec.STALE_MEMBER_EPOCH or NONE."""
-        consumer = group.consumer
-        if member_epoch < 0 and not member_id:  # an admin's commit: only while nobody consumes
-            return ec.NONE if not consumer.members else ec.UNKNOWN_MEMBER_ID
-        member = consumer.members.get(member_id)
-        if member is None:
-            return ec.UNKNOWN_MEMBER_ID
-        return ec.NONE if member_epoch == member.member_epoch else ec.STALE_MEMBER_EPOCH
-
-    def deleted(self, group: Group) -> list[KeyValue]:
-        """The tombstones of a consumer group's records, for its deletion."""
-        return records_between(group.group_id, group.consumer, None)
+    def describe(self, group_id: str) -> tuple[int, str | None, Group | None]:
+        """ConsumerGroupDescribe of one group: (error, message, group)."""
+        if not group_id or not group_id_fits(group_id):
+            return ec.INVALID_GROUP_ID, None, None
+        group = self._groups.get(group_id)
+        if group is None:
+            return ec.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.", None
+        if group.consumer is None:
+            return ec.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.", None
+        return ec.NONE, None, group
 
 
 
