@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from logstore.internal_topics.records import decode_offsets_record
-from logstore.server.messages import RESOURCES
+from logstore.server.messages import RESOURCES, controller_apis
 from logstore.server.messages.consumer_group_apis import (
     ConsumerGroupDescribeResponse,
     ConsumerGroupHeartbeatRequest,
@@ -26,6 +26,7 @@ from logstore.server.messages.consumer_group_records import (
     ConsumerGroupMemberMetadataKey,
     ConsumerGroupMemberMetadataValue,
 )
+from logstore.server.messages.metadata_records import METADATA_RECORDS
 
 names = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=20)
 optional_names = st.none() | names
@@ -36,7 +37,8 @@ def test_every_definition_keeps_kafkas_license_header_and_is_declared():
     files = [f for f in resources.files(RESOURCES).iterdir() if f.name.endswith(".json")]
     declared = {cls.__name__ for pair in RECORD_TYPES.values() for cls in pair} | {
         "ConsumerGroupHeartbeatRequest", "ConsumerGroupHeartbeatResponse", "ConsumerGroupDescribeRequest",
-        "ConsumerGroupDescribeResponse"}
+        "ConsumerGroupDescribeResponse"} | set(controller_apis.__all__) | {
+        cls.__name__ for cls in METADATA_RECORDS.values()}
     assert {f.name.removesuffix(".json") for f in files} == declared
     for f in files:
         text = f.read_text()
