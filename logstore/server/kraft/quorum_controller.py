@@ -101,18 +101,19 @@ class QuorumController:
         offset = self.log.append(records)
         for _offset, record in self.log.records(offset):
             self.image.replay(*record)
+        self.maybe_snapshot()
         return offset
 
     def maybe_snapshot(self) -> Path | None:
         """Write a snapshot once `metadata.log.max.record.bytes.between.snapshots` worth of
-        batches has been appended since the last one (or since start)."""
+        batches has been appended since the last one (or since start); every commit asks."""
         if self.log.bytes_appended - self._bytes_at_snapshot < self.snapshot_record_bytes:
             return None
         return self.snapshot()
 
     def snapshot(self) -> Path:
         """Write the image as a snapshot ending at the log end now."""
-        self._bytes_at_snapshot = 0
+        self._bytes_at_snapshot = self.log.bytes_appended
         return self.log.write_snapshot(self.image.snapshot_records())
 
     # ------------------------------------------------------------------ brokers
