@@ -1,6 +1,7 @@
 """The generated messages (logstore.server.messages): built from Kafka's JSON definitions at
-import, they encode and decode by version, and the __consumer_offsets records they write are
-what the dump decoder (an independent table of Kafka 4.0's layouts) reads back field for field."""
+import, they encode and decode by version. And the internal topics' records as Kafka's own
+definitions encode them (tests.support.kafka_definitions) are what logstore.internal_topics,
+their one home in the product, reads back field for field."""
 
 from __future__ import annotations
 
@@ -13,13 +14,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from logstore.internal_topics.records import decode_offsets_record
-from logstore.server.messages import RESOURCES
+from logstore.server.messages import RESOURCES, controller_apis
 from logstore.server.messages.consumer_group_apis import (
     ConsumerGroupDescribeResponse,
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
 )
-from logstore.server.messages.consumer_group_records import (
+from tests.support import kafka_definitions
+from tests.support.kafka_definitions import (
+    METADATA_RECORDS,
     RECORD_TYPES,
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
@@ -33,10 +36,12 @@ partition_lists = st.lists(st.integers(0, 2**31 - 1), max_size=5)
 
 
 def test_every_definition_keeps_kafkas_license_header_and_is_declared():
-    files = [f for f in resources.files(RESOURCES).iterdir() if f.name.endswith(".json")]
+    files = [f for package in (RESOURCES, kafka_definitions.RESOURCES)
+             for f in resources.files(package).iterdir() if f.name.endswith(".json")]
     declared = {cls.__name__ for pair in RECORD_TYPES.values() for cls in pair} | {
         "ConsumerGroupHeartbeatRequest", "ConsumerGroupHeartbeatResponse", "ConsumerGroupDescribeRequest",
-        "ConsumerGroupDescribeResponse"}
+        "ConsumerGroupDescribeResponse"} | set(controller_apis.__all__) | {
+        cls.__name__ for cls in METADATA_RECORDS.values()}
     assert {f.name.removesuffix(".json") for f in files} == declared
     for f in files:
         text = f.read_text()
