@@ -7,26 +7,16 @@ from __future__ import annotations
 import struct
 import uuid
 
+from logstore.internal_topics.records import decode_offsets_record, encode_offsets_record
 from logstore.server.consumer_group import Assignment, ConsumerGroup, ConsumerMember
-from logstore.server.messages.consumer_group_records import (
-    RECORD_TYPES,
-    ConsumerGroupCurrentMemberAssignmentKey,
-    ConsumerGroupCurrentMemberAssignmentValue,
-    ConsumerGroupMemberMetadataKey,
-    ConsumerGroupMemberMetadataValue,
-    ConsumerGroupMetadataKey,
-    ConsumerGroupMetadataValue,
-    ConsumerGroupPartitionMetadataKey,
-    ConsumerGroupPartitionMetadataValue,
-    ConsumerGroupTargetAssignmentMemberKey,
-    ConsumerGroupTargetAssignmentMemberValue,
-    ConsumerGroupTargetAssignmentMetadataKey,
-    ConsumerGroupTargetAssignmentMetadataValue,
-)
 
 KeyValue = tuple[bytes, bytes | None]
 _INT16 = struct.Struct(">h")
-CONSUMER_RECORD_TYPES = frozenset(RECORD_TYPES)
+GROUP_EPOCH, TOPICS, MEMBER, TARGET_EPOCH, TARGET, CURRENT = (
+    "ConsumerGroupMetadata", "ConsumerGroupPartitionMetadata", "ConsumerGroupMemberMetadata",
+    "ConsumerGroupTargetAssignmentMetadata", "ConsumerGroupTargetAssignmentMember",
+    "ConsumerGroupCurrentMemberAssignment")
+CONSUMER_RECORD_TYPES = frozenset(range(3, 9))  # their type ids in Kafka 4.0, in the order above
 
 
 def record_type(key: bytes) -> int:
@@ -34,12 +24,17 @@ def record_type(key: bytes) -> int:
     return _INT16.unpack_from(key, 0)[0]
 
 
-def _topic_partitions(cls: type, assignment: Assignment) -> list:
-    return [cls(topic_id=t, partitions=sorted(ps)) for t, ps in sorted(assignment.items(), key=lambda i: str(i[0]))]
+def _record(name: str, group_id: str, member_id: str | None, value: dict | None) -> KeyValue:
+    key = {"groupId": group_id} if member_id is None else {"groupId": group_id, "memberId": member_id}
+    return encode_offsets_record(name, key, None if value is None else 0, value)
 
 
-def _assignment(entries: list) -> Assignment:
-    return {e.topic_id: frozenset(e.partitions) for e in entries if e.partitions}
+def _topic_partitions(assignment: Assignment) -> list[dict]:
+    return [{"topicId": t, "partitions": sorted(ps)} for t, ps in sorted(assignment.items(), key=lambda i: str(i[0]))]
+
+
+def _assignment(entries: list[dict]) -> Assignment:
+    return {e["topicId"]: frozenset(e["partitions"]) for e in entries if e["partitions"]}
 
 
 def _subscription(member: ConsumerMember) -> tuple:
@@ -53,50 +48,36 @@ def _current(member: ConsumerMember) -> tuple:
 
 
 def _member_record(group_id: str, m: ConsumerMember | None, member_id: str) -> KeyValue:
-    key = ConsumerGroupMemberMetadataKey(group_id=group_id, member_id=member_id).to_bytes()
-    if m is None:
-        return key, None
-    return key, ConsumerGroupMemberMetadataValue(
-        instance_id=m.instance_id, rack_id=m.rack_id, client_id=m.client_id, client_host=m.client_host,
-        subscribed_topic_names=list(m.subscribed_topic_names), subscribed_topic_regex=m.subscribed_topic_regex,
-        rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor).to_bytes()
+    return _record(MEMBER, group_id, member_id, None if m is None else {
+        "instanceId": m.instance_id, "rackId": m.rack_id, "clientId": m.client_id, "clientHost": m.client_host,
+        "subscribedTopicNames": list(m.subscribed_topic_names), "subscribedTopicRegex": m.subscribed_topic_regex,
+        "rebalanceTimeoutMs": m.rebalance_timeout_ms, "serverAssignor": m.server_assignor})
 
 
 def _target_record(group_id: str, member_id: str, assignment: Assignment | None) -> KeyValue:
-    key = ConsumerGroupTargetAssignmentMemberKey(group_id=group_id, member_id=member_id).to_bytes()
-    if assignment is None:
-        return key, None
-    cls = ConsumerGroupTargetAssignmentMemberValue
-    return key, cls(topic_partitions=_topic_partitions(cls.TopicPartition, assignment)).to_bytes()
+    return _record(TARGET, group_id, member_id,
+                   None if assignment is None else {"topicPartitions": _topic_partitions(assignment)})
 
 
 def _current_record(group_id: str, m: ConsumerMember | None, member_id: str) -> KeyValue:
-    key = ConsumerGroupCurrentMemberAssignmentKey(group_id=group_id, member_id=member_id).to_bytes()
-    if m is None:
-        return key, None
-    cls = ConsumerGroupCurrentMemberAssignmentValue
-    return key, cls(member_epoch=m.member_epoch, previous_member_epoch=m.previous_member_epoch, state=m.state,
-                    assigned_partitions=_topic_partitions(cls.TopicPartitions, m.assigned),
-                    partitions_pending_revocation=_topic_partitions(cls.TopicPartitions, m.revoking)).to_bytes()
+    return _record(CURRENT, group_id, member_id, None if m is None else {
+        "memberEpoch": m.member_epoch, "previousMemberEpoch": m.previous_member_epoch, "state": m.state,
+        "assignedPartitions": _topic_partitions(m.assigned),
+        "partitionsPendingRevocation": _topic_partitions(m.revoking)})
 
 
 def _epoch_record(group_id: str, epoch: int | None) -> KeyValue:
-    key = ConsumerGroupMetadataKey(group_id=group_id).to_bytes()
-    return key, None if epoch is None else ConsumerGroupMetadataValue(epoch=epoch).to_bytes()
+    return _record(GROUP_EPOCH, group_id, None, None if epoch is None else {"epoch": epoch})
 
 
 def _topics_record(group_id: str, topics: dict[uuid.UUID, tuple[str, int]] | None) -> KeyValue:
-    key = ConsumerGroupPartitionMetadataKey(group_id=group_id).to_bytes()
-    if topics is None:
-        return key, None
-    cls = ConsumerGroupPartitionMetadataValue
-    return key, cls(topics=[cls.TopicMetadata(topic_id=t, topic_name=name, num_partitions=count, partition_metadata=[])
-                            for t, (name, count) in sorted(topics.items(), key=lambda i: i[1][0])]).to_bytes()
+    return _record(TOPICS, group_id, None, None if topics is None else {"topics": [
+        {"topicId": t, "topicName": name, "numPartitions": count, "partitionMetadata": []}
+        for t, (name, count) in sorted(topics.items(), key=lambda i: i[1][0])]})
 
 
 def _target_epoch_record(group_id: str, epoch: int | None) -> KeyValue:
-    key = ConsumerGroupTargetAssignmentMetadataKey(group_id=group_id).to_bytes()
-    return key, None if epoch is None else ConsumerGroupTargetAssignmentMetadataValue(assignment_epoch=epoch).to_bytes()
+    return _record(TARGET_EPOCH, group_id, None, None if epoch is None else {"assignmentEpoch": epoch})
 
 
 def records_between(group_id: str, old: ConsumerGroup | None, new: ConsumerGroup | None) -> list[KeyValue]:
@@ -139,41 +120,40 @@ def records_between(group_id: str, old: ConsumerGroup | None, new: ConsumerGroup
 def apply_record(groups: dict[str, ConsumerGroup | None], key: bytes, value: bytes | None) -> str:
     """Replay one consumer group record into `groups` (group id -> state; None once the group's
     metadata got its tombstone). Returns the record's group id."""
-    key_cls, value_cls = RECORD_TYPES[record_type(key)]
-    k = key_cls.from_bytes(key)
-    group = groups.get(k.group_id)
+    record = decode_offsets_record(key, value)
+    group_id, member_id, v = record.key["groupId"], record.key.get("memberId"), record.value
+    group = groups.get(group_id)
     if group is None:
-        if value is None:
-            return k.group_id
-        group = groups[k.group_id] = ConsumerGroup()
-    v = None if value is None else value_cls.from_bytes(value)
-    if key_cls is ConsumerGroupMetadataKey:
         if v is None:
-            groups[k.group_id] = None
-        else:
-            group.group_epoch = v.epoch
-    elif key_cls is ConsumerGroupPartitionMetadataKey:
-        group.topics = {} if v is None else {t.topic_id: (t.topic_name, t.num_partitions) for t in v.topics}
-    elif key_cls is ConsumerGroupTargetAssignmentMetadataKey:
-        group.assignment_epoch = 0 if v is None else v.assignment_epoch
-    elif key_cls is ConsumerGroupTargetAssignmentMemberKey:
+            return group_id
+        group = groups[group_id] = ConsumerGroup()
+    if record.name == GROUP_EPOCH:
         if v is None:
-            group.target.pop(k.member_id, None)
+            groups[group_id] = None
         else:
-            group.target[k.member_id] = _assignment(v.topic_partitions)
+            group.group_epoch = v["epoch"]
+    elif record.name == TOPICS:
+        group.topics = {} if v is None else {t["topicId"]: (t["topicName"], t["numPartitions"]) for t in v["topics"]}
+    elif record.name == TARGET_EPOCH:
+        group.assignment_epoch = 0 if v is None else v["assignmentEpoch"]
+    elif record.name == TARGET:
+        if v is None:
+            group.target.pop(member_id, None)
+        else:
+            group.target[member_id] = _assignment(v["topicPartitions"])
     elif v is None:  # a member's metadata or current assignment tombstone: the member is gone
-        group.members.pop(k.member_id, None)
+        group.members.pop(member_id, None)
     else:
-        member = group.members.setdefault(k.member_id, ConsumerMember(k.member_id))
-        if key_cls is ConsumerGroupMemberMetadataKey:
-            member.instance_id, member.rack_id = v.instance_id, v.rack_id
-            member.client_id, member.client_host = v.client_id, v.client_host
-            member.subscribed_topic_names = tuple(v.subscribed_topic_names)
-            member.subscribed_topic_regex, member.rebalance_timeout_ms = v.subscribed_topic_regex, v.rebalance_timeout_ms
-            member.server_assignor = v.server_assignor
+        member = group.members.setdefault(member_id, ConsumerMember(member_id))
+        if record.name == MEMBER:
+            member.instance_id, member.rack_id = v["instanceId"], v["rackId"]
+            member.client_id, member.client_host = v["clientId"], v["clientHost"]
+            member.subscribed_topic_names = tuple(v["subscribedTopicNames"])
+            member.subscribed_topic_regex, member.rebalance_timeout_ms = v["subscribedTopicRegex"], v["rebalanceTimeoutMs"]
+            member.server_assignor = v["serverAssignor"]
         else:
             member.member_epoch, member.previous_member_epoch, member.state = \
-                v.member_epoch, v.previous_member_epoch, v.state
-            member.assigned = _assignment(v.assigned_partitions)
-            member.revoking = _assignment(v.partitions_pending_revocation)
-    return k.group_id
+                v["memberEpoch"], v["previousMemberEpoch"], v["state"]
+            member.assigned = _assignment(v["assignedPartitions"])
+            member.revoking = _assignment(v["partitionsPendingRevocation"])
+    return group_id
