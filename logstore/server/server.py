@@ -18,6 +18,7 @@ from logstore.server.admin_api import AdminApi
 from logstore.server.apis import APIS, bind
 from logstore.server.broker_config import BrokerConfig
 from logstore.server.connection import Connection, FrameProtocol, Handler, InFlightBudget
+from logstore.server.consumer_group_api import ConsumerGroupApi
 from logstore.server.context import ServerContext
 from logstore.server.data_api import DataApi
 from logstore.server.describe_api import DescribeApi
@@ -194,7 +195,8 @@ class KafkaServer:
         self._groups = GroupCoordinator(ctx)
         self._txns = TransactionCoordinator(ctx, self._groups, ProducerIdManager(ctx.manager))
         return bind(APIS, (AdminApi(ctx), DataApi(ctx), GroupApi(ctx, self._groups), TransactionApi(self._txns),
-                           DescribeApi(ctx), OffsetDeleteApi(ctx, self._groups), TxnDescribeApi(ctx, self._txns)))
+                           DescribeApi(ctx), OffsetDeleteApi(ctx, self._groups), TxnDescribeApi(ctx, self._txns),
+                           ConsumerGroupApi(ctx, self._groups)))
 
     async def _shutdown(self) -> None:
         if self.cluster is not None:
