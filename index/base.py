@@ -368,9 +368,14 @@ class AbstractIndex:
         return True
 
     def trim_to_valid_size(self) -> None:
-        """Shrink the file to exactly its valid entries (no-op when never loaded or read-only)."""
-        if (self._loaded or self._unloaded) and self._writable and not self._closed:
+        """Shrink the file to exactly its valid entries (no-op when never loaded or read-only);
+        an unloaded index is trimmed without mapping it again."""
+        if not self._writable or self._closed:
+            return
+        if self._loaded:
             self.resize(self.ENTRY_SIZE * self._entries)
+        elif self._unloaded:
+            os.truncate(self._path, self.ENTRY_SIZE * self._entries)
 
     def reset(self) -> None:
         """Remove every entry and regrow the file to `max_index_size`."""
