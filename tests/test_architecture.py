@@ -179,20 +179,10 @@ def test_cycles_are_reported_with_the_imports_that_close_them():
 
 #: Size guards from the architecture issues: Log keeps its part of Kafka's UnifiedLog only (the
 #: segment list is LocalLog's), and no module grows past what a reader takes in at once.
-LOG_CLASS_MAX_LINES = 610
 MODULE_MAX_LINES = 600
-#: Temporary (issue 30, part 2 "Log", not finished): modules still over MODULE_MAX_LINES, each
-#: held to its size when the limit dropped to 600. Split them by concept and remove them here.
-OVER_LIMIT_FOR_NOW = {"logstore.log": 678}
-
-
-def test_the_log_class_stays_under_610_lines() -> None:
-    tree = ast.parse((ROOT / "logstore" / "log.py").read_text())
-    (log,) = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "Log"]
-    assert log.end_lineno - log.lineno + 1 < LOG_CLASS_MAX_LINES
 
 
 def test_no_module_is_over_600_lines() -> None:
     long = {name: n for name, path in module_names().items()
-            if (n := len(path.read_text().splitlines())) > OVER_LIMIT_FOR_NOW.get(name, MODULE_MAX_LINES)}
-    assert not long, f"modules over {MODULE_MAX_LINES} lines (or over their temporary allowance): {long}"
+            if (n := len(path.read_text().splitlines())) > MODULE_MAX_LINES}
+    assert not long, f"modules over {MODULE_MAX_LINES} lines: {long}"

@@ -10,6 +10,7 @@ from typing import Any
 
 from logstore.config import CONFIG_KEYS, LogConfig, java_integer, parse_properties
 from logstore.errors import InvalidConfigError
+from logstore.server.kraft.quorum_config import QuorumConfig
 
 # Kafka's broker-level names of topic configs (ServerLogConfigs): the broker default of each.
 BROKER_TO_TOPIC = {
@@ -81,6 +82,7 @@ class BrokerConfig:
     offset_metadata_max_bytes: int = 4096
     listeners: str | None = None
     log_defaults: Mapping[str, Any] = field(default_factory=dict)
+    quorum: QuorumConfig | None = None  # None: a standalone node (no process.roles)
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> BrokerConfig:
@@ -117,6 +119,7 @@ class BrokerConfig:
             offset_metadata_max_bytes=_int(props, "offset.metadata.max.bytes", 4096),
             listeners=listeners.strip() if listeners else None,
             log_defaults=log_defaults,
+            quorum=QuorumConfig.from_properties(props, node_id),
         )
 
     @classmethod
@@ -132,7 +135,11 @@ class BrokerConfig:
         return cls.from_properties(props)
 
     def listen_address(self) -> tuple[str, int] | None:
-        """Host and port of the first `listeners` entry (`PLAINTEXT://host:port`), if set."""
+        """Host and port of the first `listeners` entry (`PLAINTEXT://host:port`), if set; in
+        a cluster, of the first listener that is not the controller's."""
+        if self.quorum is not None and self.quorum.broker_listeners:
+            first = self.quorum.broker_listeners[0]
+            return first.host, first.port
         if not self.listeners:
             return None
         first = self.listeners.split(",")[0].strip()
