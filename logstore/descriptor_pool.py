@@ -80,6 +80,15 @@ class SegmentDescriptors:
         """Count one descriptor less."""
         self.pool.release(self)
 
+    def adopt(self, guard: threading.RLock | None) -> None:
+        """From now on the segment is used under `guard` (its Log's lock); whoever used it
+        before (the loader, the cleaner that wrote it) is done with it. No-op if it already is."""
+        if guard is self.guard:
+            return
+        with self.pool.lock:
+            self.guard = guard
+            self.guarded = guard is not None
+
     def touch(self) -> None:
         """Mark a use by this thread (call before reading the descriptor or mapping)."""
         with self.pool.lock:

@@ -134,7 +134,7 @@ class SegmentFiles:
 
     @guard.setter
     def guard(self, guard: threading.RLock | None) -> None:
-        self.descriptors.guard = guard
+        self.descriptors.adopt(guard)
 
     def release_descriptors(self) -> None:
         """Close the `.log` descriptor and unmap the indexes for now, keeping every count and
