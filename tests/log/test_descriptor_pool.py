@@ -5,7 +5,12 @@ out is a DescriptorLimitError naming the limit."""
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import sys
+import tempfile
 import threading
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -17,6 +22,7 @@ from logstore.descriptor_pool import DescriptorPool, capacity_for, process_pool
 from logstore.errors import DescriptorLimitError, LogLockedError
 from logstore.lock import LOCK_FILE_NAME
 from tests.support.clock import NOW
+from tests.support.paths import REPO_ROOT
 
 TINY = 4
 
@@ -217,3 +223,60 @@ def test_a_partition_in_another_processs_managed_directory_is_refused(tmp_path, 
     finally:
         os.close(other)
     Log.open(tmp_path / "t-0", clock=clock).close()
+
+
+# Opens `partitions` partitions under a descriptor `limit` (argv: directory, limit, partitions), appends to all, reads all,
+# closes, reopens, reads and appends again, checking every record; prints the most descriptors
+# the process had open at once.
+MANY_PARTITIONS = """
+import os, resource, sys
+directory, limit, partitions = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (min(limit, hard), hard))
+from logstore import LogManager
+
+peak = 0
+def sample():
+    global peak
+    peak = max(peak, len(os.listdir("/proc/self/fd")))
+
+def check(log, expected):
+    assert [r.value for r in log.records()] == expected, (log.name, expected)
+
+with LogManager(directory, {"segment.index.bytes": 4096}) as manager:
+    logs = [manager.get_or_create("t", p) for p in range(partitions)]
+    for p, log in enumerate(logs):
+        log.append([(b"k", b"%d" % p)])
+        if p % 500 == 0:
+            sample()
+    for p, log in enumerate(logs):
+        check(log, [b"%d" % p])
+    sample()
+with LogManager(directory) as manager:
+    logs = manager.logs()
+    assert len(logs) == partitions
+    for log in logs:
+        check(log, [b"%d" % log.partition])
+        log.append([(b"k", b"again")])
+    sample()
+    for log in logs:
+        check(log, [b"%d" % log.partition, b"again"])
+print(peak)
+"""
+
+
+@pytest.mark.slow
+def test_ten_thousand_partitions_open_append_read_and_reopen_under_a_limit_of_1024(tmp_path):
+    """The issue's acceptance test. The data sits on a tmpfs when there is one (/dev/shm): the
+    test counts descriptors, and 10,000 partitions' fsyncs on a disk would take minutes."""
+    limit, partitions = 1024, 10_000
+    shm = "/dev/shm"
+    directory = Path(tempfile.mkdtemp(dir=shm)) if os.path.isdir(shm) else tmp_path / "data"
+    try:
+        result = subprocess.run([sys.executable, "-c", MANY_PARTITIONS, str(directory), str(limit), str(partitions)],
+                                cwd=REPO_ROOT,
+                                capture_output=True, text=True, timeout=600, check=False)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert int(result.stdout.split()[-1]) < limit
