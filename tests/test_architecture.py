@@ -12,6 +12,8 @@ decoders) serves them and sits in that layer too. The engine imports none of tha
 from __future__ import annotations
 
 import ast
+import json
+import re
 from pathlib import Path
 from typing import NamedTuple
 
@@ -186,3 +188,15 @@ def test_no_module_is_over_600_lines() -> None:
     long = {name: n for name, path in module_names().items()
             if (n := len(path.read_text().splitlines())) > MODULE_MAX_LINES}
     assert not long, f"modules over {MODULE_MAX_LINES} lines: {long}"
+
+
+def test_internal_topic_records_have_one_home() -> None:
+    """Generated messages (logstore/server/messages) are API requests and responses only: the
+    records of __consumer_offsets, __transaction_state and __cluster_metadata are declared once,
+    in logstore.internal_topics (coordinator_schemas, metadata_schemas), which the coordinators
+    write with and dump's decoders read with; add new record types to those tables."""
+    definitions = ROOT / "logstore" / "server" / "messages" / "resources"
+    kinds = {path.name: json.loads(re.sub(r"(?m)^\s*//.*$", "", path.read_text()))["type"]
+             for path in definitions.glob("*.json")}
+    records = {name: kind for name, kind in kinds.items() if kind not in ("request", "response")}
+    assert not records, f"declare these in logstore.internal_topics, not as generated messages: {records}"

@@ -12,7 +12,10 @@ from logstore.clock import ManualClock
 from logstore.internal_topics import decode_metadata_record
 from logstore.records import iter_batches
 from logstore.records.varint import encode_unsigned_varint
-from logstore.server.messages.metadata_records import (
+from tests.cli.test_cli_dump import run_in_process
+from tests.server.test_server_kraft_controller import SESSION_MS, beat, join, start
+from tests.support.clock import NOW
+from tests.support.kafka_definitions import (
     BrokerRegistrationChangeRecord,
     FeatureLevelRecord,
     PartitionChangeRecord,
@@ -20,9 +23,6 @@ from logstore.server.messages.metadata_records import (
     RegisterBrokerRecord,
     TopicRecord,
 )
-from tests.cli.test_cli_dump import run_in_process
-from tests.server.test_server_kraft_controller import SESSION_MS, beat, join, start
-from tests.support.clock import NOW
 
 
 def cluster_log(data_dir: Path) -> tuple[dict, uuid.UUID]:

@@ -1,6 +1,7 @@
 """The generated messages (logstore.server.messages): built from Kafka's JSON definitions at
-import, they encode and decode by version, and the __consumer_offsets records they write are
-what the dump decoder (an independent table of Kafka 4.0's layouts) reads back field for field."""
+import, they encode and decode by version. And the internal topics' records as Kafka's own
+definitions encode them (tests.support.kafka_definitions) are what logstore.internal_topics,
+their one home in the product, reads back field for field."""
 
 from __future__ import annotations
 
@@ -19,14 +20,15 @@ from logstore.server.messages.consumer_group_apis import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
 )
-from logstore.server.messages.consumer_group_records import (
+from tests.support import kafka_definitions
+from tests.support.kafka_definitions import (
+    METADATA_RECORDS,
     RECORD_TYPES,
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataKey,
     ConsumerGroupMemberMetadataValue,
 )
-from logstore.server.messages.metadata_records import METADATA_RECORDS
 
 names = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=20)
 optional_names = st.none() | names
@@ -34,7 +36,8 @@ partition_lists = st.lists(st.integers(0, 2**31 - 1), max_size=5)
 
 
 def test_every_definition_keeps_kafkas_license_header_and_is_declared():
-    files = [f for f in resources.files(RESOURCES).iterdir() if f.name.endswith(".json")]
+    files = [f for package in (RESOURCES, kafka_definitions.RESOURCES)
+             for f in resources.files(package).iterdir() if f.name.endswith(".json")]
     declared = {cls.__name__ for pair in RECORD_TYPES.values() for cls in pair} | {
         "ConsumerGroupHeartbeatRequest", "ConsumerGroupHeartbeatResponse", "ConsumerGroupDescribeRequest",
         "ConsumerGroupDescribeResponse"} | set(controller_apis.__all__) | {
