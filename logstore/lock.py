@@ -26,6 +26,18 @@ _managed: dict[tuple[int, int], set[str]] = {}
 _managed_lock = threading.Lock()
 
 
+def try_flock(fd: int, operation: int) -> bool:
+    """`flock(fd, operation | LOCK_NB)`: True when taken, False when another open file
+    description holds a conflicting lock."""
+    try:
+        fcntl.flock(fd, operation | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            return False
+        raise
+    return True
+
+
 class DirectoryLock:
     """An exclusive, non-blocking lock on a directory, held until `release()`.
 
@@ -42,14 +54,13 @@ class DirectoryLock:
         """Take the lock; raises LogLockedError if anyone holds it."""
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
+            taken = try_flock(fd, fcntl.LOCK_EX)
+        except BaseException:
             os.close(fd)
-            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise LogLockedError(
-                    f"{self.directory} is in use by another owner (lock held on {self.path})"
-                ) from None
             raise
+        if not taken:
+            os.close(fd)
+            raise LogLockedError(f"{self.directory} is in use by another owner (lock held on {self.path})")
         self._fd = fd
         return self
 
@@ -148,11 +159,6 @@ def _held_exclusively(path: Path) -> bool:
     except FileNotFoundError:
         return False
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError as exc:
-        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-            return True
-        raise
+        return not try_flock(fd, fcntl.LOCK_SH)
     finally:
-        os.close(fd)  # drops the shared lock taken above, if any
-    return False
+        os.close(fd)  # drops the shared lock taken, if any
