@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import resource
 import uuid
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
 from logstore.config import LogConfig
@@ -67,7 +67,9 @@ def _stored_topic_id(directory: Path) -> uuid.UUID | None:
 class Topics:
     """Topic -> (topic id, partition count, config overrides), kept beside the manager's logs."""
 
-    def __init__(self, manager: LogManager):
+    def __init__(self, manager: LogManager, *, hosts_all: bool = True):
+        """`hosts_all=False` on a cluster's broker, which holds only the partitions placed on it:
+        a partition missing on disk is not created (the cluster's metadata says what lives here)."""
         self._manager = manager
         self._partitions: dict[str, int] = {}
         self._ids: dict[str, uuid.UUID] = {}
@@ -80,7 +82,10 @@ class Topics:
             overrides = self.overrides(topic)
             self._ids.setdefault(topic, uuid.uuid4())
             for partition in range(count):
-                log = manager.get_or_create(topic, partition, overrides or None)
+                log = manager.get(topic, partition)
+                if log is None and not hosts_all:
+                    continue
+                log = log or manager.get_or_create(topic, partition, overrides or None)
                 if not (log.dir / PARTITION_METADATA).exists():
                     write_partition_metadata(log.dir, self._ids[topic])
 
@@ -152,6 +157,18 @@ class Topics:
             log = self._manager.get_or_create(topic, partition, overrides)
             write_partition_metadata(log.dir, self._ids[topic])
             self._partitions[topic] = partition + 1
+
+    def adopt(self, topic: str, topic_id: uuid.UUID, hosted: Collection[int], count: int,
+              configs: Mapping[str, str]) -> None:
+        """Take on what a cluster's metadata places on this node: `topic` (id `topic_id`) has
+        `count` partitions, of which `hosted` are opened here; the others have no log here."""
+        self._ids[topic] = topic_id
+        overrides = {**INTERNAL_TOPIC_CONFIGS.get(topic, {}), **configs}
+        for partition in hosted:
+            if self._manager.get(topic, partition) is None:
+                log = self._manager.get_or_create(topic, partition, overrides)
+                write_partition_metadata(log.dir, topic_id)
+        self._partitions[topic] = max(self._partitions.get(topic, 0), count)
 
     def add_partitions(self, topic: str, count: int, *, validate_only: bool = False) -> None:
         """Grow `topic` to `count` partitions (InvalidPartitionsError unless it grows)."""

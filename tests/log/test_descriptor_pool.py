@@ -61,7 +61,7 @@ def test_a_manager_holds_no_more_descriptors_than_its_pool(tmp_path, tiny_pool, 
             assert values(log) == [b"%d" % p]
             assert tiny_pool.in_use <= TINY
         assert open_descriptors() - before <= TINY + 1  # + the data directory's lock
-    assert open_descriptors() == before
+    assert open_descriptors() <= before  # fewer when segments left open elsewhere gave theirs back
 
 
 def test_a_log_given_back_and_reopened_keeps_every_write_and_index_entry(tmp_path, tiny_pool, clock):
