@@ -307,27 +307,45 @@ def rewrite_records(buf, rec_start, rec_end, new_ts_deltas, gaps, out, out_end, 
 
     out_end[i] receives the end of record i in the layout; returns the bytes it spans. With
     `write` the records are copied into out, which must have room for the records' lengths +
-    gaps + 20 bytes per record; without, only the ends are computed (a size count).
+    gaps + 20 bytes per record; without, only the ends are computed (a size count). A record
+    whose delta does not change keeps its bytes: back-to-back runs of those are copied whole.
     """
     w = 0
+    run_src = 0  # the open run of unchanged records: buf[run_src:run_src + run_len] -> out[run_dst:]
+    run_dst = 0
+    run_len = 0
     for i in range(rec_start.shape[0]):
-        w += gaps[i]
         p = np.int64(rec_start[i])
-        _, q = read_zigzag(buf, p, rec_end[i], 5)
+        end = np.int64(rec_end[i])
+        _, q = read_zigzag(buf, p, end, 5)
         body = q  # attributes byte
-        _, after_ts = read_zigzag(buf, body + 1, rec_end[i], 10)
-        rest = rec_end[i] - after_ts
-        new_len = 1 + zigzag_size(new_ts_deltas[i]) + rest
-        if write:
-            w = write_zigzag(out, w, new_len)
-            out[w] = buf[body]
-            w += 1
-            w = write_zigzag(out, w, new_ts_deltas[i])
-            out[w:w + rest] = buf[after_ts:after_ts + rest]
-            w += rest
+        old_delta, after_ts = read_zigzag(buf, body + 1, end, 10)
+        same = old_delta == new_ts_deltas[i]
+        if run_len and (gaps[i] or not same or run_src + run_len != p):
+            if write:
+                out[run_dst:run_dst + run_len] = buf[run_src:run_src + run_len]
+            run_len = 0
+        w += gaps[i]
+        if same:
+            if not run_len:
+                run_src, run_dst = p, w
+            run_len += end - p
+            w += end - p
         else:
-            w += zigzag_size(new_len) + new_len
+            rest = end - after_ts
+            new_len = 1 + zigzag_size(new_ts_deltas[i]) + rest
+            if write:
+                w = write_zigzag(out, w, new_len)
+                out[w] = buf[body]
+                w += 1
+                w = write_zigzag(out, w, new_ts_deltas[i])
+                out[w:w + rest] = buf[after_ts:after_ts + rest]
+                w += rest
+            else:
+                w += zigzag_size(new_len) + new_len
         out_end[i] = w
+    if run_len and write:
+        out[run_dst:run_dst + run_len] = buf[run_src:run_src + run_len]
     return w
 
 
