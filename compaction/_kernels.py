@@ -10,6 +10,7 @@ import numpy as np
 from numba import njit
 from numba.core import event
 
+from logstore.records import native_crc
 from logstore.records._kernels import (
     MIN_HEADER_SIZE,
     MIN_RECORD_BODY,
@@ -17,6 +18,7 @@ from logstore.records._kernels import (
     write_zigzag,
     zigzag_size,
 )
+from logstore.records.header import ATTRIBUTES_OFFSET, CRC_OFFSET
 
 # Why a record was dropped (per record, int8). KEPT for records that stay.
 KEPT = 0
@@ -347,6 +349,17 @@ def rewrite_records(buf, rec_start, rec_end, new_ts_deltas, gaps, out, out_end, 
     if run_len and write:
         out[run_dst:run_dst + run_len] = buf[run_src:run_src + run_len]
     return w
+
+
+@njit(cache=True)
+def stamp_crcs(address, buf, batch_start, batch_end):
+    """Write each v2 batch's CRC-32C (of its bytes from the attributes on) into its header, for
+    the batches at buf[batch_start[k]:batch_end[k]]; `address` is native_crc.ADDRESS (not 0)."""
+    for k in range(batch_start.shape[0]):
+        crc = native_crc.crc32c_of(address, buf, batch_start[k] + ATTRIBUTES_OFFSET, batch_end[k])
+        at = batch_start[k] + CRC_OFFSET
+        for i in range(4):
+            buf[at + i] = np.uint8((crc >> np.int64(24 - 8 * i)) & 0xFF)
 
 
 @njit(cache=True)
