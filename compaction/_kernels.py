@@ -135,12 +135,12 @@ def _slot(h, slots):
 
 
 @njit(cache=True)
-def map_put(h1s, h2s, rels, size, max_size, k1, k2, offsets, base_offset, valid):
+def map_put(h1s, h2s, rels, size, max_size, k1, k2, offsets, base_offset, valid, slot_out):
     """Insert (hash -> offset) in order, Kafka-style: stop before a put once size >= max_size.
 
     Returns (number of input rows consumed, new size, last offset put or -1). Rows with
     valid == False are skipped. An offset outside the map's 32-bit window also stops the
-    fill (the map counts as full).
+    fill (the map counts as full). A non-empty slot_out receives the slot of each row put.
     """
     slots = h1s.shape[0]
     last_put = np.int64(-1)
@@ -170,15 +170,22 @@ def map_put(h1s, h2s, rels, size, max_size, k1, k2, offsets, base_offset, valid)
             pos += 1
             if pos == slots:
                 pos = 0
+        if slot_out.shape[0]:
+            slot_out[i] = pos
         last_put = offsets[i]
     return n, size, last_put
 
 
 @njit(cache=True)
-def map_get(h1s, h2s, rels, k1, k2, base_offset, out):
-    """Look up every hash; out[i] = mapped offset or -1 when absent."""
+def map_get(h1s, h2s, rels, k1, k2, base_offset, out, known_slots):
+    """Look up every hash; out[i] = mapped offset or -1 when absent. A non-empty known_slots
+    gives the slot row i was put in since the map was cleared (-1: not put), read directly."""
     slots = h1s.shape[0]
+    known = known_slots.shape[0] > 0
     for i in range(k1.shape[0]):
+        if known and known_slots[i] >= 0:
+            out[i] = base_offset + np.int64(rels[known_slots[i]]) - 1
+            continue
         a = k1[i]
         b = k2[i]
         pos = _slot(a, slots)

@@ -429,7 +429,8 @@ class Cleaner:
         for i, seg in enumerate(dirty):
             self._check_abort()
             for d in cache.read(seg):
-                full = map_batches(omap, d.records, d.batches, start, tracker)
+                d.map_slot = np.full(len(d.records), -1, np.int64)  # spares the decisions' lookups
+                full = map_batches(omap, d.records, d.batches, start, tracker, d.map_slot)
                 if full:
                     break
             if full:
@@ -504,7 +505,7 @@ class Cleaner:
         d.batches.legacy_retain_deletes[:] = retain_legacy_deletes
         plan = decide(d.records, d.batches, self.offset_map, now_ms=now,
                       delete_retention_ms=cfg["delete.retention.ms"], upper_bound_offset=upper,
-                      active_producers=producers, tracker=tracker)
+                      active_producers=producers, tracker=tracker, map_slots=d.map_slot)
         if appender is not None:
             for txn in plan.retained_aborted_txns:
                 appender.cleaned.txn_index.append(txn)

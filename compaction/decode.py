@@ -66,6 +66,7 @@ class DecodedBatches:
     legacy_records: dict[int, list[Record]]  # batch index -> records (magic 0/1 only)
     valid_end: int  # byte position where complete batches end
     file_position: int = 0  # position in the segment file of the source's first byte
+    map_slot: np.ndarray | None = None  # int64 per record: its offset-map slot this round (-1: none)
 
     @property
     def nbytes(self) -> int:
