@@ -9,6 +9,7 @@ them; the indexes and the offsets they map are LogSegment's.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import NamedTuple, TypeAlias
 
 from index import NO_TIMESTAMP, TimestampOffset
 from logstore.errors import LogClosedError
+from logstore.file_slice import FileSlice
 from logstore.log_input_stream import scan_entries
 from logstore.records import BatchHeader, RecordBatch, read_batch
 from logstore.segment_state import SegmentState
@@ -99,6 +101,12 @@ class FileRecords:
         if size <= 0:
             return b""
         return os.pread(self.fd(), size, position)
+
+    def slice(self, position: int, size: int) -> FileSlice:
+        """`size` bytes from `position` as a FileSlice holding a duplicate of the descriptor (so
+        closing or deleting the segment meanwhile does not cut a send short); close it once sent."""
+        fd = os.dup(self.fd())
+        return FileSlice(fd, position, size, functools.partial(os.close, fd))
 
     def scan(
         self, start: int, *, full: bool, max_entry_size: int | None = None
