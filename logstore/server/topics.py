@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import resource
 import uuid
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
 from logstore.config import LogConfig
@@ -156,6 +156,18 @@ class Topics:
             log = self._manager.get_or_create(topic, partition, overrides)
             write_partition_metadata(log.dir, self._ids[topic])
             self._partitions[topic] = partition + 1
+
+    def adopt(self, topic: str, topic_id: uuid.UUID, hosted: Collection[int], count: int,
+              configs: Mapping[str, str]) -> None:
+        """Take on what a cluster's metadata places on this node: `topic` (id `topic_id`) has
+        `count` partitions, of which `hosted` are opened here; the others have no log here."""
+        self._ids[topic] = topic_id
+        overrides = {**INTERNAL_TOPIC_CONFIGS.get(topic, {}), **configs}
+        for partition in hosted:
+            if self._manager.get(topic, partition) is None:
+                log = self._manager.get_or_create(topic, partition, overrides)
+                write_partition_metadata(log.dir, topic_id)
+        self._partitions[topic] = max(self._partitions.get(topic, 0), count)
 
     def add_partitions(self, topic: str, count: int, *, validate_only: bool = False) -> None:
         """Grow `topic` to `count` partitions (InvalidPartitionsError unless it grows)."""
