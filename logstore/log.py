@@ -413,7 +413,9 @@ class Log(LogRemoval):
         """Whole batches from the one holding `offset`, at most `max_bytes` (but at least one
         batch with `min_one_batch`), only batches ending below `max_offset` (default: log end).
         Unlike Kafka, a batch cut by `max_bytes` is left out rather than returned partially.
-        With `zero_copy` the records are a FileSlice of the file (only headers read; close it).
+        With `zero_copy` the records are a FileSlice of the segment file, not bytes: only batch
+        headers are read, and the caller closes it once sent.
+
         `isolation` bounds the read as Kafka's fetch isolation does: 'log_end' (followers),
         'high_watermark' (read_uncommitted consumers) or 'read_committed' (up to the last stable
         offset, with the aborted transactions the consumer must drop).
