@@ -154,10 +154,10 @@ class BrokerConfig:
 
     def listen_address(self) -> tuple[str, int] | None:
         """Host and port of the first `listeners` entry (`PLAINTEXT://host:port`), if set; in
-        a cluster, of the first listener that is not the controller's."""
-        if self.quorum is not None and self.quorum.broker_listeners:
-            first = self.quorum.broker_listeners[0]
-            return first.host, first.port
+        a cluster, of the first listener that is not the controller's (None on a controller-only node)."""
+        if self.quorum is not None:
+            first = next(iter(self.quorum.broker_listeners), None)
+            return None if first is None else (first.host, first.port)
         if not self.listeners:
             return None
         first = self.listeners.split(",")[0].strip()

@@ -164,7 +164,7 @@ class KafkaServer:
         self.manager = LogManager(self.data_dir, config.log_defaults, clock=self._clock,
                                   cleaner=self._cleaner, retention=self._retention)
         meta = load_or_create(self.data_dir, config.node_id, self._cluster_id)
-        topics = Topics(self.manager)
+        topics = Topics(self.manager, hosts_all=config.quorum is None)
         ctx = ServerContext(config, meta, self.manager, topics, self._clock, host=self._advertised_host)
         handlers = self._build_handlers(ctx)
         ctx.implemented = APIS

@@ -61,7 +61,9 @@ def _stored_topic_id(directory: Path) -> uuid.UUID | None:
 class Topics:
     """Topic -> (topic id, partition count, config overrides), kept beside the manager's logs."""
 
-    def __init__(self, manager: LogManager, max_open_partitions: int | None = None):
+    def __init__(self, manager: LogManager, max_open_partitions: int | None = None, *, hosts_all: bool = True):
+        """`hosts_all=False` on a cluster's broker, which holds only the partitions placed on it:
+        a partition missing on disk is not created (the cluster's metadata says what lives here)."""
         self._manager = manager
         self._max_open = open_partition_limit() if max_open_partitions is None else max_open_partitions
         self._partitions: dict[str, int] = {}
@@ -75,7 +77,10 @@ class Topics:
             overrides = self.overrides(topic)
             self._ids.setdefault(topic, uuid.uuid4())
             for partition in range(count):
-                log = manager.get_or_create(topic, partition, overrides or None)
+                log = manager.get(topic, partition)
+                if log is None and not hosts_all:
+                    continue
+                log = log or manager.get_or_create(topic, partition, overrides or None)
                 if not (log.dir / PARTITION_METADATA).exists():
                     write_partition_metadata(log.dir, self._ids[topic])
 

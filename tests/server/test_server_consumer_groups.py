@@ -78,6 +78,8 @@ def test_two_members_split_a_topic_revoking_before_assigning(tmp_path):
             ("Reconciling", 2, 2, "uniform")
         acked = heartbeat(wire, "shop", "m1", 1, owned=owned(told))
         assert (acked.member_epoch, acked.assignment) == (2, None)  # what it kept, at the new epoch
+        missed = heartbeat(wire, "shop", "m1", 1)  # that answer was lost: its retry at the old epoch hears it again
+        assert (missed.member_epoch, partitions(missed)) == (2, partitions(told))
         given = heartbeat(wire, "shop", "m2", 2)
         assert sorted(partitions(given) + partitions(told)) == [0, 1, 2, 3]
         (group,) = describe(wire, "shop")

@@ -71,13 +71,8 @@ class Cluster:
         for node in self.nodes.values():
             node.check_timers()
 
-    def caught_up(self, timeout_s: float = 10) -> None:
-        """Wait until every broker has fetched the metadata log to its end."""
-        deadline = time.monotonic() + timeout_s
-        end = self.controller.log.end_offset
-        while any(n.cluster.lifecycle.metadata_offset < end for n in self.nodes.values()):
-            assert time.monotonic() < deadline, "the brokers did not fetch the metadata log"
-            time.sleep(0.01)
+    def caught_up(self) -> None:
+        caught_up(self.controller, self.nodes.values())
 
     def metadata(self, node_id: int, topics: list[str] | None = None) -> MetadataResponse:
         """Node `node_id`'s Metadata answer, once it has fetched the whole metadata log."""
@@ -87,6 +82,15 @@ class Cluster:
     def close(self) -> None:
         for node_id in sorted(self.nodes, reverse=True):
             self.stop(node_id)
+
+
+def caught_up(controller, brokers, timeout_s: float = 10) -> None:
+    """Wait until every broker has fetched the controller's metadata log to its end."""
+    deadline = time.monotonic() + timeout_s
+    end = controller.log.end_offset
+    while any(n.cluster.lifecycle.metadata_offset < end for n in brokers):
+        assert time.monotonic() < deadline, "the brokers did not fetch the metadata log"
+        time.sleep(0.01)
 
 
 def metadata(port: int, topics: list[str] | None = None) -> MetadataResponse:
@@ -140,6 +144,13 @@ def test_a_topic_created_on_a_broker_is_placed_by_the_controller_and_opened_wher
         assert sorted(p.leader_id for p in partitions) == [1, 2, 3]
         for partition in range(3):
             assert read_partition_metadata(node.data_dir / f"orders-{partition}") == topic_id
+    create_topic(cluster.nodes[1].port, "spread", 3, 1)
+    cluster.caught_up()
+    hosted = {n: sorted(p.name for p in node.data_dir.glob("spread-*")) for n, node in cluster.nodes.items()}
+    assert sorted(sum(hosted.values(), [])) == ["spread-0", "spread-1", "spread-2"]
+    cluster.stop(2)
+    cluster.start(2)
+    assert sorted(p.name for p in cluster.nodes[2].data_dir.glob("spread-*")) == hosted[2]
     refused = create_topic(cluster.nodes[3].port, "wide", 1, 4).topics[0]
     assert refused.error_code == 38  # INVALID_REPLICATION_FACTOR: 3 brokers
     assert create_topic(cluster.nodes[3].port, "orders", 1, 1).topics[0].error_code == 36  # TOPIC_ALREADY_EXISTS
@@ -219,3 +230,22 @@ def test_a_restarted_controller_reloads_the_metadata_and_brokers_keep_their_repl
                             cwd=replica, capsys=capsys, monkeypatch=monkeypatch)
     assert dumped.returncode == 0, dumped.stderr
     assert '"type":"TOPIC_RECORD","version":0,"data":{"name":"later"' in dumped.stdout
+
+
+def test_a_controller_only_node_runs_the_quorum_without_being_a_broker(tmp_path):
+    clock = ManualClock(NOW)
+    controller = KafkaServer(tmp_path / "controller", port=0, clock=clock, cluster_id=CLUSTER_ID, config={
+        **COMMON, "process.roles": "controller", "node.id": 9, "controller.quorum.voters": "9@127.0.0.1:0",
+        "listeners": "CONTROLLER://127.0.0.1:0"}).start()
+    try:
+        broker = broker_node(tmp_path, clock, 1, controller.cluster.controller_port).start()
+        try:
+            assert controller.cluster.controller.image.unfenced_brokers() == [1]
+            caught_up(controller.cluster.controller, [broker])
+            assert brokers_of(metadata(broker.port)) == [1]
+            assert create_topic(broker.port, "orders", 2, 1).topics[0].error_code == 0
+        finally:
+            broker.stop()
+    finally:
+        controller.stop()
+    assert not list((tmp_path / "controller").glob("orders-*"))

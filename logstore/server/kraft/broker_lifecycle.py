@@ -61,6 +61,7 @@ class BrokerLifecycle:
         self._endpoints = list(endpoints)
         self.image = image
         self._local_log = local_log
+        self._applied = local_log.end_offset if local_log is not None else 0  # replayed already
         self._offset = offset
         self._on_metadata = on_metadata
         self._interval_s = heartbeat_interval_ms / 1000
@@ -75,8 +76,8 @@ class BrokerLifecycle:
 
     @property
     def metadata_offset(self) -> int:
-        """The offset up to which this broker has the metadata log."""
-        return self._local_log.end_offset if self._local_log is not None else self._offset()
+        """The offset up to which this broker has the metadata log and has acted on it."""
+        return self._applied if self._local_log is not None else self._offset()
 
     def start(self) -> None:
         """Register, then keep fetching and heartbeating, on the running loop."""
@@ -168,7 +169,7 @@ class BrokerLifecycle:
         records), append and replay what came; returns the number of records replayed."""
         fetch = consumer.FetchRequest
         topic = fetch.FetchTopic(topic_id=METADATA_TOPIC_ID, partitions=[fetch.FetchTopic.FetchPartition(
-            partition=0, current_leader_epoch=-1, fetch_offset=self.metadata_offset, last_fetched_epoch=-1,
+            partition=0, current_leader_epoch=-1, fetch_offset=self._local_log.end_offset, last_fetched_epoch=-1,
             log_start_offset=-1, partition_max_bytes=FETCH_MAX_BYTES)])
         request = fetch(version=FETCH_VERSION, replica_state=fetch.ReplicaState(replica_id=self.node_id,
                                                                               replica_epoch=self.broker_epoch),
@@ -185,6 +186,7 @@ class BrokerLifecycle:
             self.image.replay(*record)
             replayed += 1
         self._on_metadata()
+        self._applied = self._local_log.end_offset
         self._caught_up.set()
         return replayed
 

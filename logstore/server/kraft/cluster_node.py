@@ -20,7 +20,7 @@ from logstore.server.kraft.cluster_view import ClusterView
 from logstore.server.kraft.controller_api import CONTROLLER_APIS, ControllerApi
 from logstore.server.kraft.metadata_image import MetadataImage
 from logstore.server.kraft.metadata_log import MetadataLog
-from logstore.server.kraft.quorum_config import Endpoint
+from logstore.server.kraft.quorum_config import PLAINTEXT, Endpoint
 from logstore.server.kraft.quorum_controller import QuorumController
 
 CONTROLLER_BUDGET_BYTES = 64 * 1024 * 1024
@@ -85,6 +85,10 @@ class ClusterNode:
         self._server = await loop.create_server(lambda: FrameProtocol(serve), listener.host, listener.port)
         self.controller_port = self._server.sockets[0].getsockname()[1]
         self._fencing = loop.create_task(self._fence_expired_sessions())
+        if not quorum.is_broker:  # a controller-only node answers its clients' Metadata, hosts nothing
+            self.view = ClusterView(self.controller.image, self._meta.node_id, PLAINTEXT,
+                                    (self._ctx.host, self.controller_port))
+            self._ctx.cluster = self.view
 
     async def _fence_expired_sessions(self) -> None:
         """The controller's periodic task: fence brokers whose sessions ran out on the clock."""
