@@ -3,9 +3,10 @@
 it to `sendfile`, so record bytes go from the page cache to the socket without passing
 through Python objects.
 
-A slice holds its own descriptor (today a duplicate of the segment's): the segment may be
-closed, renamed or deleted, or its descriptor number reused, while the send is under way,
-and the slice still reads the file it was cut from. Its holder closes it once sent.
+A slice holds the segment's `.log` descriptor pinned in the descriptor pool
+(logstore.descriptor_pool), so the pool does not give it back while the send is under way; its
+holder closes it once sent, which unpins it. As in Kafka, a segment removed from the log is
+closed only `file.delete.delay.ms` later, which is what keeps a send in flight safe from it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from logstore.errors import FileSliceTruncatedError, LogClosedError
 
 
 class FileSlice:
-    """`size` bytes from `position` of the open file `fd`; `release` gives the descriptor back
+    """`size` bytes from `position` of the open file `fd`; `release` unpins the descriptor
     (called once, by `close`, or when the slice is dropped unclosed)."""
 
     __slots__ = ("_fd", "_release", "position", "size")
@@ -47,7 +48,7 @@ class FileSlice:
         return data
 
     def close(self) -> None:
-        """Give the descriptor back; further calls do nothing."""
+        """Unpin the descriptor; further calls do nothing."""
         release, self._release = self._release, None
         if release is not None:
             release()

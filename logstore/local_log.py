@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import struct
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
@@ -33,8 +34,11 @@ class LocalLog:
     """The live segments of a partition directory, ordered by base offset (the last one is
     active), and the `.deleted` files waiting for `file.delete.delay.ms`."""
 
-    def __init__(self, directory: Path, config: LogConfig, clock: Clock, name: str) -> None:
+    def __init__(self, directory: Path, config: LogConfig, clock: Clock, name: str,
+                 guard: threading.RLock | None = None) -> None:
         self.dir = directory
+        #: The owning Log's lock, which the descriptor pool takes to close a live segment's files.
+        self.guard = guard
         self.config = config  # Log replaces it when the log's config changes
         self.clock = clock
         self.name = name
@@ -47,6 +51,8 @@ class LocalLog:
         """Make `segments` the live ones."""
         self.segments = sorted(segments, key=lambda s: s.base_offset)
         self.base_offsets = [s.base_offset for s in self.segments]
+        for segment in self.segments:
+            segment.guard = self.guard
 
     def new_segment(self, base_offset: int) -> LogSegment:
         """Create an empty segment at `base_offset` with this log's options and a fresh jitter."""

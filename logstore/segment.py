@@ -351,7 +351,7 @@ class LogSegment(SegmentFiles):
         adjusted = max(max_size, mapping.size) if min_one_message else max_size
         bound = min(self._state.size if max_position is None else max_position, mapping.position + adjusted)
         end = self._whole_batches_end(mapping.position, bound)
-        return self._records.slice(mapping.position, end - mapping.position)
+        return self.file_slice(mapping.position, end - mapping.position)
 
     def _whole_batches_end(self, start: int, bound: int) -> int:
         """The end of the last whole batch from `start` that ends by `bound`: every batch before

@@ -24,7 +24,6 @@ from logstore.server.protocol import Request, api_versions_entries
 from logstore.server.replica_assignment import InvalidReplicaAssignmentError, assigned_partitions
 from logstore.server.topics import (
     InvalidPartitionsError,
-    PartitionLimitError,
     TopicExistsError,
     UnknownTopicError,
 )
@@ -68,8 +67,6 @@ def _error_of(exc: BaseException) -> int:
         return ec.INVALID_PARTITIONS
     if isinstance(exc, ReservedTopicError):
         return ec.INVALID_REQUEST  # Kafka's controller answers so for __cluster_metadata
-    if isinstance(exc, PartitionLimitError):
-        return ec.POLICY_VIOLATION
     if isinstance(exc, InvalidReplicaAssignmentError):
         return ec.INVALID_REPLICA_ASSIGNMENT
     return ec.for_exception(exc)

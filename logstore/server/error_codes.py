@@ -47,6 +47,7 @@ INVALID_TRANSACTION_TIMEOUT = 50
 CONCURRENT_TRANSACTIONS = 51
 TRANSACTION_COORDINATOR_FENCED = 52
 OPERATION_NOT_ATTEMPTED = 55
+KAFKA_STORAGE_ERROR = 56
 UNKNOWN_PRODUCER_ID = 59
 STALE_BROKER_EPOCH = 77
 NON_EMPTY_GROUP = 68
@@ -90,6 +91,7 @@ _ENGINE_ERRORS: tuple[tuple[type[BaseException], int], ...] = (
     (errors.InvalidConfigError, INVALID_CONFIG),
     (errors.NotLeaderOrFollowerError, NOT_LEADER_OR_FOLLOWER),
     (errors.NotEnoughReplicasError, NOT_ENOUGH_REPLICAS),
+    (errors.DescriptorLimitError, KAFKA_STORAGE_ERROR),  # Kafka's answer to an IOException of the log
 )
 
 

@@ -28,7 +28,7 @@ from logstore.server.kraft.cluster_node import ClusterNode
 from logstore.server.meta_properties import load_or_create
 from logstore.server.offset_delete_api import OffsetDeleteApi
 from logstore.server.producer_ids import ProducerIdManager
-from logstore.server.topics import Topics
+from logstore.server.topics import Topics, reserve_descriptors
 from logstore.server.transaction_api import TransactionApi
 from logstore.server.transactions import TransactionCoordinator
 from logstore.server.txn_describe_api import TxnDescribeApi
@@ -161,6 +161,7 @@ class KafkaServer:
 
     async def _open(self) -> None:
         config = self.config
+        reserve_descriptors()  # before the first segment opens
         self.manager = LogManager(self.data_dir, config.log_defaults, clock=self._clock,
                                   cleaner=self._cleaner, retention=self._retention)
         meta = load_or_create(self.data_dir, config.node_id, self._cluster_id)

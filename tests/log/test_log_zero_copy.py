@@ -1,12 +1,13 @@
 """Log.read with zero_copy: a FileSlice of the segment file over exactly the batches the
-bytes read returns, found from the index and batch headers, and readable after the segment
-is closed or deleted (it holds its own descriptor)."""
+bytes read returns, found from the index and batch headers, its descriptor pinned in the
+descriptor pool until the slice is closed."""
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from logstore import Log
 from logstore.clock import ManualClock
+from logstore.descriptor_pool import process_pool
 from logstore.file_slice import FileSlice
 from tests.log.log_builders import batch
 from tests.support.clock import NOW
@@ -42,14 +43,20 @@ def test_a_zero_copy_read_covers_the_batches_a_bytes_read_returns(tmp_path_facto
         assert sliced == plain
 
 
-def test_a_slice_outlives_its_segment(tmp_path):
+def test_a_slice_keeps_its_descriptor_while_the_pool_gives_back_the_others(tmp_path):
+    pool = process_pool()
+    capacity = pool.capacity
     with Log.open(tmp_path / "t-0", CONFIG, clock=ManualClock(NOW)) as log:
         for _ in range(20):
             log.append(batch(5, value=b"x" * 100))
         expected = bytes(log.read(0, 1000).records)
-        sliced = log.read(0, 1000, zero_copy=True).records
-        log.delete_segments(log.segments[:-1])
-        log.delete_expired_files(NOW + 10**9)
-        assert not list(log.dir.glob("00000000000000000000.log*"))
-    with sliced:
-        assert sliced.read() == expected
+        first = log.segments[0]
+        try:
+            with log.read(0, 1000, zero_copy=True).records as sliced:
+                pool.resize(1)  # every segment not pinned gives its descriptors back
+                assert first.descriptors.held
+                assert sliced.read() == expected
+            pool.resize(1)
+            assert not first.descriptors.held  # unpinned once closed
+        finally:
+            pool.resize(capacity)
