@@ -41,7 +41,7 @@ from logstore.errors import (
 )
 from logstore.file_records import TimestampAndOffset
 from logstore.local_log import LocalLog
-from logstore.lock import DirectoryLock
+from logstore.lock import DirectoryLock, PartitionClaim, lock_partition
 from logstore.log_files import parse_partition_dir
 from logstore.log_loader import (
     LoadState,
@@ -85,9 +85,9 @@ class Log(LogRemoval):
         self._clock = clock
         self._read_only = read_only
         self._lock = threading.RLock()
-        self._dir_lock: DirectoryLock | None = None
+        self._dir_lock: DirectoryLock | PartitionClaim | None = None
         self._state: PartitionState | None = None  # built by open() once the directory is locked
-        self._local = LocalLog(directory, config, clock, self._name)
+        self._local = LocalLog(directory, config, clock, self._name, self._lock)
         self._log_start_offset = 0
         self._log_end_offset = 0
         self._recovery_point = 0
@@ -107,7 +107,7 @@ class Log(LogRemoval):
     @classmethod
     def open(cls, path: str | os.PathLike[str], config: LogConfig | dict[str, Any] | None = None, *,
              clock: Clock | None = None, read_only: bool = False, load_state: LoadState | None = None,
-             raw: bool = False) -> Log:
+             raw: bool = False, managed: bool = False) -> Log:
         """Open (creating if needed) the partition directory `path` (`<topic>-<partition>`).
 
         Loads segments, finishes or rolls back interrupted swaps, rebuilds missing or corrupt
@@ -118,8 +118,9 @@ class Log(LogRemoval):
         `read_only=True` changes no byte on disk and shows what Kafka's recovery would keep (a
         torn or corrupt tail past the recovery point hidden, in memory); with `raw=True` too, every
         byte on disk, damage included (ValueError without read_only). `load_state` is passed by LogManager;
-        standalone logs read the parent directory's checkpoints. Raises LogLockedError if
-        another Log owns the directory.
+        standalone logs read the parent directory's checkpoints. `managed=True` (LogManager) holds
+        the directory through the data directory's lock, with no descriptor of its own. Raises
+        LogLockedError if another Log or a LogManager owns the directory.
         """
         if raw and not read_only:
             raise ValueError("raw=True is a read-only view: pass read_only=True too")
@@ -133,7 +134,7 @@ class Log(LogRemoval):
         else:
             check_writable_config(config)  # a failed open leaves no trace
             directory.mkdir(parents=True, exist_ok=True)
-            log._dir_lock = DirectoryLock(directory).acquire()
+            log._dir_lock = PartitionClaim(directory).acquire() if managed else lock_partition(directory)
         try:
             if load_state is None:
                 load_state = LoadState.from_parent_dir(directory, log.topic, log.partition)
@@ -409,10 +410,12 @@ class Log(LogRemoval):
     # ------------------------------------------------------------------ read
 
     def read(self, offset: int, max_bytes: int = 1_048_576, *, max_offset: int | None = None,
-             min_one_batch: bool = True, isolation: str = "log_end") -> FetchResult:
+             min_one_batch: bool = True, isolation: str = "log_end", zero_copy: bool = False) -> FetchResult:
         """Whole batches from the one holding `offset`, at most `max_bytes` (but at least one
         batch with `min_one_batch`), only batches ending below `max_offset` (default: log end).
         Unlike Kafka, a batch cut by `max_bytes` is left out rather than returned partially.
+        With `zero_copy` the records are a FileSlice of the segment file, not bytes: only batch
+        headers are read, and the caller closes it once sent.
 
         `isolation` bounds the read as Kafka's fetch isolation does: 'log_end' (followers),
         'high_watermark' (read_uncommitted consumers) or 'read_committed' (up to the last stable
@@ -436,7 +439,7 @@ class Log(LogRemoval):
             empty = FetchResult(b"", offset, hw, start, end)
             if offset >= limit:
                 return empty
-            found = self._local.read(offset, max_bytes, limit, end, min_one_batch)
+            found = self._local.read(offset, max_bytes, limit, end, min_one_batch, zero_copy=zero_copy)
             if found is None:
                 return empty
             data, first = found

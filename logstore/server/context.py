@@ -13,6 +13,7 @@ from logstore.clock import Clock
 from logstore.manager import LogManager
 from logstore.meta_properties import MetaProperties
 from logstore.server.broker_config import BrokerConfig
+from logstore.server.kraft.cluster_view import ClusterView
 from logstore.server.partition_access import LocalPartition, PartitionAccess
 from logstore.server.protocol import ApiSpec
 from logstore.server.topics import Topics
@@ -58,6 +59,7 @@ class ServerContext:
     # the data directory's disk thread: appends and reads leave the event loop, in order
     disk: Executor = field(default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="logstore-disk"))
     implemented: Mapping[int, ApiSpec] = field(default_factory=dict)  # the APIs served, by key
+    cluster: ClusterView | None = None  # in a KRaft cluster (process.roles set): the metadata it replays
 
     @property
     def node_id(self) -> int:

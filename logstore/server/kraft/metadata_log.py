@@ -96,6 +96,27 @@ class MetadataLog:
         self._log.flush()
         self._log.high_watermark = self._log.log_end_offset
 
+    def append_fetched(self, data: bytes | memoryview) -> int:
+        """Append batches fetched from the active controller (a broker's replica of the log),
+        offsets and epochs kept, flushed; returns the log end before them."""
+        start = self.end_offset
+        self._log.append_as_follower(data)
+        self._log.flush()
+        self._log.high_watermark = self._log.log_end_offset
+        return start
+
+    def replay_into(self, image) -> bool:
+        """Replay the newest snapshot and the log after it into `image`; False when both hold
+        no metadata record (an empty log). Raises CorruptRecordError for a damaged file."""
+        start, records = self.read_latest_snapshot()
+        for record in records:
+            image.replay(*record)
+        found = bool(records)
+        for _offset, record in self.records(max(start, self.start_offset)):
+            image.replay(*record)
+            found = True
+        return found
+
     def read(self, offset: int, max_bytes: int) -> FetchResult:
         """Whole batches from `offset` (a Fetch of the metadata partition); OffsetOutOfRangeError
         outside the log."""

@@ -79,13 +79,7 @@ class QuorumController:
     def start(self) -> None:
         """Load the latest snapshot and replay the log after it, open a new epoch, and on an
         empty log append the bootstrap records. Brokers unfenced in the log get a fresh session."""
-        start, records = self.log.read_latest_snapshot()
-        for record in records:
-            self.image.replay(*record)
-        empty = not records
-        for _offset, record in self.log.records(max(start, self.log.start_offset)):
-            self.image.replay(*record)
-            empty = False
+        empty = not self.log.replay_into(self.image)
         self.log.become_leader()
         if empty:
             self._commit(mr.bootstrap_records())
