@@ -15,7 +15,7 @@ from collections import defaultdict
 from pathlib import Path
 
 BENCH_DIR = Path(__file__).resolve().parent
-UNIT_SCALE = {"records": (1e6, "M rec/s"), "bytes": (2**20, "MiB/s")}
+UNIT_SCALE = {"records": (1e6, "M rec/s"), "bytes": (2**20, "MiB/s"), "partitions": (1, "partitions/s")}
 
 
 def run_benchmarks(pytest_args: list[str]) -> dict:
