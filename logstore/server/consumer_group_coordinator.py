@@ -156,9 +156,10 @@ class ConsumerGroupCoordinator:
         self._store(group, work)
         full = call.rebalance_timeout_ms != -1 and call.owned is not None and \
             (call.subscribed_topic_names is not None or call.subscribed_topic_regex is not None)
-        # also a member behind its epoch (it missed the answer that moved it, e.g. a timed-out
-        # request whose retry is not a full one) hears its partitions again
-        missed = JOIN_EPOCH < call.member_epoch < before.member_epoch
+        # also a member that missed the answer that moved it (a timed-out request whose retry is
+        # not a full one: it reports an older epoch, or partitions it no longer has) hears them again
+        missed = JOIN_EPOCH < call.member_epoch < before.member_epoch or \
+            (call.owned is not None and call.owned != member.assigned)
         tell = call.member_epoch == JOIN_EPOCH or full or missed or member.assigned != before.assigned
         return ConsumerHeartbeatResult(ec.NONE, None, member.member_id, member.member_epoch,
                                        self._config.group_consumer_heartbeat_interval_ms,

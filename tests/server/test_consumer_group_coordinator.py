@@ -98,10 +98,11 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
         self.consumers = {name: Consumer(name, instance_id=f"i-{name}" if i % 2 else None)
                           for i, name in enumerate(CLIENTS)}
 
-    def answer(self, consumer: Consumer, call: ConsumerHeartbeat, delivered: bool = True) -> None:
+    def answer(self, consumer: Consumer, call: ConsumerHeartbeat, delivered: bool = True,
+               full_retry: bool = True) -> None:
         result = self.coordinator.heartbeat(call)
-        if not delivered:
-            consumer.full_next = True
+        if not delivered:  # Java's client says everything again; librdkafka may retry as it was
+            consumer.full_next = full_retry
             return
         if result.error in (ec.FENCED_MEMBER_EPOCH, ec.UNKNOWN_MEMBER_ID):
             consumer.drop_everything()
@@ -125,11 +126,11 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
         if not delivered:  # it never heard back: it joins again
             consumer.in_group = False
 
-    @rule(name=st.sampled_from(CLIENTS), delivered=st.booleans())
-    def heartbeat(self, name, delivered):
+    @rule(name=st.sampled_from(CLIENTS), delivered=st.booleans(), full_retry=st.booleans())
+    def heartbeat(self, name, delivered, full_retry):
         consumer = self.consumers[name]
         if consumer.in_group:
-            self.answer(consumer, consumer.call(), delivered)
+            self.answer(consumer, consumer.call(), delivered, full_retry)
 
     @rule(lost=st.lists(st.booleans(), min_size=len(CLIENTS), max_size=len(CLIENTS)), ms=st.integers(0, 200))
     def everyone_heartbeats(self, lost, ms):

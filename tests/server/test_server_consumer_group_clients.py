@@ -125,3 +125,29 @@ def test_three_members_share_a_topic_and_a_leaver_hands_on_only_its_partitions(t
 
 def test_the_same_holds_across_a_server_restart_in_the_middle(tmp_path):
     run(tmp_path, restart=True)
+
+
+def test_a_regex_subscription_takes_in_a_topic_created_later(tmp_path):
+    with KafkaServer(tmp_path, port=0, config=CONFIG) as server:
+        server.context.topics.create("ev-a", 2)
+        server.context.topics.create("other", 1)
+        consumer = Consumer({"bootstrap.servers": server.bootstrap_servers, "group.id": "rx",
+                             "group.protocol": "consumer", "auto.offset.reset": "earliest"})
+        consumer.subscribe(["^ev-.*"])
+        producer = Producer({"bootstrap.servers": server.bootstrap_servers})
+        topics: set[str] = set()
+        deadline = time.monotonic() + TIMEOUT_S
+        try:
+            while topics != {"ev-a", "ev-b"}:
+                assert time.monotonic() < deadline, topics
+                if consumer.assignment() and "ev-b" not in server.context.topics:
+                    server.context.topics.create("ev-b", 1)
+                    for topic in ("ev-a", "ev-b", "other"):
+                        producer.produce(topic, value=topic.encode())
+                    assert producer.flush(10) == 0
+                message = consumer.poll(0.1)
+                if message is not None and not message.error():
+                    topics.add(message.topic())
+            assert {(tp.topic, tp.partition) for tp in consumer.assignment()} == {("ev-a", 0), ("ev-a", 1), ("ev-b", 0)}
+        finally:
+            consumer.close()

@@ -9,6 +9,8 @@ import json
 from pathlib import Path
 
 from kafka.protocol.admin import (
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
     ListGroupsRequest,
@@ -227,3 +229,19 @@ def test_a_restarted_server_resumes_the_group_from_kafkas_records(tmp_path, caps
     assert names == {"ConsumerGroupMetadata", "ConsumerGroupPartitionMetadata", "ConsumerGroupMemberMetadata",
                      "ConsumerGroupTargetAssignmentMetadata", "ConsumerGroupTargetAssignmentMember",
                      "ConsumerGroupCurrentMemberAssignment"}
+
+
+def test_a_consumer_group_is_deleted_only_once_empty_and_stays_deleted(tmp_path):
+    def delete(wire: WireClient) -> int:
+        (result,) = wire.call(DeleteGroupsRequest[2](groups_names=["gone"]), DeleteGroupsResponse[2]).results
+        return result.error_code
+
+    with KafkaServer(tmp_path, port=0, config=CONFIG) as server, WireClient(server.port) as wire:
+        create_topic(server, "t", 1)
+        joined = heartbeat(wire, "gone", "m1", 0, topics=["t"])
+        assert delete(wire) == ec.NON_EMPTY_GROUP
+        heartbeat(wire, "gone", "m1", -1)
+        assert delete(wire) == ec.NONE
+        assert heartbeat(wire, "gone", "m1", joined.member_epoch, owned=[]).error_code == ec.GROUP_ID_NOT_FOUND
+    with KafkaServer(tmp_path, port=0, config=CONFIG) as server, WireClient(server.port) as wire:
+        assert describe(wire, "gone")[0].error_code == ec.GROUP_ID_NOT_FOUND

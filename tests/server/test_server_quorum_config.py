@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from logstore.cli import main as logstore_main
+from logstore.config import LogConfig
 from logstore.errors import InvalidConfigError
 from logstore.server import BrokerConfig
+from logstore.server.config_entries import broker_entries
 
 COMBINED = {"process.roles": "broker,controller", "node.id": "1", "controller.quorum.voters": "1@localhost:9093",
             "listeners": "PLAINTEXT://:9092,CONTROLLER://:9093", "controller.listener.names": "CONTROLLER"}
@@ -59,3 +62,20 @@ def test_a_broker_only_node_may_not_listen_on_the_controller_listener():
 def test_quorum_keys_without_process_roles_are_not_ignored():
     with pytest.raises(InvalidConfigError, match="process.roles is not"):
         BrokerConfig.load(None, {"controller.quorum.voters": "1@localhost:9093"})
+
+
+def test_serve_refuses_a_quorum_it_cannot_run_as_a_usage_error(tmp_path, capsys):
+    properties = tmp_path / "server.properties"
+    properties.write_text("".join(f"{k}={v}\n" for k, v in {
+        **COMBINED, "controller.quorum.voters": "1@localhost:9093,2@localhost:9095"}.items()))
+    assert logstore_main(["serve", str(tmp_path / "data"), "--config-file", str(properties)]) == 2
+    assert "single-voter quorum" in capsys.readouterr().err
+    assert not (tmp_path / "data").exists()
+
+
+def test_describe_configs_shows_the_quorum_settings():
+    entries = {e.name: e.value for e in broker_entries(BrokerConfig.load(None, COMBINED), LogConfig())}
+    assert entries["process.roles"] == "broker,controller"
+    assert entries["controller.quorum.voters"] == "1@localhost:9093"
+    standalone = {e.name: e.value for e in broker_entries(BrokerConfig.load(None, {}), LogConfig())}
+    assert standalone["process.roles"] is None

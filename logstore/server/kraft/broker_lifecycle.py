@@ -176,8 +176,15 @@ class BrokerLifecycle:
                         max_wait_ms=FETCH_MAX_WAIT_MS, min_bytes=1, max_bytes=FETCH_MAX_BYTES, isolation_level=0,
                         session_id=0, session_epoch=-1, topics=[topic], forgotten_topics_data=[], rack_id="")
         response = await self._fetches.send(request, FETCH_VERSION, consumer.FetchResponse)
-        records = b"".join(bytes(p.records or b"") for t in response.responses for p in t.partitions
-                           if p.error_code == ec.NONE)
+        partitions = [p for t in response.responses for p in t.partitions]
+        errors = [p.error_code for p in partitions if p.error_code != ec.NONE] or \
+            ([response.error_code] if response.error_code != ec.NONE else [])
+        if errors:  # e.g. a replica ahead of the controller's log: another cluster's, or a wiped one
+            log.warning("broker %d: the controller refused the metadata fetch at offset %d (error %d)",
+                        self.node_id, self._local_log.end_offset, errors[0])
+            await asyncio.sleep(self._interval_s)
+            return 0
+        records = b"".join(bytes(p.records or b"") for p in partitions)
         if not records:
             return 0
         start = self._local_log.append_fetched(records)

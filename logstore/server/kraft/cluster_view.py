@@ -6,17 +6,19 @@ the partitions the metadata places on this broker are opened in its data directo
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from typing import Any
 
 from logstore.errors import InvalidTopicError
 from logstore.log_files import validate_topic
 from logstore.server import error_codes as ec
-from logstore.server.kraft.controller_channel import ControllerChannel
+from logstore.server.kraft.controller_channel import ControllerChannel, ControllerUnreachableError
 from logstore.server.kraft.metadata_image import TOPIC_RESOURCE, MetadataImage, TopicInfo
 from logstore.server.protocol import Request, admin
 from logstore.server.topics import INTERNAL_TOPICS, Topics
 
+log = logging.getLogger("logstore.server")
 CREATE_TOPICS_VERSION = 7
 ZERO_UUID = uuid.UUID(int=0)
 
@@ -87,7 +89,10 @@ class ClusterView:
         request = cls(version=CREATE_TOPICS_VERSION, topics=[cls.CreatableTopic(
             name=name, num_partitions=-1, replication_factor=-1, assignments=[], configs=[])],
             timeout_ms=30_000, validate_only=False)
-        await self._channel.send(request, CREATE_TOPICS_VERSION, admin.CreateTopicsResponse)
+        try:
+            await self._channel.send(request, CREATE_TOPICS_VERSION, admin.CreateTopicsResponse)
+        except ControllerUnreachableError as exc:  # the client's next Metadata asks again
+            log.info("auto-creation of %s not forwarded: %s", name, exc)
 
     def _topic(self, cls: Any, info: TopicInfo, operations: frozenset[int] | None) -> Any:
         entry = cls.MetadataResponseTopic

@@ -78,6 +78,18 @@ class QuorumConfig:
             return next(iter(self.voters.values()))
         return self.bootstrap_servers[0]
 
+    def settings(self) -> dict[str, str]:
+        """The quorum's settings by Kafka's key names, as DescribeConfigs shows them."""
+        return {
+            "process.roles": ",".join(r for r in ROLES if r in self.process_roles),
+            "controller.quorum.voters": ",".join(f"{v}@{h}:{p}" for v, (h, p) in self.voters.items()),
+            "controller.quorum.bootstrap.servers": ",".join(f"{h}:{p}" for h, p in self.bootstrap_servers),
+            "controller.listener.names": ",".join(self.controller_listener_names),
+            "broker.heartbeat.interval.ms": str(self.heartbeat_interval_ms),
+            "broker.session.timeout.ms": str(self.session_timeout_ms),
+            "metadata.log.max.record.bytes.between.snapshots": str(self.snapshot_record_bytes),
+        }
+
     @classmethod
     def from_properties(cls, props: Mapping[str, str], node_id: int) -> QuorumConfig | None:
         """The quorum settings of `props`; None without `process.roles` (a standalone node).
