@@ -55,6 +55,11 @@ class OffsetOutOfRangeError(LogstoreError):
     """An offset outside the log's valid range [log start offset, log end offset]."""
 
 
+class FileSliceTruncatedError(LogstoreError):
+    """A file slice's bytes were cut off (the segment truncated) between taking the slice and
+    sending it (Kafka's "Size of FileRecords has been truncated during write")."""
+
+
 class LogLockedError(LogstoreError):
     """The log directory is already owned by another Log (in this or another process)."""
 

@@ -21,6 +21,7 @@ from logstore.clock import Clock
 from logstore.config import LogConfig
 from logstore.errors import InvalidRecordError, LogClosedError, OffsetOutOfRangeError
 from logstore.file_records import TimestampAndOffset
+from logstore.file_slice import FileSlice
 from logstore.log_files import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX
 from logstore.records.header import LOG_OVERHEAD, SIZE_FIELD, SIZE_OFFSET
 from logstore.segment import LogSegment
@@ -93,12 +94,13 @@ class LocalLog:
 
     # ------------------------------------------------------------------ read and search
 
-    def read(self, offset: int, max_bytes: int, limit: int, log_end: int,
-             min_one_batch: bool) -> tuple[bytes | memoryview, int] | None:
+    def read(self, offset: int, max_bytes: int, limit: int, log_end: int, min_one_batch: bool, *,
+             zero_copy: bool = False) -> tuple[bytes | memoryview | FileSlice, int] | None:
         """Whole batches from the one holding `offset`, at most `max_bytes` (at least one batch
         with `min_one_batch`), only batches ending below `limit`; (bytes, base offset of the
-        first batch), or None when there is none. Raises OffsetOutOfRangeError if the segment
-        is deleted during the read."""
+        first batch), or None when there is none. With `zero_copy` a FileSlice of the segment
+        file (for the caller to close) instead of bytes. Raises OffsetOutOfRangeError if the
+        segment is deleted during the read."""
         segments = self.segments
         for i in range(self.segment_index(offset), len(segments)):
             segment = segments[i]
@@ -107,13 +109,13 @@ class LocalLog:
                 mapping = segment.translate_offset(limit)
                 max_position = mapping.position if mapping is not None else None
             try:
-                result = segment.read(offset, max_bytes, max_position, min_one_batch)
+                found = (segment.slice if zero_copy else segment.read)(offset, max_bytes, max_position,
+                                                                       min_one_batch)
             except LogClosedError:
                 raise OffsetOutOfRangeError(
                     f"offset {offset} of {self.name} was deleted during the read") from None
-            if result is not None:
-                data = _complete_prefix(result.data)
-                return (data, _INT64.unpack_from(data, 0)[0]) if data else None
+            if found is not None:
+                return _first_slice(segment, found) if zero_copy else _first_bytes(found.data)
         return None
 
     def offset_for_timestamp(self, timestamp: int, log_start_offset: int) -> TimestampAndOffset | None:
@@ -222,6 +224,20 @@ class LocalLog:
         """Close every live segment."""
         for segment in self.segments:
             segment.close()
+
+
+def _first_slice(segment: LogSegment, found: FileSlice) -> tuple[FileSlice, int] | None:
+    """(`found`, base offset of its first batch), or None (`found` closed) when it is empty."""
+    if not found.size:
+        found.close()
+        return None
+    return found, _INT64.unpack(segment.read_bytes(found.position, _INT64.size))[0]
+
+
+def _first_bytes(data: bytes) -> tuple[bytes | memoryview, int] | None:
+    """(the whole batches of `data`, base offset of the first), or None when there is none."""
+    data = _complete_prefix(data)
+    return (data, _INT64.unpack_from(data, 0)[0]) if data else None
 
 
 def _complete_prefix(data: bytes) -> bytes | memoryview:

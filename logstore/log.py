@@ -410,10 +410,12 @@ class Log(LogRemoval):
     # ------------------------------------------------------------------ read
 
     def read(self, offset: int, max_bytes: int = 1_048_576, *, max_offset: int | None = None,
-             min_one_batch: bool = True, isolation: str = "log_end") -> FetchResult:
+             min_one_batch: bool = True, isolation: str = "log_end", zero_copy: bool = False) -> FetchResult:
         """Whole batches from the one holding `offset`, at most `max_bytes` (but at least one
         batch with `min_one_batch`), only batches ending below `max_offset` (default: log end).
         Unlike Kafka, a batch cut by `max_bytes` is left out rather than returned partially.
+        With `zero_copy` the records are a FileSlice of the segment file, not bytes: only batch
+        headers are read, and the caller closes it once sent.
 
         `isolation` bounds the read as Kafka's fetch isolation does: 'log_end' (followers),
         'high_watermark' (read_uncommitted consumers) or 'read_committed' (up to the last stable
@@ -437,7 +439,7 @@ class Log(LogRemoval):
             empty = FetchResult(b"", offset, hw, start, end)
             if offset >= limit:
                 return empty
-            found = self._local.read(offset, max_bytes, limit, end, min_one_batch)
+            found = self._local.read(offset, max_bytes, limit, end, min_one_batch, zero_copy=zero_copy)
             if found is None:
                 return empty
             data, first = found

@@ -8,6 +8,7 @@ import functools
 from collections.abc import Iterator
 from typing import NamedTuple
 
+from logstore.file_slice import FileSlice
 from logstore.records import RecordBatch, iter_batches
 
 
@@ -30,7 +31,8 @@ append_info = functools.partial(tuple.__new__, AppendInfo)
 class FetchResult(NamedTuple):
     """Raw batch bytes read from the log and the log's offsets at read time."""
 
-    records: bytes | memoryview  # whole batches; a memoryview when a partial tail was cut off
+    records: bytes | memoryview | FileSlice  # whole batches; a memoryview when a partial tail was cut
+    # off, a FileSlice of the segment file when read with zero_copy (see Log.read)
     first_offset: int  # base offset of the first batch returned (the fetch offset when empty)
     high_watermark: int
     log_start_offset: int

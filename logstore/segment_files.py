@@ -12,13 +12,14 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from index import OffsetIndex, TimeIndex
 from logstore.descriptor_pool import SegmentDescriptors, process_pool
 from logstore.errors import CorruptIndexError, ReadOnlyLogError
 from logstore.file_records import FileRecords
+from logstore.file_slice import FileSlice
 from logstore.log_files import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -149,6 +150,12 @@ class SegmentFiles:
         send or read outside the segment's Log lock (see logstore.descriptor_pool)."""
         with self.descriptors.pool.pinned(self.descriptors):
             yield self._records.fd()
+
+    def file_slice(self, position: int, size: int) -> FileSlice:
+        """`size` bytes of the `.log` from `position`, its descriptor pinned in the pool until the
+        slice is closed (so a send outside the Log's lock keeps it); call under that lock."""
+        pin = ExitStack()
+        return FileSlice(pin.enter_context(self.pinned()), position, size, pin.close)
 
     def has_suffix(self, suffix: str) -> bool:
         """True if the log and both index files all end with `suffix`."""

@@ -204,21 +204,21 @@ def _segments_under(fs: pafs.FileSystem, root: str) -> Iterable[SegmentFile]:
             raise LogstoreError(f"{root} is not a segment file (<20-digit base offset>.log)")
         yield seg
         return
-    # A data directory holds partition directories one level down; don't descend further.
+    # A data directory holds partition directories one level down; nothing deeper counts.
     # Kafka's `<topic>-<partition>.<id>-delete`, `-future` and `-stray` directories, and any
     # other whose name is not a valid `<topic>-<partition>`, are not live partitions: skipped.
-    for child in fs.get_file_info(pafs.FileSelector(root)):
-        if child.type == pafs.FileType.Directory:
-            if not is_partition_dir_name(child.base_name):
-                continue
-            for grandchild in fs.get_file_info(pafs.FileSelector(child.path)):
-                seg = _segment_file(grandchild)
-                if seg is not None:
-                    yield seg
-        else:
-            seg = _segment_file(child)
-            if seg is not None:
-                yield seg
+    # One recursive listing: on an object store that is one paged request, not one per partition.
+    prefix = f"{root.rstrip('/')}/"
+    partition_dirs: dict[str, bool] = {}
+    for child in fs.get_file_info(pafs.FileSelector(root, recursive=True)):
+        parent = parent_path(child.path.removeprefix(prefix))
+        if "/" in parent:
+            continue
+        if parent and not partition_dirs.setdefault(parent, is_partition_dir_name(parent)):
+            continue
+        seg = _segment_file(child)
+        if seg is not None:
+            yield seg
 
 
 def _checkpoints(

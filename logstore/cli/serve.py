@@ -56,6 +56,9 @@ def run(args: argparse.Namespace) -> int:
     server.start()
     meta = server.context.meta
     roles = "" if config.quorum is None else f", process.roles {','.join(sorted(config.quorum.process_roles))}"
+    if server.cluster is not None and server.cluster.controller_port is not None:
+        listener = config.quorum.controller_listener
+        roles += f", {listener.name} on {listener.host}:{server.cluster.controller_port}"
     print(f"logstore: serving {args.data_dir} on {server.bootstrap_servers} "
           f"(node.id {meta.node_id}, cluster.id {meta.cluster_id}{roles})", file=sys.stderr, flush=True)
     try:

@@ -7,6 +7,7 @@ import time
 from typing import Any, NamedTuple
 
 from logstore.errors import LogstoreError, OffsetOutOfRangeError, RecordValidationError
+from logstore.file_slice import FileSlice
 from logstore.server import error_codes as ec
 from logstore.server.context import ServerContext
 from logstore.server.fetch_sessions import FetchSessionCache, FetchSessionError, SessionPartition
@@ -131,6 +132,7 @@ class DataApi:
             # (zero or negative included) is met; otherwise it waits up to max_wait_ms
             if not targets or total >= body.min_bytes or errors or remaining <= 0:
                 break
+            _close_records(topics)
             await self._ctx.data.wait(remaining, watched)
         if session is not None:
             _remember(targets, topics)
@@ -231,6 +233,14 @@ class DataApi:
             topics.append(cls.DeleteRecordsTopicResult(name=topic.name, partitions=partitions))
         self._ctx.data.notify()
         return req.response(throttle_time_ms=0, topics=topics)
+
+
+def _close_records(topics: list) -> None:
+    """Give back the descriptors of a round's FileSlices that will not be sent."""
+    for topic in topics:
+        for data in topic.partitions:
+            if isinstance(data.records, FileSlice):
+                data.records.close()
 
 
 def _remember(targets: list, topics: list) -> None:

@@ -1,5 +1,5 @@
 """The APIs the controller listener serves (Kafka's ControllerApis, reduced): ApiVersions,
-BrokerRegistration, BrokerHeartbeat, Fetch of `__cluster_metadata` (brokers learn the metadata
+BrokerRegistration, BrokerHeartbeat, AlterPartition (ISR changes from partition leaders), Fetch of `__cluster_metadata` (brokers learn the metadata
 by fetching its log, long-polling for new records) and CreateTopics (brokers forward their
 clients' requests here). Declared once, in `CONTROLLER_APIS`; answered by `ControllerApi`."""
 
@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from logstore.clean_shutdown import NO_BROKER_EPOCH
 from logstore.errors import InvalidReplicationError, LogstoreError, OffsetOutOfRangeError
 from logstore.internal_topics.metadata_schemas import METADATA_TOPIC
 from logstore.server import error_codes as ec
@@ -16,6 +17,8 @@ from logstore.server.apis import declare
 from logstore.server.context import DataSignal
 from logstore.server.kraft.quorum_controller import QuorumController
 from logstore.server.messages.controller_apis import (
+    AlterPartitionRequest,
+    AlterPartitionResponse,
     BrokerHeartbeatRequest,
     BrokerHeartbeatResponse,
     BrokerRegistrationRequest,
@@ -105,6 +108,26 @@ class ControllerApi:
         responses = [cls.FetchableTopicResponse(topic=METADATA_TOPIC, topic_id=topic.topic_id, partitions=[answer])]
         return req.response(throttle_time_ms=0, error_code=ec.NONE, session_id=0, responses=responses)
 
+    async def alter_partition(self, req: Request) -> Any:
+        """ISR changes from partition leaders; v2 names the ISR, v3 each member's broker epoch too."""
+        body, cls = req.body, req.spec.response
+        image = self._controller.image
+        if self._controller.is_stale(body.broker_id, body.broker_epoch):
+            return req.response(throttle_time_ms=0, error_code=ec.STALE_BROKER_EPOCH, topics=[])
+        topics = []
+        for topic in body.topics:
+            partitions = []
+            for p in topic.partitions:
+                new_isr = ([(b.broker_id, b.broker_epoch) for b in p.new_isr_with_epochs] if req.version >= 3
+                           else [(b, NO_BROKER_EPOCH) for b in p.new_isr])
+                error = self._controller.alter_partition(
+                    body.broker_id, body.broker_epoch, topic.topic_id, p.partition_index, leader_epoch=p.leader_epoch,
+                    partition_epoch=p.partition_epoch, new_isr=new_isr, leader_recovery_state=p.leader_recovery_state)
+                partitions.append(_partition_state(cls, error, image, topic.topic_id, p.partition_index))
+            topics.append(cls.TopicData(topic_id=topic.topic_id, partitions=partitions))
+        self.changed()
+        return req.response(throttle_time_ms=0, error_code=ec.NONE, topics=topics)
+
     async def create_topics(self, req: Request) -> Any:
         cls = req.spec.response
         results = []
@@ -132,6 +155,17 @@ class ControllerApi:
         return req.response(throttle_time_ms=0, topics=results)
 
 
+def _partition_state(cls: Any, error: int, image, topic_id: uuid.UUID, partition_id: int) -> Any:
+    """AlterPartition's answer for one partition: the error, or the state now recorded."""
+    entry = cls.TopicData.PartitionData
+    if error != ec.NONE:
+        return entry(partition_index=partition_id, error_code=error, leader_id=-1, leader_epoch=-1, isr=[],
+                     leader_recovery_state=0, partition_epoch=-1)
+    p = image.topics[topic_id].partitions[partition_id]
+    return entry(partition_index=partition_id, error_code=ec.NONE, leader_id=p.leader, leader_epoch=p.leader_epoch,
+                 isr=list(p.isr), leader_recovery_state=p.leader_recovery_state, partition_epoch=p.partition_epoch)
+
+
 def _create_error(exc: LogstoreError) -> int:
     if isinstance(exc, InvalidReplicationError):
         return ec.INVALID_REPLICATION_FACTOR
@@ -144,4 +178,5 @@ CONTROLLER_APIS: dict[int, ApiSpec] = declare(
     ApiSpec(admin.CreateTopicsRequest, admin.CreateTopicsResponse, 2, 7, ControllerApi.create_topics),
     ApiSpec(BrokerRegistrationRequest, BrokerRegistrationResponse, 0, 4, ControllerApi.broker_registration),
     ApiSpec(BrokerHeartbeatRequest, BrokerHeartbeatResponse, 0, 1, ControllerApi.broker_heartbeat),
+    ApiSpec(AlterPartitionRequest, AlterPartitionResponse, 2, 3, ControllerApi.alter_partition),
 )

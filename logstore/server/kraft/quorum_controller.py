@@ -28,6 +28,7 @@ from logstore.replication.election import isr_after_fencing, offline_partition_l
 from logstore.server import error_codes as ec
 from logstore.server.kraft import metadata_records as mr
 from logstore.server.kraft.broker_sessions import BrokerSessions
+from logstore.server.kraft.isr_change import isr_change_error
 from logstore.server.kraft.metadata_image import TOPIC_RESOURCE, MetadataImage, PartitionInfo
 from logstore.server.kraft.metadata_log import MetadataLog
 from logstore.server.kraft.quorum_config import SESSION_TIMEOUT_MS, SNAPSHOT_RECORD_BYTES
@@ -195,6 +196,27 @@ class QuorumController:
         return [mr.partition_change(info.topic_id, partition_id, leader=broker_id)
                 for info in self.image.topics.values() for partition_id, p in sorted(info.partitions.items())
                 if p.leader == mr.NO_LEADER and broker_id in p.isr and broker_id in p.replicas]
+
+    def is_stale(self, broker_id: int, broker_epoch: int) -> bool:
+        """Whether `broker_epoch` is not the broker's current registration (or it has none)."""
+        info = self.image.brokers.get(broker_id)
+        return info is None or info.broker_epoch != broker_epoch
+
+    def alter_partition(self, broker_id: int, broker_epoch: int, topic_id: uuid.UUID, partition_id: int, *,
+                        leader_epoch: int, partition_epoch: int, new_isr: Sequence[tuple[int, int]],
+                        leader_recovery_state: int = 0) -> int:
+        """A leader's new ISR (AlterPartition): a PartitionChangeRecord when it is accepted and
+        changes anything; returns the error code (STALE_BROKER_EPOCH for a leader that is not
+        its broker's current registration, else `isr_change.isr_change_error`'s)."""
+        if self.is_stale(broker_id, broker_epoch):
+            return ec.STALE_BROKER_EPOCH
+        error = isr_change_error(self.image, broker_id, topic_id, partition_id, leader_epoch=leader_epoch,
+                                 partition_epoch=partition_epoch, new_isr=new_isr,
+                                 leader_recovery_state=leader_recovery_state)
+        isr = [broker for broker, _ in new_isr]
+        if error == ec.NONE and isr != self.image.topics[topic_id].partitions[partition_id].isr:
+            self._commit([mr.partition_change(topic_id, partition_id, isr=isr)])
+        return error
 
     # ------------------------------------------------------------------ topics
 

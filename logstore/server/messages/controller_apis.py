@@ -1,5 +1,5 @@
 """The APIs brokers send the active controller (KRaft), generated from Kafka 4.0's definitions:
-BrokerRegistration (key 62) and BrokerHeartbeat (key 63)."""
+BrokerRegistration (key 62), BrokerHeartbeat (key 63) and AlterPartition (key 56)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,12 @@ with schema_loading():
     class BrokerHeartbeatResponse(ApiMessage, load_json=RESOURCES):
         """Whether the broker is caught up, fenced, and may finish shutting down."""
 
+    class AlterPartitionRequest(ApiMessage, load_json=RESOURCES):
+        """A partition leader's new ISR (with each member's broker epoch from v3, KIP-903)."""
 
-__all__ = ["BrokerHeartbeatRequest", "BrokerHeartbeatResponse", "BrokerRegistrationRequest",
+    class AlterPartitionResponse(ApiMessage, load_json=RESOURCES):
+        """Per partition: an error, or the ISR, leader and epochs the controller recorded."""
+
+
+__all__ = ["AlterPartitionRequest", "AlterPartitionResponse", "BrokerHeartbeatRequest", "BrokerHeartbeatResponse", "BrokerRegistrationRequest",
            "BrokerRegistrationResponse"]
