@@ -12,9 +12,11 @@ from pathlib import Path
 import pytest
 from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
 from logstore.clock import ManualClock
 from logstore.partition_metadata import read_partition_metadata
+from logstore.records import Record, build_batch, iter_batches
 from logstore.server import KafkaServer
 from logstore.server.messages.controller_apis import (
     BrokerHeartbeatRequest,
@@ -249,3 +251,31 @@ def test_a_controller_only_node_runs_the_quorum_without_being_a_broker(tmp_path)
     finally:
         controller.stop()
     assert not list((tmp_path / "controller").glob("orders-*"))
+
+
+def produce(port: int, topic: str, partition: int, value: bytes) -> int:
+    """Produce one record to `topic`-`partition` at node `port`: the error code."""
+    request = ProduceRequest[7]
+    batch = build_batch([Record(0, NOW, None, value)])
+    with WireClient(port) as client:
+        response = client.call(request(transactional_id=None, acks=1, timeout_ms=1000, topic_data=[
+            request.TopicProduceData(name=topic, partition_data=[
+                request.TopicProduceData.PartitionProduceData(index=partition, records=batch)])]), ProduceResponse[7])
+    return response.responses[0].partition_responses[0].error_code
+
+
+def test_only_the_leader_takes_a_partitions_records_and_stamps_the_controllers_leader_epoch(cluster):
+    create_topic(cluster.nodes[1].port, "orders", 3, 3)  # one partition led by each broker
+    cluster.caught_up()
+    partitions = cluster.controller.image.topic("orders").partitions
+    index, first = next((i, p.leader) for i, p in sorted(partitions.items()) if p.leader != 1)
+    followers = [n for n in (1, 2, 3) if n != first]
+    assert [produce(cluster.nodes[n].port, "orders", index, b"x") for n in followers] == [6, 6]  # NOT_LEADER_...
+    assert produce(cluster.nodes[first].port, "orders", index, b"epoch 0") == 0
+    cluster.stop(first)  # the controller moves the leadership to a follower, in epoch 1
+    cluster.caught_up()
+    state = cluster.controller.image.topic("orders").partitions[index]
+    assert state.leader in followers and state.leader_epoch == 1
+    assert produce(cluster.nodes[state.leader].port, "orders", index, b"epoch 1") == 0
+    log = cluster.nodes[state.leader].manager.get("orders", index)
+    assert [b.partition_leader_epoch for b in iter_batches((log.dir / "00000000000000000000.log").read_bytes())] == [1]
