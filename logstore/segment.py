@@ -107,7 +107,7 @@ class LogSegment(SegmentFiles):
             raise FileExistsError(f"segment log file {segment.log_path} already holds data")
         for index in (segment._offset_index, segment._time_index):
             index.path.unlink(missing_ok=True)
-            index.max_entries  # noqa: B018 -- first use creates and preallocates the file
+            index.preallocate()
         segment.log_path.touch()
         return segment
 
@@ -156,6 +156,8 @@ class LogSegment(SegmentFiles):
     def read_next_offset(self) -> int:
         """Scan from the last offset-index entry to the last batch: its last offset + 1."""
         next_offset = self._base_offset
+        if not self._state.size:
+            return next_offset  # nothing to scan, no index to map
         start = self._offset_index.lookup(self._offset_index.last_offset).position
         for _, header in self.batch_headers(start):
             next_offset = header.next_offset
