@@ -306,6 +306,17 @@ class LogSegment(SegmentFiles):
                 return LogOffsetPosition(header.last_offset, position, header.size_in_bytes)
         return None
 
+    def _first_batch(self, start_offset: int, max_size: int,
+                     min_one_message: bool) -> tuple[LogOffsetPosition, int] | None:
+        """The batch holding `start_offset` (None past the end) and the bytes a read from it may
+        take: `max_size`, or the whole batch with `min_one_message`. ValueError if `max_size` < 0."""
+        if max_size < 0:
+            raise ValueError(f"invalid max size {max_size} for a read from {self.log_path}")
+        mapping = self.translate_offset(start_offset)
+        if mapping is None:
+            return None
+        return mapping, max(max_size, mapping.size) if min_one_message else max_size
+
     def read(
         self,
         start_offset: int,
@@ -318,12 +329,10 @@ class LogSegment(SegmentFiles):
 
         With `min_one_message` the first batch is returned whole even if larger than `max_size`.
         """
-        if max_size < 0:
-            raise ValueError(f"invalid max size {max_size} for a read from {self.log_path}")
-        mapping = self.translate_offset(start_offset)
-        if mapping is None:
+        first = self._first_batch(start_offset, max_size, min_one_message)
+        if first is None:
             return None
-        adjusted = max(max_size, mapping.size) if min_one_message else max_size
+        mapping, adjusted = first
         if max_position is None:
             max_position = self._state.size
         if adjusted == 0:
@@ -345,12 +354,10 @@ class LogSegment(SegmentFiles):
     ) -> FileSlice | None:
         """The batches `read` would return, as a FileSlice of the `.log` file instead of bytes:
         only batch headers are read (the caller closes it). None if `start_offset` is past the end."""
-        if max_size < 0:
-            raise ValueError(f"invalid max size {max_size} for a read from {self.log_path}")
-        mapping = self.translate_offset(start_offset)
-        if mapping is None:
+        first = self._first_batch(start_offset, max_size, min_one_message)
+        if first is None:
             return None
-        adjusted = max(max_size, mapping.size) if min_one_message else max_size
+        mapping, adjusted = first
         bound = min(self._state.size if max_position is None else max_position, mapping.position + adjusted)
         end = self._whole_batches_end(mapping.position, bound)
         return self.file_slice(mapping.position, end - mapping.position)
