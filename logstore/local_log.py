@@ -21,7 +21,6 @@ from logstore.config import LogConfig
 from logstore.errors import InvalidRecordError, LogClosedError, OffsetOutOfRangeError
 from logstore.file_records import TimestampAndOffset
 from logstore.log_files import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX
-from logstore.records.header import LOG_OVERHEAD, SIZE_FIELD, SIZE_OFFSET
 from logstore.segment import LogSegment
 from logstore.segment_options import SegmentOptions, roll_jitter_ms
 
@@ -106,8 +105,7 @@ class LocalLog:
                 raise OffsetOutOfRangeError(
                     f"offset {offset} of {self.name} was deleted during the read") from None
             if result is not None:
-                data = _complete_prefix(result.data)
-                return (data, _INT64.unpack_from(data, 0)[0]) if data else None
+                return (result.data, _INT64.unpack_from(result.data, 0)[0]) if result.data else None
         return None
 
     def offset_for_timestamp(self, timestamp: int, log_start_offset: int) -> TimestampAndOffset | None:
@@ -217,13 +215,3 @@ class LocalLog:
         for segment in self.segments:
             segment.close()
 
-
-def _complete_prefix(data: bytes) -> bytes | memoryview:
-    """`data` without a trailing partial batch (a read cut short by max_bytes), not copied."""
-    position, total = 0, len(data)
-    while position + LOG_OVERHEAD <= total:
-        size = SIZE_FIELD.unpack_from(data, position + SIZE_OFFSET)[0] + LOG_OVERHEAD
-        if position + size > total:
-            break
-        position += size
-    return data if position == total else memoryview(data)[:position]
