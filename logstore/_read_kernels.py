@@ -5,8 +5,8 @@ that finding where a fetch starts and ends costs no Python per batch.
 over a chunk of the `.log` file; `whole_batches` finds the end of the complete batches of a
 buffer (what Log.read returns), the offset after them and the batch that follows. Entries of any magic are walked:
 magic 2 batches end at base offset + last offset delta, legacy entries at their offset field.
-Both report what they cannot decide (an impossible header, bytes they were not given) with a
-status, so the caller reads more or lets the Python scan raise the error with the file's name.
+What they cannot decide (an impossible header, bytes they were not given) they report, so the
+caller reads more or lets the Python scan raise the error with the file's name and position.
 """
 
 from __future__ import annotations
@@ -95,15 +95,16 @@ def find_batch(buf, end, target):
 def whole_batches(buf, limit):
     """The complete entries at the start of `buf[:limit]` and the entry after them:
     (end, next offset, following last offset, following size). `end` is the position after
-    the last complete entry (-(position + 1) when the entry there has an impossible size or
-    magic), `next offset` its last offset + 1 (-1 when there is none); the following entry's
-    last offset and size come from its header when `buf` holds it (past `limit` too), else -1."""
+    the last complete entry, `next offset` its last offset + 1 (-1 when there is none); the
+    following entry's last offset and size come from its header when `buf` holds it (past
+    `limit` too), else -1. The walk stops before an entry with an impossible size or magic
+    (-1 for the following entry): a read from there raises, as a consumer finds it."""
     total = min(limit, len(buf))
     position, next_offset = 0, -1
     while position + LOG_OVERHEAD <= total:
         size = _entry_size(buf, position)
         if size < 0:
-            return -(position + 1), next_offset, -1, -1
+            return position, next_offset, -1, -1
         if position + size > total:
             break
         next_offset = _last_offset(buf, position) + 1

@@ -318,8 +318,8 @@ class LogSegment(SegmentFiles):
 
         With `min_one_message` the first batch is returned whole even if larger than `max_size`.
         The read takes the next batch's header along, so a read that starts where it stopped
-        (a sequential reader) needs no index lookup or header scan. Raises CorruptRecordError
-        at an impossible batch header.
+        (a sequential reader) needs no index lookup or header scan. It stops before a batch with
+        an impossible header; a read from that batch raises CorruptRecordError.
         """
         if max_size < 0:
             raise ValueError(f"invalid max size {max_size} for a read from {self.log_path}")
@@ -338,9 +338,6 @@ class LogSegment(SegmentFiles):
         fetch_size = min(max_position - mapping.position, adjusted)
         data = self.read_bytes(mapping.position, fetch_size + V2_HEADER_SIZE)
         end, next_offset, last, size = whole_batches(np.frombuffer(data, np.uint8), fetch_size)
-        if end < 0:
-            raise CorruptRecordError("impossible batch header", position=mapping.position - end - 1,
-                                     path=str(self.log_path))
         if next_offset >= 0 and size > 0:
             self._following = (next_offset, LogOffsetPosition(last, mapping.position + end, size))
         return SegmentReadResult(
