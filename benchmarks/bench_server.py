@@ -4,6 +4,9 @@ mock cluster (`test.mock.num.brokers`: C, in memory) and plain file I/O of the s
 
 - produce throughput: 100 B and 1 KiB values, linger.ms 5, acks=1 and acks=all;
 - consume throughput: the same records fetched from offset 0;
+- the server's CPU seconds per GiB served while the client reads 1 GiB of 1 KiB records
+  (extra_info `server_cpu_s_per_gib`, printed by report.py): the mock cluster keeps only a
+  few MB, so the consume comparison above is short; this one is the server's own cost;
 - p99 produce latency at 1,000 messages/s (extra_info `p99_ms`, printed by report.py).
 
 Throughput rounds time the data only: each round's client is created, connected to the
@@ -31,22 +34,31 @@ MESSAGES = {100: 100_000, 1024: 30_000}
 CONSUME_MESSAGES = {100: 40_000, 1024: 4_000}
 ROUNDS = 5
 CONSUME_ROUNDS = 15  # a consume round takes a few ms: more of them steady the median
+GIB = 1 << 30
+GIB_RECORDS = GIB // 1024  # 1 GiB of 1 KiB values
+GIB_ROUNDS = 3
 LATENCY_RATE = 1000
 LATENCY_SECONDS = 3
 
 
 @pytest.fixture(scope="module")
-def logstore_server(tmp_path_factory):
-    """`logstore serve` in its own process (the client's Python thread does not share its GIL)."""
+def logstore_process(tmp_path_factory):
+    """`logstore serve` in its own process (the client's Python thread does not share its GIL):
+    (the process, its bootstrap address)."""
     data = tmp_path_factory.mktemp("bench-server")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     process = subprocess.Popen([sys.executable, "-m", "logstore", "serve", str(data), "--listen", "127.0.0.1:0"],
                                cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
     match = re.search(r" on (\S+:\d+) ", process.stderr.readline())
     assert match, "logstore serve did not start"
-    yield warmed(match.group(1))
+    yield process, warmed(match.group(1))
     process.send_signal(signal.SIGTERM)
     process.wait(60)
+
+
+@pytest.fixture(scope="module")
+def logstore_server(logstore_process):
+    return logstore_process[1]
 
 
 @pytest.fixture(scope="module")
@@ -172,6 +184,40 @@ def test_consume(benchmark, request, target, size):
     tag(benchmark, f"server consume {size} B", "ours" if target == "logstore" else "peer", count * size)
     benchmark.pedantic(consume_all, setup=setup, rounds=CONSUME_ROUNDS, warmup_rounds=1)
     consumers[0].close()
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time the process `pid` has used so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the server's CPU time from /proc")
+def test_consume_gib_server_cpu(benchmark, logstore_process):
+    """A client reads 1 GiB of 1 KiB records; extra_info holds the server's CPU seconds per
+    GiB served (the median round's), the throughput row is the client's."""
+    process, bootstrap = logstore_process
+    topic = "gib"
+    produce_all(new_producer(bootstrap, topic, "1"), topic, b"v" * 1024, GIB_RECORDS - 1)
+    consumers: list[Consumer] = []
+    used: list[float] = []
+
+    def setup():
+        for consumer in consumers:
+            consumer.close()
+        consumers[:] = [new_consumer(bootstrap, topic)]
+        return (consumers[0], [topic], GIB_RECORDS), {}
+
+    def consume(*args) -> None:
+        before = cpu_seconds(process.pid)
+        consume_all(*args)
+        used.append(cpu_seconds(process.pid) - before)
+
+    tag(benchmark, "server consume 1 GiB of 1 KiB", "ours", GIB)
+    benchmark.pedantic(consume, setup=setup, rounds=GIB_ROUNDS)
+    consumers[0].close()
+    benchmark.extra_info["server_cpu_s_per_gib"] = round(sorted(used)[len(used) // 2], 3)
+    benchmark.extra_info["server_cpu_s_per_gib_rounds"] = [round(u, 3) for u in used]
 
 
 @pytest.mark.parametrize("size", [100, 1024], ids=["100B", "1KiB"])

@@ -17,12 +17,19 @@ Groups (one run, one machine):
 - "spark audit end-to-end, standalone vs local[2]": ``logstore audit`` as a fresh process
   (JVM, session, executors, job, printed reports) on the cluster vs on ``local[2]``;
   ``LOGSTORE_BENCH_SPARK_E2E_ROUNDS`` rounds (default 3) after one warm-up.
+- "spark audit CLI, N one-segment partitions": ``logstore audit DIR --report all --out OUT`` on
+  ``local[2]`` as a fresh process over N partitions of one 10-record segment each (with the data
+  directory's checkpoint files, an entry per partition, as a broker leaves them) vs the
+  single-process reader and the single-process audit of the same files: the cost per partition
+  is flat when the time grows like N. N from ``LOGSTORE_BENCH_SPARK_FLEET`` (default
+  10,1000,10000), ``LOGSTORE_BENCH_SPARK_FLEET_ROUNDS`` rounds each (default 1).
 These two groups run last: they stop the module's ``local[2]`` session to start the cluster's.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -32,6 +39,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
+from logstore.checkpoint import (
+    LOG_START_OFFSET_CHECKPOINT,
+    OFFSET_CHECKPOINTS,
+    write_offsets_checkpoint,
+)
 from logstore.log_files import LOG_SUFFIX, segment_file_name
 from logstore.records import build_batch_columnar
 
@@ -50,6 +62,9 @@ SPARK_MASTER = "local[2]"
 SPARK_ROUNDS = 5
 SPARK_WARMUP_ROUNDS = 2
 E2E_ROUNDS = int(os.environ.get("LOGSTORE_BENCH_SPARK_E2E_ROUNDS", "3"))
+FLEET = [int(n) for n in os.environ.get("LOGSTORE_BENCH_SPARK_FLEET", "10,1000,10000").split(",")]
+FLEET_ROUNDS = int(os.environ.get("LOGSTORE_BENCH_SPARK_FLEET_ROUNDS", "1"))
+FLEET_RECORDS = 10
 JOB_GROUP = "spark audit job, standalone vs local[2]"
 E2E_GROUP = "spark audit end-to-end, standalone vs local[2]"
 ROOT = Path(__file__).resolve().parent.parent
@@ -141,9 +156,9 @@ def aiokafka_decode(files: list[Path]) -> int:
     return rows
 
 
-def tag(benchmark, group: str, role: str, nbytes: int, **info) -> None:
+def tag(benchmark, group: str, role: str, items: int, unit: str = "bytes", **info) -> None:
     benchmark.group = group
-    benchmark.extra_info.update(items=nbytes, unit="bytes", role=role, **info)
+    benchmark.extra_info.update(items=items, unit=unit, role=role, **info)
 
 
 def test_reader_one_core(benchmark, data_dir):
@@ -180,9 +195,14 @@ def spark_audit(spark, root: Path) -> int:
 
 def local_audit(root: Path) -> int:
     """Both reports in this process (the same per-partition functions, no Spark)."""
+    return local_audit_records(root, CONFIGS)
+
+
+def local_audit_records(root: Path, configs: dict | None = None) -> int:
+    """Both reports in this process on ``configs`` (default: Kafka's); the records counted."""
     from spark_tools.reports import local_reports
 
-    compaction = local_reports(root, CONFIGS, NOW_MS)["compaction"]
+    compaction = local_reports(root, configs, NOW_MS)["compaction"]
     return int(pc.sum(compaction.column("records")).as_py())
 
 
@@ -232,6 +252,71 @@ def test_spark_read_local2(benchmark, spark, data_dir):
     tag(benchmark, "spark audit local[2]", "ours", nbytes, partitions=PARTITIONS,
         what="distributed reader, per-partition aggregates")
     assert spark_rounds(benchmark, spark_read, spark, data_dir) > 0
+
+
+# --- many small partitions: the cost per partition (fresh processes, before the cluster) ---
+
+
+def write_fleet(root: Path, partitions: int) -> None:
+    """``partitions`` partitions of one segment holding one 10-record batch, and the data
+    directory's checkpoint files with an entry for each."""
+    keys = pa.array([b"key-%d" % (i % 5) for i in range(FLEET_RECORDS)], pa.binary())
+    values = pa.array([b"v" * VALUE_BYTES] * FLEET_RECORDS, pa.binary())
+    batch = build_batch_columnar(keys, values, timestamps=np.arange(NOW_MS, NOW_MS + FLEET_RECORDS))
+    for p in range(partitions):
+        directory = root / f"{TOPIC}-{p}"
+        directory.mkdir(parents=True)
+        (directory / segment_file_name(0, LOG_SUFFIX)).write_bytes(batch)
+    for name in OFFSET_CHECKPOINTS:
+        offset = 0 if name == LOG_START_OFFSET_CHECKPOINT else FLEET_RECORDS
+        write_offsets_checkpoint(root / name, {(TOPIC, p): offset for p in range(partitions)})
+
+
+@pytest.fixture(scope="module", params=FLEET, ids=lambda n: f"{n}-partitions")
+def fleet(request, tmp_path_factory):
+    """(data directory, partitions); removed after its tests (10,000 directories)."""
+    base = tmp_path_factory.mktemp(f"bench-fleet-{request.param}")
+    write_fleet(base / "data", request.param)
+    os.sync()
+    yield base / "data", request.param
+    shutil.rmtree(base)
+
+
+def _fleet_group(partitions: int) -> str:
+    return f"spark audit CLI, {partitions} one-segment partitions"
+
+
+def audit_cli_report_all(root: Path, out: Path) -> None:
+    """``logstore audit ROOT --report all --out OUT`` on local[2] in a fresh process."""
+    done = subprocess.run([sys.executable, "-m", "logstore", "audit", str(root), "--report", "all",
+                           "--out", str(out), "--master", SPARK_MASTER, "--now", str(NOW_MS)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=1800,
+                          env={k: v for k, v in os.environ.items() if k != "PYSPARK_PYTHON"})
+    assert done.returncode == 0, done.stderr
+
+
+def test_audit_cli_many_partitions(benchmark, fleet, tmp_path):
+    root, partitions = fleet
+    tag(benchmark, _fleet_group(partitions), "ours", partitions, unit="partitions")
+    benchmark.pedantic(audit_cli_report_all, args=(root, tmp_path / "out"), rounds=FLEET_ROUNDS)
+    assert len((tmp_path / "out" / "retention.json").read_text().splitlines()) == partitions
+
+
+def test_single_process_reader_many_partitions(benchmark, fleet):
+    root, partitions = fleet
+    tag(benchmark, _fleet_group(partitions), "baseline", partitions, unit="partitions")
+    rows = benchmark.pedantic(read_all, args=(_files(root),), rounds=FLEET_ROUNDS,
+                              warmup_rounds=1)
+    assert rows == partitions * FLEET_RECORDS
+
+
+def test_single_process_audit_many_partitions(benchmark, fleet):
+    root, partitions = fleet
+    tag(benchmark, _fleet_group(partitions), "baseline", partitions, unit="partitions",
+        what="same reports without Spark")
+    assert benchmark.pedantic(local_audit_records, args=(root,), rounds=FLEET_ROUNDS,
+                              warmup_rounds=1) == \
+        partitions * FLEET_RECORDS
 
 
 # --- the standalone cluster beside local[2] (last: they stop the module's local session) ---

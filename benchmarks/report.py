@@ -15,7 +15,7 @@ from collections import defaultdict
 from pathlib import Path
 
 BENCH_DIR = Path(__file__).resolve().parent
-UNIT_SCALE = {"records": (1e6, "M rec/s"), "bytes": (2**20, "MiB/s")}
+UNIT_SCALE = {"records": (1e6, "M rec/s"), "bytes": (2**20, "MiB/s"), "partitions": (1, "partitions/s")}
 
 
 def run_benchmarks(pytest_args: list[str]) -> dict:
@@ -91,6 +91,9 @@ def main(argv: list[str] | None = None) -> int:
         info = bench.get("extra_info", {})
         if "p99_ms" in info:
             print(f"latency {bench_short(bench)}: p50 {info['p50_ms']} ms, p99 {info['p99_ms']} ms")
+        if "server_cpu_s_per_gib" in info:
+            print(f"server CPU {bench_short(bench)}: {info['server_cpu_s_per_gib']} s per GiB served "
+                  f"(rounds {info['server_cpu_s_per_gib_rounds']})")
     return 0
 
 

@@ -10,6 +10,7 @@ import numpy as np
 from numba import njit
 from numba.core import event
 
+from logstore.records import native_crc
 from logstore.records._kernels import (
     MIN_HEADER_SIZE,
     MIN_RECORD_BODY,
@@ -17,6 +18,7 @@ from logstore.records._kernels import (
     write_zigzag,
     zigzag_size,
 )
+from logstore.records.header import ATTRIBUTES_OFFSET, CRC_OFFSET
 
 # Why a record was dropped (per record, int8). KEPT for records that stay.
 KEPT = 0
@@ -133,12 +135,12 @@ def _slot(h, slots):
 
 
 @njit(cache=True)
-def map_put(h1s, h2s, rels, size, max_size, k1, k2, offsets, base_offset, valid):
+def map_put(h1s, h2s, rels, size, max_size, k1, k2, offsets, base_offset, valid, slot_out):
     """Insert (hash -> offset) in order, Kafka-style: stop before a put once size >= max_size.
 
     Returns (number of input rows consumed, new size, last offset put or -1). Rows with
     valid == False are skipped. An offset outside the map's 32-bit window also stops the
-    fill (the map counts as full).
+    fill (the map counts as full). A non-empty slot_out receives the slot of each row put.
     """
     slots = h1s.shape[0]
     last_put = np.int64(-1)
@@ -168,15 +170,22 @@ def map_put(h1s, h2s, rels, size, max_size, k1, k2, offsets, base_offset, valid)
             pos += 1
             if pos == slots:
                 pos = 0
+        if slot_out.shape[0]:
+            slot_out[i] = pos
         last_put = offsets[i]
     return n, size, last_put
 
 
 @njit(cache=True)
-def map_get(h1s, h2s, rels, k1, k2, base_offset, out):
-    """Look up every hash; out[i] = mapped offset or -1 when absent."""
+def map_get(h1s, h2s, rels, k1, k2, base_offset, out, known_slots):
+    """Look up every hash; out[i] = mapped offset or -1 when absent. A non-empty known_slots
+    gives the slot row i was put in since the map was cleared (-1: not put), read directly."""
     slots = h1s.shape[0]
+    known = known_slots.shape[0] > 0
     for i in range(k1.shape[0]):
+        if known and known_slots[i] >= 0:
+            out[i] = base_offset + np.int64(rels[known_slots[i]]) - 1
+            continue
         a = k1[i]
         b = k2[i]
         pos = _slot(a, slots)
@@ -307,28 +316,57 @@ def rewrite_records(buf, rec_start, rec_end, new_ts_deltas, gaps, out, out_end, 
 
     out_end[i] receives the end of record i in the layout; returns the bytes it spans. With
     `write` the records are copied into out, which must have room for the records' lengths +
-    gaps + 20 bytes per record; without, only the ends are computed (a size count).
+    gaps + 20 bytes per record; without, only the ends are computed (a size count). A record
+    whose delta does not change keeps its bytes: back-to-back runs of those are copied whole.
     """
     w = 0
+    run_src = 0  # the open run of unchanged records: buf[run_src:run_src + run_len] -> out[run_dst:]
+    run_dst = 0
+    run_len = 0
     for i in range(rec_start.shape[0]):
-        w += gaps[i]
         p = np.int64(rec_start[i])
-        _, q = read_zigzag(buf, p, rec_end[i], 5)
+        end = np.int64(rec_end[i])
+        _, q = read_zigzag(buf, p, end, 5)
         body = q  # attributes byte
-        _, after_ts = read_zigzag(buf, body + 1, rec_end[i], 10)
-        rest = rec_end[i] - after_ts
-        new_len = 1 + zigzag_size(new_ts_deltas[i]) + rest
-        if write:
-            w = write_zigzag(out, w, new_len)
-            out[w] = buf[body]
-            w += 1
-            w = write_zigzag(out, w, new_ts_deltas[i])
-            out[w:w + rest] = buf[after_ts:after_ts + rest]
-            w += rest
+        old_delta, after_ts = read_zigzag(buf, body + 1, end, 10)
+        same = old_delta == new_ts_deltas[i]
+        if run_len and (gaps[i] or not same or run_src + run_len != p):
+            if write:
+                out[run_dst:run_dst + run_len] = buf[run_src:run_src + run_len]
+            run_len = 0
+        w += gaps[i]
+        if same:
+            if not run_len:
+                run_src, run_dst = p, w
+            run_len += end - p
+            w += end - p
         else:
-            w += zigzag_size(new_len) + new_len
+            rest = end - after_ts
+            new_len = 1 + zigzag_size(new_ts_deltas[i]) + rest
+            if write:
+                w = write_zigzag(out, w, new_len)
+                out[w] = buf[body]
+                w += 1
+                w = write_zigzag(out, w, new_ts_deltas[i])
+                out[w:w + rest] = buf[after_ts:after_ts + rest]
+                w += rest
+            else:
+                w += zigzag_size(new_len) + new_len
         out_end[i] = w
+    if run_len and write:
+        out[run_dst:run_dst + run_len] = buf[run_src:run_src + run_len]
     return w
+
+
+@njit(cache=True)
+def stamp_crcs(address, buf, batch_start, batch_end):
+    """Write each v2 batch's CRC-32C (of its bytes from the attributes on) into its header, for
+    the batches at buf[batch_start[k]:batch_end[k]]; `address` is native_crc.ADDRESS (not 0)."""
+    for k in range(batch_start.shape[0]):
+        crc = native_crc.crc32c_of(address, buf, batch_start[k] + ATTRIBUTES_OFFSET, batch_end[k])
+        at = batch_start[k] + CRC_OFFSET
+        for i in range(4):
+            buf[at + i] = np.uint8((crc >> np.int64(24 - 8 * i)) & 0xFF)
 
 
 @njit(cache=True)

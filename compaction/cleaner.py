@@ -14,8 +14,6 @@ DECODE_CACHE_BYTES are decoded once for both passes (DecodeCache).
 
 from __future__ import annotations
 
-import bisect
-import struct
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -33,6 +31,7 @@ from compaction.plan import (
     DROP,
     EMPTY,
     REASON_NAMES,
+    REWRITE,
     ProducerLastRecord,
     TxnTracker,
     decide,
@@ -53,12 +52,11 @@ from logstore.config import LogConfig
 from logstore.errors import LogCleaningAbortedError, UnknownTopicConfigError
 from logstore.log_files import CLEANED_SUFFIX, INDEX_SUFFIXES, LOG_SUFFIX, segment_file_name
 from logstore.log_like import SegmentedLogLike
-from logstore.records.header import CONTROL_BIT, INT32_MAX, MAX_TIMESTAMP_OFFSET, V2_HEADER_SIZE
+from logstore.records.header import CONTROL_BIT, INT32_MAX, V2_HEADER_SIZE
 from logstore.segment import LogSegment
 from logstore.segment_options import SegmentOptions
 from logstore.txn_index import AbortedTxn
 
-_MAX_TIMESTAMP = struct.Struct(">q")
 # Decoded arrays of whole dirty segments the offset-map pass keeps for the cleaning pass (one
 # decode instead of two for small segments); a segment beyond what is left is decoded again.
 DECODE_CACHE_BYTES = 64 << 20
@@ -207,39 +205,57 @@ def _remove_cleaned_files(directory: str | Path, base_offset: int) -> None:
 
 
 class _ChunkParts:
-    """What a decoded chunk writes, laid out for ReadBufferAppender: one part per run of copied
-    batches (a view of the source bytes) and per emptied or rebuilt batch."""
+    """What a decoded chunk writes, laid out for ReadBufferAppender: each kept batch's bytes lie
+    in a buffer (the source arena for copies, the rebuilt ones' buffers, an emptied batch's
+    header), and batches back to back in one buffer make one part."""
 
-    def __init__(self, d: dec.DecodedBatches, action: np.ndarray,
-                 rebuilt: Mapping[int, bytes | memoryview], max_timestamp: np.ndarray) -> None:
-        self._d, self._rebuilt = d, rebuilt
+    def __init__(self, d: dec.DecodedBatches, action: np.ndarray, rebuilt: dec.RebuiltBatches | None,
+                 max_timestamp: np.ndarray) -> None:
         kept = action != DROP
-        is_copy = action == COPY
-        starts = ~is_copy  # a part starts at each batch not copied and at each copy after one
-        starts[1:] |= ~is_copy[:-1]
-        self._starts = np.flatnonzero(starts).tolist()
-        self._action = action.tolist()
-        self._begin = d.position.tolist()
-        self._end = (d.position + d.size).tolist()
+        buffers: list[np.ndarray | bytes] = [d.arena]
+        where = np.zeros(len(action), np.int64)
+        begin, end = d.position.copy(), d.position + d.size
+        rewrite = np.flatnonzero(action == REWRITE)
+        if rebuilt is not None and len(rewrite):
+            where[rewrite] = rebuilt.buffer + len(buffers)
+            begin[rewrite], end[rewrite] = rebuilt.start, rebuilt.end
+            buffers += rebuilt.buffers
+        for b in np.flatnonzero(action == EMPTY).tolist():
+            raw = dec.empty_batch(d.header[b])
+            where[b], begin[b], end[b] = len(buffers), 0, len(raw)
+            buffers.append(raw)
+        self._views = [memoryview(b) for b in buffers]
+        # Runs: kept batches back to back in one buffer, each written as one part.
+        ks = np.flatnonzero(kept)
+        opens = np.ones(len(ks), np.bool_)
+        opens[1:] = (where[ks[1:]] != where[ks[:-1]]) | (begin[ks[1:]] != end[ks[:-1]])
+        first = ks[opens]
+        last = ks[np.append(np.flatnonzero(opens)[1:] - 1, len(ks) - 1)] if len(ks) else ks
+        self._run_buffer = where[first].tolist()
+        self._run_start = begin[first].tolist()
+        self._run_end = end[last].tolist()
+        run_of = np.full(len(action), -1, np.int64)
+        run_of[ks] = np.cumsum(opens) - 1
+        self._run_of = run_of.tolist()
+        self._batch_start, self._batch_end = begin.tolist(), end.tolist()
+        self._kept_bytes = np.concatenate(([0], np.cumsum(np.where(kept, end - begin, 0)))).tolist()
         self.last_offset = d.batches.last_offset.tolist()
-        # Per batch, the last kept batch up to it (-1: none).
-        self.last_kept = np.maximum.accumulate(np.where(kept, np.arange(len(action)), -1)).tolist()
+        # Per batch, the last kept batch up to it and the first from it (-1, len: none).
+        index = np.arange(len(action))
+        self.last_kept = np.maximum.accumulate(np.where(kept, index, -1)).tolist()
+        self._next_kept = np.minimum.accumulate(np.where(kept, index, len(action))[::-1])[::-1].tolist()
         self.kept_timestamp = np.where(kept, max_timestamp, np.iinfo(np.int64).min)
 
-    def parts(self, i: int, j: int) -> list[bytes | memoryview]:
-        """The parts of batches [i, j) (a run of copies cut at i and j)."""
-        inner = self._starts[bisect.bisect_right(self._starts, i):bisect.bisect_left(self._starts, j)]
-        src = memoryview(self._d.arena)
-        out: list[bytes | memoryview] = []
-        for b, stop in zip([i, *inner], [*inner, j], strict=True):
-            a = self._action[b]
-            if a == COPY:
-                out.append(src[self._begin[b]:self._end[stop - 1]])
-            elif a == EMPTY:
-                out.append(dec.empty_batch(self._d.header[b]))
-            elif a != DROP:
-                out.append(self._rebuilt[b])
-        return out
+    def parts(self, i: int, j: int) -> tuple[list[memoryview], int]:
+        """The parts of the kept batches in [i, j) (at least one), and their bytes."""
+        k0, k1 = self._next_kept[i], self.last_kept[j - 1]
+        r0, r1 = self._run_of[k0], self._run_of[k1]
+        parts = []
+        for r in range(r0, r1 + 1):
+            begin = self._batch_start[k0] if r == r0 else self._run_start[r]
+            end = self._batch_end[k1] if r == r1 else self._run_end[r]
+            parts.append(self._views[self._run_buffer[r]][begin:end])
+        return parts, self._kept_bytes[k1 + 1] - self._kept_bytes[k0]
 
 
 class ReadBufferAppender:
@@ -259,10 +275,10 @@ class ReadBufferAppender:
         self._max_timestamp: int | None = None
         self._offset_of_max = -1
 
-    def add(self, d: dec.DecodedBatches, action: np.ndarray, rebuilt: Mapping[int, bytes | memoryview],
-            max_timestamp: np.ndarray) -> int:
-        """Take the chunk's batches (`action` per batch, `rebuilt` bytes of the REWRITE ones,
-        `max_timestamp` of what is written), appending every fill they complete; returns the
+    def add(self, d: dec.DecodedBatches, action: np.ndarray, max_timestamp: np.ndarray,
+            rebuilt: dec.RebuiltBatches | None = None) -> int:
+        """Take the chunk's batches (`action` per batch, `max_timestamp` of what is written,
+        `rebuilt` the REWRITE ones in order), appending every fill they complete; returns the
         bytes taken."""
         begin = d.position + d.file_position
         end = begin + d.size  # ascending: the batches are back to back
@@ -288,7 +304,7 @@ class ReadBufferAppender:
         last = chunk.last_kept[j - 1]
         if last < i:
             return 0
-        parts = chunk.parts(i, j)
+        parts, nbytes = chunk.parts(i, j)
         self._parts += parts
         # The segment's time index takes the first batch with the largest timestamp.
         top = i + int(np.argmax(chunk.kept_timestamp[i:j]))
@@ -296,7 +312,7 @@ class ReadBufferAppender:
             self._max_timestamp = int(chunk.kept_timestamp[top])
             self._offset_of_max = chunk.last_offset[top]
         self._last_offset = chunk.last_offset[last]
-        return sum(len(part) for part in parts)
+        return nbytes
 
     def _append(self) -> None:
         if self._parts:
@@ -413,7 +429,8 @@ class Cleaner:
         for i, seg in enumerate(dirty):
             self._check_abort()
             for d in cache.read(seg):
-                full = map_batches(omap, d.records, d.batches, start, tracker)
+                d.map_slot = np.full(len(d.records), -1, np.int64)  # spares the decisions' lookups
+                full = map_batches(omap, d.records, d.batches, start, tracker, d.map_slot)
                 if full:
                     break
             if full:
@@ -488,7 +505,7 @@ class Cleaner:
         d.batches.legacy_retain_deletes[:] = retain_legacy_deletes
         plan = decide(d.records, d.batches, self.offset_map, now_ms=now,
                       delete_retention_ms=cfg["delete.retention.ms"], upper_bound_offset=upper,
-                      active_producers=producers, tracker=tracker)
+                      active_producers=producers, tracker=tracker, map_slots=d.map_slot)
         if appender is not None:
             for txn in plan.retained_aborted_txns:
                 appender.cleaned.txn_index.append(txn)
@@ -500,15 +517,13 @@ class Cleaner:
         result.tombstones_removed += int((~plan.keep & d.records.is_tombstone).sum())
         removed += np.bincount(plan.reason, minlength=len(REASON_NAMES))
         action = plan.batch_action
-        rewrite = np.flatnonzero((action != COPY) & (action != DROP) & (action != EMPTY))
+        rewrite = np.flatnonzero(action == REWRITE)
         if appender is None:  # a dry run only counts the bytes the appender would write
             sizes = np.where(action == COPY, d.size, np.where(action == EMPTY, V2_HEADER_SIZE, 0))
             sizes[rewrite] = dec.rebuilt_sizes(d, rewrite, plan.keep, plan.batch_delete_horizon[rewrite])
             result.bytes_written += int(sizes.sum())
             return
-        rebuilt = dict(zip(rewrite.tolist(), dec.rebuild_batches(
-            d, rewrite, plan.keep, plan.batch_delete_horizon[rewrite]), strict=True))
+        rebuilt = dec.rebuild_layout(d, rewrite, plan.keep, plan.batch_delete_horizon[rewrite])
         max_ts = d.header["max_timestamp"].astype(np.int64)
-        for b, raw in rebuilt.items():
-            max_ts[b] = _MAX_TIMESTAMP.unpack_from(raw, MAX_TIMESTAMP_OFFSET)[0]
-        result.bytes_written += appender.add(d, action, rebuilt, max_ts)
+        max_ts[rewrite] = rebuilt.max_timestamp
+        result.bytes_written += appender.add(d, action, max_ts, rebuilt)

@@ -18,7 +18,7 @@ import numpy as np
 from compaction import _kernels
 from compaction.plan import CONTROL_NONE, BatchColumns, CleanerRecordColumns
 from logstore.errors import CorruptRecordError
-from logstore.records import LegacyRecordBatch, Record, build_legacy_entry, crc32c
+from logstore.records import LegacyRecordBatch, Record, build_legacy_entry, crc32c, native_crc
 from logstore.records.compression import (
     COMPRESSION_NAMES,
     DEFAULT_MAX_INFLATED_BYTES,
@@ -66,6 +66,7 @@ class DecodedBatches:
     legacy_records: dict[int, list[Record]]  # batch index -> records (magic 0/1 only)
     valid_end: int  # byte position where complete batches end
     file_position: int = 0  # position in the segment file of the source's first byte
+    map_slot: np.ndarray | None = None  # int64 per record: its offset-map slot this round (-1: none)
 
     @property
     def nbytes(self) -> int:
@@ -345,22 +346,64 @@ def _rewrite_v2(d: DecodedBatches, batch_ids: np.ndarray, keep: np.ndarray,
     return _RewrittenV2(v2_pos, ids, buf, batch_start, batch_end, attrs, base_ts, max_ts, counts)
 
 
+def _stamp_crcs(buf: np.ndarray, batch_start: np.ndarray, batch_end: np.ndarray) -> None:
+    """Write the CRC-32C of each v2 batch buf[batch_start[k]:batch_end[k]] into its header: in
+    one compiled call where the crc32c package's C function can be called from numba."""
+    if native_crc.ADDRESS:
+        _kernels.stamp_crcs(native_crc.ADDRESS, buf, batch_start, batch_end)
+        return
+    view = memoryview(buf)
+    crcs = np.array([crc32c(view[s + ATTRIBUTES_OFFSET:e]) for s, e in zip(
+        batch_start.tolist(), batch_end.tolist(), strict=True)], np.uint32)
+    buf[(batch_start + CRC_OFFSET)[:, None] + np.arange(4)] = crcs.astype(">u4").view(np.uint8).reshape(-1, 4)
+
+
+@dataclass
+class RebuiltBatches:
+    """Rebuilt batches where they lie: batch k is buffers[buffer[k]][start[k]:end[k]], so batches
+    built side by side in one buffer can be written as one part."""
+
+    buffers: list[np.ndarray | bytes]
+    buffer: np.ndarray  # int64 per batch: index into buffers
+    start: np.ndarray  # int64 per batch
+    end: np.ndarray  # int64 per batch
+    max_timestamp: np.ndarray  # int64 per batch: the max timestamp its header holds
+
+    def views(self) -> list[memoryview]:
+        """Each batch's bytes, a view of its buffer."""
+        views = [memoryview(b) for b in self.buffers]
+        return [views[b][s:e] for b, s, e in zip(self.buffer.tolist(), self.start.tolist(),
+                                                   self.end.tolist(), strict=True)]
+
+
 def rebuild_batches(d: DecodedBatches, batch_ids: np.ndarray, keep: np.ndarray,
-                    delete_horizons: np.ndarray) -> list[bytes | memoryview]:
+                    delete_horizons: np.ndarray) -> list[memoryview]:
     """Batches `batch_ids` rebuilt from their kept records, as Kafka's buildRetainedRecordsInto does.
 
     `keep` is the plan's per-record mask (each batch keeps at least one record);
     `delete_horizons[k]` the horizon for batch_ids[k] (NO_TIMESTAMP: none). Same base offset,
     last offset delta, producer fields, leader epoch and codec; the base timestamp is the delete
     horizon (attribute bit 6) when one is set, else the first kept record's timestamp; record
-    timestamp deltas are rewritten against it. Uncompressed batches are built side by side in
-    one buffer (one numba pass) and returned as views of it.
+    timestamp deltas are rewritten against it.
     """
+    return rebuild_layout(d, batch_ids, keep, delete_horizons).views()
+
+
+def rebuild_layout(d: DecodedBatches, batch_ids: np.ndarray, keep: np.ndarray,
+                   delete_horizons: np.ndarray) -> RebuiltBatches:
+    """`rebuild_batches`, with the batches left where they were built: uncompressed v2 batches
+    side by side in one buffer (one numba pass, CRCs over the buffer), the others one each."""
     batch_ids = np.asarray(batch_ids, np.int64)
-    out: list[bytes | memoryview | None] = [None] * len(batch_ids)
+    n = len(batch_ids)
+    buffers: list[np.ndarray | bytes] = []
+    where = np.zeros(n, np.int64)
+    start = np.zeros(n, np.int64)
+    end = np.full(n, -1, np.int64)
+    max_ts = np.zeros(n, np.int64)
     r = _rewrite_v2(d, batch_ids, keep, delete_horizons)
     if r is not None:
         buf = r.buf
+        buffers.append(buf)
         hdr = d.header[r.ids].copy()
         hdr["batch_length"] = r.batch_end - r.batch_start - LOG_OVERHEAD
         hdr["attributes"] = r.attrs
@@ -370,29 +413,31 @@ def rebuild_batches(d: DecodedBatches, batch_ids: np.ndarray, keep: np.ndarray,
         hdr["crc"] = 0
         buf[r.batch_start[:, None] + _HEADER_RANGE] = hdr.view(np.uint8).reshape(-1, V2_HEADER_SIZE)
         codes = r.attrs & COMPRESSION_MASK
+        plain = np.flatnonzero(codes == 0)
         view = memoryview(buf)
-        crcs = np.zeros(len(r.ids), np.uint32)
-        for j in range(len(r.ids)):
+        _stamp_crcs(buf, r.batch_start[plain], r.batch_end[plain])
+        at = r.pos[plain]
+        start[at], end[at] = r.batch_start[plain], r.batch_end[plain]
+        max_ts[r.pos] = r.max_ts
+        for j in np.flatnonzero(codes != 0).tolist():
+            h = hdr[j]
             s, e = int(r.batch_start[j]), int(r.batch_end[j])
-            if codes[j]:
-                h = hdr[j]
-                body = compress(int(codes[j]), view[s + V2_HEADER_SIZE:e])
-                out[r.pos[j]] = _finish_header(
-                    int(h["base_offset"]), int(h["partition_leader_epoch"]), int(r.attrs[j]),
-                    int(h["last_offset_delta"]), int(r.base_ts[j]), int(r.max_ts[j]),
-                    int(h["producer_id"]), int(h["producer_epoch"]), int(h["base_sequence"]),
-                    int(r.counts[j]), body)
-            else:
-                crcs[j] = crc32c(view[s + ATTRIBUTES_OFFSET:e])
-                out[r.pos[j]] = view[s:e]
-        plain = codes == 0
-        buf[(r.batch_start[plain] + CRC_OFFSET)[:, None] + np.arange(4)] = \
-            crcs[plain].astype(">u4").view(np.uint8).reshape(-1, 4)
-    for k in np.flatnonzero([o is None for o in out]):
+            body = compress(int(codes[j]), view[s + V2_HEADER_SIZE:e])
+            raw = _finish_header(
+                int(h["base_offset"]), int(h["partition_leader_epoch"]), int(r.attrs[j]),
+                int(h["last_offset_delta"]), int(r.base_ts[j]), int(r.max_ts[j]),
+                int(h["producer_id"]), int(h["producer_epoch"]), int(h["base_sequence"]),
+                int(r.counts[j]), body)
+            where[r.pos[j]], end[r.pos[j]] = len(buffers), len(raw)
+            buffers.append(raw)
+    for k in np.flatnonzero(end < 0).tolist():
         b = int(batch_ids[k])
         rows = np.flatnonzero(keep & (d.records.batch_index == b))
-        out[k] = _rebuild_legacy(d, b, rows)
-    return out
+        raw = _rebuild_legacy(d, b, rows)
+        where[k], end[k] = len(buffers), len(raw)
+        max_ts[k] = int(d.timestamp[rows].max())  # a legacy entry has no batch header to hold one
+        buffers.append(raw)
+    return RebuiltBatches(buffers, where, start, end, max_ts)
 
 
 def rebuilt_sizes(d: DecodedBatches, batch_ids: np.ndarray, keep: np.ndarray,

@@ -16,6 +16,7 @@ from logstore.errors import InvalidConfigError
 BYTES_PER_SLOT = 8 + 8 + 4  # hash high/low words + relative offset
 MAX_SLOT_RELATIVE_OFFSET = 0xFFFFFFFE  # slots store relative offset + 1; 0 marks an empty slot
 MIN_WORKING_SLOTS = 1024
+_NO_SLOTS = np.empty(0, np.int64)  # the kernels' "no slots given"
 
 
 def hash_key(key: bytes) -> tuple[int, int]:
@@ -97,17 +98,19 @@ class OffsetMap:
         ) == 1
 
     def put_hashes(self, h1: np.ndarray, h2: np.ndarray, offsets: np.ndarray,
-                   valid: np.ndarray | None = None) -> int:
+                   valid: np.ndarray | None = None, slots: np.ndarray | None = None) -> int:
         """Insert rows in order until the map is full; returns the rows consumed.
 
         Rows with valid == False are skipped (still consumed). Like Kafka, a put is refused
-        once size >= max_keys even for a key already present.
+        once size >= max_keys even for a key already present. `slots` (int64, one per row),
+        when given, receives the slot each row was put in (rows not put are left alone):
+        `get_hashes` then reads those rows' offsets without probing.
         """
         if valid is None:
             valid = np.ones(len(offsets), dtype=np.bool_)
         consumed, size, last = _kernels.map_put(
             self._h1, self._h2, self._rel, self.size, self.max_keys,
-            h1, h2, offsets, np.int64(self.base_offset), valid,
+            h1, h2, offsets, np.int64(self.base_offset), valid, _NO_SLOTS if slots is None else slots,
         )
         self.size = int(size)
         if last >= 0:
@@ -119,10 +122,12 @@ class OffsetMap:
         h1, h2 = hash_key(key)
         return int(self.get_hashes(np.array([h1], dtype=np.uint64), np.array([h2], dtype=np.uint64))[0])
 
-    def get_hashes(self, h1: np.ndarray, h2: np.ndarray) -> np.ndarray:
-        """Vector lookup: int64 array of mapped offsets, -1 where absent."""
+    def get_hashes(self, h1: np.ndarray, h2: np.ndarray, slots: np.ndarray | None = None) -> np.ndarray:
+        """Vector lookup: int64 array of mapped offsets, -1 where absent. `slots` are the rows'
+        slots from `put_hashes` since the last `clear` (-1: look the row up)."""
         out = np.empty(len(h1), dtype=np.int64)
-        _kernels.map_get(self._h1, self._h2, self._rel, h1, h2, np.int64(self.base_offset), out)
+        _kernels.map_get(self._h1, self._h2, self._rel, h1, h2, np.int64(self.base_offset), out,
+                         _NO_SLOTS if slots is None else slots)
         return out
 
     def update_latest_offset(self, offset: int) -> None:

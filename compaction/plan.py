@@ -234,19 +234,20 @@ def _aborted_batch_mask(batches: BatchColumns, tracker: TxnTracker) -> np.ndarra
 
 
 def map_batches(offset_map: OffsetMap, records: CleanerRecordColumns, batches: BatchColumns,
-                start_offset: int, tracker: TxnTracker) -> bool:
+                start_offset: int, tracker: TxnTracker, slots: np.ndarray | None = None) -> bool:
     """Add consecutive batches of the dirty range to the offset map (Kafka's buildOffsetMapForSegment).
 
     Keys of records at or past `start_offset` are put in order, skipping control batches and
     aborted transactions (`tracker` carries transaction state across calls). Returns True
     when the map filled; `offset_map.latest_offset` follows Kafka's rule (the last key put,
-    or the last offset of each fully read batch at or past the start).
+    or the last offset of each fully read batch at or past the start). `slots`: see
+    OffsetMap.put_hashes.
     """
     aborted_batch = _aborted_batch_mask(batches, tracker)
     bi = records.batch_index
     valid = (records.has_key & (records.offset >= start_offset)
              & ~aborted_batch[bi] & ~batches.is_control[bi])
-    consumed = offset_map.put_hashes(records.key_hash1, records.key_hash2, records.offset, valid)
+    consumed = offset_map.put_hashes(records.key_hash1, records.key_hash2, records.offset, valid, slots)
     full = consumed < len(records)
     done = len(batches) if not full else int(bi[consumed])
     reached = batches.last_offset[:done]
@@ -332,12 +333,13 @@ def active_producers_from_batches(batches: BatchColumns) -> dict[int, ProducerLa
 def decide(records: CleanerRecordColumns, batches: BatchColumns, offset_map: OffsetMap, *, now_ms: int,
            delete_retention_ms: int, upper_bound_offset: int,
            active_producers: Mapping[int, ProducerLastRecord] | None = None,
-           tracker: TxnTracker | None = None) -> CompactionPlan:
+           tracker: TxnTracker | None = None, map_slots: np.ndarray | None = None) -> CompactionPlan:
     """Decide every record and batch of the segments being cleaned, given the built offset map.
 
     `upper_bound_offset` is the round's first uncleanable offset (the batch ending there keeps
     at least its header). `tracker` carries transaction state across calls of one round (pass
     the same tracker, holding the round's aborted transactions, for consecutive groups).
+    `map_slots`, the records' slots from map_batches this round, spares their lookups.
     """
     if tracker is None:
         tracker = TxnTracker()
@@ -375,7 +377,7 @@ def decide(records: CleanerRecordColumns, batches: BatchColumns, offset_map: Off
 
     # Record decisions, one pass (compaction/_kernels.py).
     n = len(records)
-    found = offset_map.get_hashes(records.key_hash1, records.key_hash2)
+    found = offset_map.get_hashes(records.key_hash1, records.key_hash2, map_slots)
     retain_deletes = np.where(batches.magic < 2, batches.legacy_retain_deletes,
                               (horizon == NO_TIMESTAMP) | (now_ms < horizon))
     keep = np.empty(n, np.bool_)

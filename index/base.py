@@ -9,6 +9,9 @@ Layouts are in docs/FORMAT.md ("Segment files"). Rules follow Kafka's AbstractIn
   zero-filled slots of an untrimmed active index without writing a byte (like Kafka's
   DumpLogSegments);
 - nothing is opened or mapped until first use, so opening thousands of segments is cheap;
+- a mapping holds a file descriptor (Python < 3.13's mmap keeps a duplicate), counted in the
+  `DescriptorAccount` the index is given; `unload()` gives it back and keeps the entry count, so
+  the next use maps the file again (logstore.descriptor_pool decides when);
 - the free slots of a writable mapping are advised MADV_RANDOM: they are a hole in the file, and
   the first write there would otherwise fault in the kernel's whole read-around window
   (read_ahead_kb, up to megabytes of zero-filled page cache) for one 8- or 12-byte entry.
@@ -16,10 +19,11 @@ Layouts are in docs/FORMAT.md ("Segment files"). Rules follow Kafka's AbstractIn
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Protocol
 
 import numpy as np
 
@@ -38,7 +42,56 @@ from index.errors import (
     InvalidConfigError,
     LogClosedError,
     ReadOnlyLogError,
+    descriptor_limit_error,
 )
+
+# open()/mmap() errors that mean "no descriptor left" (per process, per system).
+OUT_OF_DESCRIPTORS = (errno.EMFILE, errno.ENFILE)
+
+
+class DescriptorAccount(Protocol):
+    """Where an index counts the descriptor its mapping holds (logstore.descriptor_pool's
+    SegmentDescriptors): `acquire` before mapping (may raise DescriptorLimitError), `release`
+    after unmapping, `touch` on each use (the pool gives back what is least recently used)."""
+
+    def acquire(self) -> None: ...
+
+    def release(self) -> None: ...
+
+    def touch(self) -> None: ...
+
+
+class _Uncounted:
+    """The account of an index used on its own: nothing is counted."""
+
+    def acquire(self) -> None:
+        """Nothing to count."""
+
+    def release(self) -> None:
+        """Nothing to count."""
+
+    def touch(self) -> None:
+        """Nothing to count."""
+
+
+UNCOUNTED = _Uncounted()
+
+
+def fsync_path(path: Path) -> None:
+    """fsync the file at `path` through a short-lived descriptor (a file written through a
+    mapping or descriptor since given back); no-op when the file is gone."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        if exc.errno in OUT_OF_DESCRIPTORS:
+            raise descriptor_limit_error(f"cannot fsync {path}") from exc
+        raise
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def round_down(number: int, factor: int) -> int:
@@ -66,12 +119,13 @@ class AbstractIndex:
         *,
         writable: bool = True,
         meta: np.ndarray | None = None,
+        account: DescriptorAccount = UNCOUNTED,
     ) -> None:
         """Describe the index at `path`; the file is opened (and created if missing) on first use.
 
         `meta` is where the entry counters are kept (index._kernels' META_SIZE int64 slots): a
         view into the owning segment's state lets its compiled append update them; default, an
-        array of its own.
+        array of its own. `account` counts the descriptor the mapping holds.
         """
         self._meta = np.zeros(META_SIZE, np.int64) if meta is None else meta
         self._meta[:] = 0
@@ -82,6 +136,9 @@ class AbstractIndex:
         self._writable = writable
         self._loaded = False
         self._closed = False
+        self._account = account
+        self._unloaded = False  # given back by unload(): the entry count in `_meta` still holds
+        self._needs_sync = False  # written through a mapping since unloaded: flush() fsyncs the file
         self._mmap: mmap.mmap | None = None
         self._bytes = np.empty(0, dtype=np.uint8)
         self._view = np.empty(0, dtype=self.ENTRY_DTYPE)
@@ -139,6 +196,7 @@ class AbstractIndex:
         """Number of valid entries."""
         if not self._loaded or self._closed:
             self._ensure_loaded()
+        self._account.touch()
         return self._entries
 
     def __len__(self) -> int:
@@ -205,12 +263,15 @@ class AbstractIndex:
         self._map(self._path.stat().st_size if self._path.exists() else 0)
         if newly_created:
             self._entries = 0
+        elif self._unloaded:
+            self._entries = min(self._entries, self._max_entries)
         elif self._writable:
             self._entries = self._max_entries
         else:
             self._entries = self._ascending_prefix()
         self._advise_free_slots()
         self._loaded = True
+        self._unloaded = False
         self._meta[LOADED] = 1
 
     def _map(self, length: int) -> None:
@@ -219,12 +280,22 @@ class AbstractIndex:
         self._max_entries = length // self.ENTRY_SIZE
         if length == 0:
             self._mmap = None
-            self._bytes = np.empty(0, dtype=np.uint8)
         else:
-            with open(self._path, "r+b" if self._writable else "rb") as f:
-                access = mmap.ACCESS_WRITE if self._writable else mmap.ACCESS_READ
-                self._mmap = mmap.mmap(f.fileno(), length, access=access)
-            self._bytes = np.frombuffer(self._mmap, dtype=np.uint8)
+            self._account.acquire()  # may give back another segment's descriptors first
+            try:
+                with open(self._path, "r+b" if self._writable else "rb") as f:
+                    access = mmap.ACCESS_WRITE if self._writable else mmap.ACCESS_READ
+                    self._mmap = mmap.mmap(f.fileno(), length, access=access)
+            except BaseException as exc:
+                self._account.release()
+                if isinstance(exc, OSError) and exc.errno in OUT_OF_DESCRIPTORS:
+                    raise descriptor_limit_error(f"cannot map {self.KIND} {self._path}") from exc
+                raise
+        self._set_views()
+
+    def _set_views(self) -> None:
+        """The numpy views of the mapping (empty without one)."""
+        self._bytes = np.empty(0, dtype=np.uint8) if self._mmap is None else np.frombuffer(self._mmap, np.uint8)
         usable = self._max_entries * self.ENTRY_SIZE
         self._view = self._bytes[:usable].view(self.ENTRY_DTYPE)
 
@@ -245,6 +316,31 @@ class AbstractIndex:
         if self._mmap is not None:
             self._mmap.close()
             self._mmap = None
+            self._account.release()
+
+    def unload(self) -> bool:
+        """Give the mapping and its descriptor back, keeping the entry count: the next use maps
+        the file again and a later `flush()` still syncs what was written. False, changing
+        nothing, while a view of the mapping is in use."""
+        if not self._loaded or self._closed:
+            return True
+        mapping, self._mmap = self._mmap, None
+        self._view = np.empty(0, dtype=self.ENTRY_DTYPE)
+        self._bytes = np.empty(0, dtype=np.uint8)
+        if mapping is not None:
+            try:
+                mapping.close()
+            except BufferError:  # someone still reads it
+                self._mmap = mapping
+                self._set_views()
+                return False
+            self._account.release()
+        self._max_entries = 0
+        self._loaded = False
+        self._unloaded = True
+        self._meta[LOADED] = 0
+        self._needs_sync = self._needs_sync or self._writable
+        return True
 
     def _ascending_prefix(self) -> int:
         keys = self._view[self.ENTRY_DTYPE.names[0]].astype(np.int64)
@@ -272,9 +368,14 @@ class AbstractIndex:
         return True
 
     def trim_to_valid_size(self) -> None:
-        """Shrink the file to exactly its valid entries (no-op when never loaded or read-only)."""
-        if self._loaded and self._writable and not self._closed:
+        """Shrink the file to exactly its valid entries (no-op when never loaded or read-only);
+        an unloaded index is trimmed without mapping it again."""
+        if not self._writable or self._closed:
+            return
+        if self._loaded:
             self.resize(self.ENTRY_SIZE * self._entries)
+        elif self._unloaded:
+            os.truncate(self._path, self.ENTRY_SIZE * self._entries)
 
     def reset(self) -> None:
         """Remove every entry and regrow the file to `max_index_size`."""
@@ -302,9 +403,13 @@ class AbstractIndex:
         self._entries = entries
 
     def flush(self) -> None:
-        """msync the mapped entries to disk (no-op when never loaded)."""
+        """msync the mapped entries to disk (no-op when never loaded); fsync the file when they
+        were written through a mapping since given back."""
         if self._loaded and self._mmap is not None and self._writable:
             self._mmap.flush()
+        elif self._needs_sync and not self._closed:
+            fsync_path(self._path)
+        self._needs_sync = False
 
     def close(self) -> None:
         """Trim to the valid entries and unmap; a never-loaded index is left untouched."""
@@ -351,6 +456,7 @@ class AbstractIndex:
         """Slot of the last entry whose `field` is <= target (fields hold relative values)."""
         if not self._loaded or self._closed:
             self._ensure_loaded()
+        self._account.touch()
         if not self._entries:
             return -1
         dtype, pos = self.ENTRY_DTYPE.fields[field][:2]
@@ -361,6 +467,7 @@ class AbstractIndex:
     def _raw_entries(self) -> np.ndarray:
         """Valid entries as stored (relative, big-endian), a view: copy before keeping."""
         self._ensure_loaded()
+        self._account.touch()
         return self._view[: self._entries]
 
     def _check_length(self) -> None:

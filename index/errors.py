@@ -6,6 +6,8 @@ re-exports every one, so `LogstoreError` stays the one root and stays importable
 
 from __future__ import annotations
 
+import resource
+
 
 class LogstoreError(Exception):
     """Root of every error logstore raises on purpose."""
@@ -37,3 +39,16 @@ class IndexOffsetOverflowError(LogstoreError):
 
 class IndexFullError(LogstoreError):
     """An append to an index with no free slot left: the segment should have rolled first."""
+
+
+class DescriptorLimitError(LogstoreError):
+    """No file descriptor left for a segment's file: the process's RLIMIT_NOFILE is reached, or
+    every descriptor of the pool is pinned by an ongoing send or read."""
+
+
+def descriptor_limit_error(what: str) -> DescriptorLimitError:
+    """The error for `what` failing for want of descriptors, naming the limit and how to raise it."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return DescriptorLimitError(
+        f"{what}: out of file descriptors (RLIMIT_NOFILE soft limit {soft}, hard limit {hard}); "
+        "raise it with `ulimit -n` or resource.setrlimit(resource.RLIMIT_NOFILE, ...)")

@@ -60,7 +60,15 @@ class OffsetIndex(AbstractIndex):
 
     def lookup(self, target_offset: int) -> OffsetPosition:
         """The entry with the largest offset <= target, or (base offset, 0) when there is none."""
-        slot = self._largest_lower_bound_slot(target_offset - self.base_offset, "relative_offset")
+        return self._entry_or_start(self._largest_lower_bound_slot(target_offset - self.base_offset,
+                                                                   "relative_offset"))
+
+    def lookup_position(self, position: int) -> OffsetPosition:
+        """The entry with the largest file position <= `position`, or (base offset, 0) when there
+        is none: the batches before it end at or before `position` (a fetch's upper bound)."""
+        return self._entry_or_start(self._largest_lower_bound_slot(position, "position"))
+
+    def _entry_or_start(self, slot: int) -> OffsetPosition:
         if slot < 0:
             return OffsetPosition(self.base_offset, 0)
         rel, pos = OFFSET_INDEX_ENTRY.unpack_from(self._mmap, slot * self.ENTRY_SIZE)

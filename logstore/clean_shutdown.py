@@ -13,7 +13,6 @@ vouches for logs another process is still writing and may yet crash.
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import json
 import os
@@ -21,7 +20,7 @@ import threading
 from pathlib import Path
 
 from logstore.checkpoint import atomic_write, fsync_dir
-from logstore.lock import LOCK_FILE_NAME
+from logstore.lock import LOCK_FILE_NAME, try_flock
 from logstore.log_files import CLEAN_SHUTDOWN_FILE
 from logstore.log_loader import LoadState
 
@@ -103,24 +102,19 @@ def _lock_shared(data_dir: Path) -> int | None:
     """A descriptor holding a shared lock on `data_dir/.lock`; None if it is held exclusively."""
     fd = os.open(data_dir / LOCK_FILE_NAME, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError as exc:
+        taken = try_flock(fd, fcntl.LOCK_SH)
+    except BaseException:
         os.close(fd)
-        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-            return None
         raise
+    if not taken:
+        os.close(fd)
+        return None
     return fd
 
 
 def _only_holder(fd: int) -> bool:
     """True when no other process holds the shared lock `fd` holds (it becomes exclusive)."""
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as exc:
-        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-            return False
-        raise
-    return True
+    return try_flock(fd, fcntl.LOCK_EX)
 
 
 class MarkerClaim:

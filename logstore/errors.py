@@ -7,6 +7,7 @@ nothing of logstore) and re-exported here: import every error from this module.
 from __future__ import annotations
 
 from index.errors import CorruptIndexError as CorruptIndexError
+from index.errors import DescriptorLimitError as DescriptorLimitError
 from index.errors import IndexFullError as IndexFullError
 from index.errors import IndexOffsetOverflowError as IndexOffsetOverflowError
 from index.errors import InvalidConfigError as InvalidConfigError
@@ -14,6 +15,7 @@ from index.errors import InvalidOffsetError as InvalidOffsetError
 from index.errors import LogClosedError as LogClosedError
 from index.errors import LogstoreError as LogstoreError
 from index.errors import ReadOnlyLogError as ReadOnlyLogError
+from index.errors import descriptor_limit_error as descriptor_limit_error
 
 
 class CorruptRecordError(LogstoreError):
@@ -51,6 +53,11 @@ class InvalidTimestampError(RecordValidationError):
 
 class OffsetOutOfRangeError(LogstoreError):
     """An offset outside the log's valid range [log start offset, log end offset]."""
+
+
+class FileSliceTruncatedError(LogstoreError):
+    """A file slice's bytes were cut off (the segment truncated) between taking the slice and
+    sending it (Kafka's "Size of FileRecords has been truncated during write")."""
 
 
 class LogLockedError(LogstoreError):

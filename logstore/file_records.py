@@ -1,6 +1,7 @@
 """FileRecords: a segment's `.log` file of record batches (Kafka's FileRecords).
 
-Owns the descriptor (opened on first use), positional reads and scans of batch headers,
+Owns the descriptor (opened on first use, counted in the segment's account of
+logstore.descriptor_pool, given back and reopened as the pool asks), positional reads and scans of batch headers,
 pwritev of appended buffers, write-behind hints, truncation, fsync, rename and delete. Size
 and descriptor live in the segment's SegmentState, where the compiled append reads and moves
 them; the indexes and the offsets they map are LogSegment's.
@@ -17,8 +18,9 @@ from typing import NamedTuple, TypeAlias
 import numpy as np
 
 from index import NO_TIMESTAMP, TimestampOffset
+from index.base import OUT_OF_DESCRIPTORS, UNCOUNTED, DescriptorAccount, fsync_path
 from logstore import _read_kernels
-from logstore.errors import CorruptRecordError, LogClosedError
+from logstore.errors import CorruptRecordError, LogClosedError, descriptor_limit_error
 from logstore.log_input_stream import HEADER_SCAN_CHUNK, scan_entries
 from logstore.records import BatchHeader, RecordBatch, read_batch
 from logstore.segment_state import SegmentState
@@ -67,12 +69,16 @@ class TimestampAndOffset(NamedTuple):
 class FileRecords:
     """The `.log` file of one segment: read, scan, write, truncate, flush, rename, delete."""
 
-    def __init__(self, path: Path, state: SegmentState, *, read_only: bool) -> None:
-        """Describe the file at `path`, recording its current size in `state`; nothing is opened."""
+    def __init__(self, path: Path, state: SegmentState, *, read_only: bool,
+                 account: DescriptorAccount = UNCOUNTED) -> None:
+        """Describe the file at `path`, recording its current size in `state`; nothing is opened.
+        `account` counts the descriptor while it is open."""
         self.path = path
         self._state = state
         self._read_only = read_only
+        self._account = account
         self.closed = False
+        self._needs_sync = False  # written through a descriptor since given back: flush() fsyncs
         self._written_behind = 0  # bytes write_behind() has already sent to the disk
         state.size = path.stat().st_size if path.exists() else 0
 
@@ -82,12 +88,33 @@ class FileRecords:
             raise LogClosedError(f"segment {self.path} is closed")
 
     def fd(self) -> int:
-        """The descriptor, opened on first use (read-only or read-write as the segment is)."""
+        """The descriptor, opened on first use (read-only or read-write as the segment is);
+        DescriptorLimitError when none is left."""
         self.require_open()
-        if self._state.fd is None:
-            flags = os.O_RDONLY if self._read_only else os.O_RDWR | os.O_CREAT
-            self._state.fd = os.open(self.path, flags, 0o644)
-        return self._state.fd
+        self._account.touch()  # first: from here on no other thread takes it back
+        fd = self._state.fd
+        if fd is None:
+            self._account.acquire()
+            try:
+                fd = os.open(self.path, os.O_RDONLY if self._read_only else os.O_RDWR | os.O_CREAT, 0o644)
+            except BaseException as exc:
+                self._account.release()
+                if isinstance(exc, OSError) and exc.errno in OUT_OF_DESCRIPTORS:
+                    raise descriptor_limit_error(f"cannot open segment {self.path}") from exc
+                raise
+            self._state.fd = fd
+        return fd
+
+    def release(self) -> None:
+        """Close the descriptor for now (the next use opens it again); what was written stays
+        in the page cache and the next `flush()` syncs it."""
+        fd = self._state.fd
+        if fd is None:
+            return
+        self._state.fd = None
+        os.close(fd)
+        self._account.release()
+        self._needs_sync = self._needs_sync or not self._read_only
 
     @property
     def last_modified_ms(self) -> int:
@@ -199,9 +226,16 @@ class FileRecords:
     # ----------------------------------------------------------------- lifecycle
 
     def flush(self) -> None:
-        """fsync the file if it was opened for writing."""
-        if self._state.fd is not None and not self._read_only:
-            os.fsync(self._state.fd)
+        """fsync the file if it was opened for writing (through a short-lived descriptor when
+        the segment's was given back meanwhile)."""
+        if self._read_only:
+            return
+        fd = self._state.fd
+        if fd is not None:
+            os.fsync(fd)
+        elif self._needs_sync and not self.closed:
+            fsync_path(self.path)
+        self._needs_sync = False
 
     def close(self) -> None:
         """Close the descriptor; the segment takes no more appends or reads."""
@@ -211,6 +245,7 @@ class FileRecords:
         if fd is not None:
             self._state.fd = None
             os.close(fd)
+            self._account.release()
 
     def rename_to(self, path: Path) -> None:
         """Rename the file (open or closed) to `path`."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import struct
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from logstore.clock import Clock
 from logstore.config import LogConfig
 from logstore.errors import InvalidRecordError, LogClosedError, OffsetOutOfRangeError
 from logstore.file_records import TimestampAndOffset
+from logstore.file_slice import FileSlice
 from logstore.log_files import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX
 from logstore.segment import LogSegment
 from logstore.segment_options import SegmentOptions, roll_jitter_ms
@@ -31,8 +33,11 @@ class LocalLog:
     """The live segments of a partition directory, ordered by base offset (the last one is
     active), and the `.deleted` files waiting for `file.delete.delay.ms`."""
 
-    def __init__(self, directory: Path, config: LogConfig, clock: Clock, name: str) -> None:
+    def __init__(self, directory: Path, config: LogConfig, clock: Clock, name: str,
+                 guard: threading.RLock | None = None) -> None:
         self.dir = directory
+        #: The owning Log's lock, which the descriptor pool takes to close a live segment's files.
+        self.guard = guard
         self.config = config  # Log replaces it when the log's config changes
         self.clock = clock
         self.name = name
@@ -45,6 +50,8 @@ class LocalLog:
         """Make `segments` the live ones."""
         self.segments = sorted(segments, key=lambda s: s.base_offset)
         self.base_offsets = [s.base_offset for s in self.segments]
+        for segment in self.segments:
+            segment.guard = self.guard
 
     def new_segment(self, base_offset: int) -> LogSegment:
         """Create an empty segment at `base_offset` with this log's options and a fresh jitter."""
@@ -86,12 +93,13 @@ class LocalLog:
 
     # ------------------------------------------------------------------ read and search
 
-    def read(self, offset: int, max_bytes: int, limit: int, log_end: int,
-             min_one_batch: bool) -> tuple[bytes | memoryview, int] | None:
+    def read(self, offset: int, max_bytes: int, limit: int, log_end: int, min_one_batch: bool, *,
+             zero_copy: bool = False) -> tuple[bytes | memoryview | FileSlice, int] | None:
         """Whole batches from the one holding `offset`, at most `max_bytes` (at least one batch
         with `min_one_batch`), only batches ending below `limit`; (bytes, base offset of the
-        first batch), or None when there is none. Raises OffsetOutOfRangeError if the segment
-        is deleted during the read."""
+        first batch), or None when there is none. With `zero_copy` a FileSlice of the segment
+        file (for the caller to close) instead of bytes. Raises OffsetOutOfRangeError if the
+        segment is deleted during the read."""
         segments = self.segments
         for i in range(self.segment_index(offset), len(segments)):
             segment = segments[i]
@@ -100,12 +108,13 @@ class LocalLog:
                 mapping = segment.translate_offset(limit)
                 max_position = mapping.position if mapping is not None else None
             try:
-                result = segment.read(offset, max_bytes, max_position, min_one_batch)
+                found = (segment.slice if zero_copy else segment.read)(offset, max_bytes, max_position,
+                                                                       min_one_batch)
             except LogClosedError:
                 raise OffsetOutOfRangeError(
                     f"offset {offset} of {self.name} was deleted during the read") from None
-            if result is not None:
-                return (result.data, _INT64.unpack_from(result.data, 0)[0]) if result.data else None
+            if found is not None:
+                return _first_slice(segment, found) if zero_copy else _first_bytes(found.data)
         return None
 
     def offset_for_timestamp(self, timestamp: int, log_start_offset: int) -> TimestampAndOffset | None:
@@ -215,3 +224,15 @@ class LocalLog:
         for segment in self.segments:
             segment.close()
 
+
+def _first_slice(segment: LogSegment, found: FileSlice) -> tuple[FileSlice, int] | None:
+    """(`found`, base offset of its first batch), or None (`found` closed) when it is empty."""
+    if not found.size:
+        found.close()
+        return None
+    return found, _INT64.unpack(segment.read_bytes(found.position, _INT64.size))[0]
+
+
+def _first_bytes(data: bytes | memoryview) -> tuple[bytes | memoryview, int] | None:
+    """(`data`, whole batches, with the base offset of the first), or None when it is empty."""
+    return (data, _INT64.unpack_from(data, 0)[0]) if data else None

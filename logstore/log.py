@@ -1,6 +1,7 @@
-"""Log: one partition directory of segments, with Kafka's append, read, roll, flush, truncation
-and deletion rules (Kafka's UnifiedLog and LocalLog). Opening is LogLoader's work, batch
-validation LogValidator's, producer state and leader epochs PartitionState's.
+"""Log: one partition directory of segments, with Kafka's append, read, roll and flush rules
+(Kafka's UnifiedLog and LocalLog). Truncation, log-start-offset moves and segment deletion are
+LogRemoval's (log_removal.py), opening is LogLoader's work, batch validation LogValidator's,
+producer state and leader epochs PartitionState's.
 
 Offsets and timestamps of the log live in the segments; the recovery point, the log start
 offset and the high watermark live in the data directory's checkpoint files (the directory
@@ -14,7 +15,7 @@ import dataclasses
 import os
 import struct
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -40,13 +41,14 @@ from logstore.errors import (
 )
 from logstore.file_records import TimestampAndOffset
 from logstore.local_log import LocalLog
-from logstore.lock import DirectoryLock
+from logstore.lock import DirectoryLock, PartitionClaim, lock_partition
 from logstore.log_files import parse_partition_dir
 from logstore.log_loader import (
     LoadState,
     LogLoader,
     check_writable_config,
 )
+from logstore.log_removal import LogRemoval
 from logstore.log_results import AppendInfo, FetchResult, append_info
 from logstore.log_validator import (
     ValidatedBatches,
@@ -68,7 +70,7 @@ _INT64 = struct.Struct(">q")
 _LEADER_ORIGINS = frozenset(ORIGINS) - {"replication"}
 
 
-class Log:
+class Log(LogRemoval):
     """An append-only partition log in a Kafka partition directory. Thread-safe: one lock
     serialises appends, reads and maintenance. Open with `Log.open`."""
 
@@ -83,9 +85,9 @@ class Log:
         self._clock = clock
         self._read_only = read_only
         self._lock = threading.RLock()
-        self._dir_lock: DirectoryLock | None = None
+        self._dir_lock: DirectoryLock | PartitionClaim | None = None
         self._state: PartitionState | None = None  # built by open() once the directory is locked
-        self._local = LocalLog(directory, config, clock, self._name)
+        self._local = LocalLog(directory, config, clock, self._name, self._lock)
         self._log_start_offset = 0
         self._log_end_offset = 0
         self._recovery_point = 0
@@ -105,7 +107,7 @@ class Log:
     @classmethod
     def open(cls, path: str | os.PathLike[str], config: LogConfig | dict[str, Any] | None = None, *,
              clock: Clock | None = None, read_only: bool = False, load_state: LoadState | None = None,
-             raw: bool = False) -> Log:
+             raw: bool = False, managed: bool = False) -> Log:
         """Open (creating if needed) the partition directory `path` (`<topic>-<partition>`).
 
         Loads segments, finishes or rolls back interrupted swaps, rebuilds missing or corrupt
@@ -116,8 +118,9 @@ class Log:
         `read_only=True` changes no byte on disk and shows what Kafka's recovery would keep (a
         torn or corrupt tail past the recovery point hidden, in memory); with `raw=True` too, every
         byte on disk, damage included (ValueError without read_only). `load_state` is passed by LogManager;
-        standalone logs read the parent directory's checkpoints. Raises LogLockedError if
-        another Log owns the directory.
+        standalone logs read the parent directory's checkpoints. `managed=True` (LogManager) holds
+        the directory through the data directory's lock, with no descriptor of its own. Raises
+        LogLockedError if another Log or a LogManager owns the directory.
         """
         if raw and not read_only:
             raise ValueError("raw=True is a read-only view: pass read_only=True too")
@@ -131,7 +134,7 @@ class Log:
         else:
             check_writable_config(config)  # a failed open leaves no trace
             directory.mkdir(parents=True, exist_ok=True)
-            log._dir_lock = DirectoryLock(directory).acquire()
+            log._dir_lock = PartitionClaim(directory).acquire() if managed else lock_partition(directory)
         try:
             if load_state is None:
                 load_state = LoadState.from_parent_dir(directory, log.topic, log.partition)
@@ -407,10 +410,12 @@ class Log:
     # ------------------------------------------------------------------ read
 
     def read(self, offset: int, max_bytes: int = 1_048_576, *, max_offset: int | None = None,
-             min_one_batch: bool = True, isolation: str = "log_end") -> FetchResult:
+             min_one_batch: bool = True, isolation: str = "log_end", zero_copy: bool = False) -> FetchResult:
         """Whole batches from the one holding `offset`, at most `max_bytes` (but at least one
         batch with `min_one_batch`), only batches ending below `max_offset` (default: log end).
         Unlike Kafka, a batch cut by `max_bytes` is left out rather than returned partially.
+        With `zero_copy` the records are a FileSlice of the segment file, not bytes: only batch
+        headers are read, and the caller closes it once sent.
 
         `isolation` bounds the read as Kafka's fetch isolation does: 'log_end' (followers),
         'high_watermark' (read_uncommitted consumers) or 'read_committed' (up to the last stable
@@ -434,7 +439,7 @@ class Log:
             empty = FetchResult(b"", offset, hw, start, end)
             if offset >= limit:
                 return empty
-            found = self._local.read(offset, max_bytes, limit, end, min_one_batch)
+            found = self._local.read(offset, max_bytes, limit, end, min_one_batch, zero_copy=zero_copy)
             if found is None:
                 return empty
             data, first = found
@@ -497,124 +502,7 @@ class Log:
             return list_offsets.offset_for_timestamp(timestamp, self._log_start_offset, self._log_end_offset,
                                                      self._state.epochs, self._local)
 
-    # ------------------------------------------------------------------ truncation
-
-    def truncate_to(self, offset: int) -> bool:
-        """Remove every record at or above `offset` (whole batches: the one holding `offset`
-        goes too); False if nothing to do. A log start it lowers is checkpointed before return."""
-        with self._lock:
-            self._require_writable("truncate")
-            if offset < 0:
-                raise ValueError(f"cannot truncate {self._dir} to a negative offset {offset}")
-            if offset >= self._log_end_offset:
-                # As Kafka: a leader may have stamped an epoch at the log end without appending.
-                self._state.epochs.truncate_from_end(self._log_end_offset)
-                return False
-            if self._local.segments[0].base_offset > offset:
-                self._truncate_fully(offset)
-                return True
-            self._log_end_offset = self._local.truncate_to(offset, self._schedule_deletes)
-            old_start = self._log_start_offset
-            # Kafka lowers the start to `offset`; the batch holding the start may be gone too.
-            self._log_start_offset = min(offset, old_start, self._log_end_offset)
-            self._recovery_point = min(self._recovery_point, self._log_end_offset)
-            self._high_watermark = min(self._high_watermark, self._log_end_offset)
-            self._state.truncated(self._local.segments, self._log_start_offset, self._log_end_offset)
-            if self._log_start_offset != old_start:
-                self._start_offset_changed()
-            return True
-
-    def truncate_fully_and_start_at(self, offset: int) -> None:
-        """Delete every segment and start an empty log at `offset` (a follower far behind)."""
-        with self._lock:
-            self._require_writable("truncate")
-            self._truncate_fully(offset)
-
-    def _truncate_fully(self, offset: int) -> None:
-        self._schedule_deletes(self._local.truncate_fully(offset), renamed=True)
-        self._log_end_offset = offset
-        self._log_start_offset = offset
-        self._recovery_point = offset
-        self._high_watermark = offset
-        self._state.truncated(self._local.segments, offset, offset)
-        self._state.start_offset_changed(offset)
-        self._start_offset_changed()
-
-    # ------------------------------------------------------------------ log start offset
-
-    def maybe_increment_log_start_offset(self, offset: int, reason: str = "client_record_deletion") -> bool:
-        """Move the log start offset up to `offset` (never down); True if it moved.
-
-        Raises OffsetOutOfRangeError above the high watermark. The new value is checkpointed.
-        """
-        with self._lock:
-            self._require_writable(f"increment the log start offset ({reason})")
-            if offset > self._high_watermark:
-                raise OffsetOutOfRangeError(
-                    f"cannot increment the log start offset of {self.topic}-{self.partition} to "
-                    f"{offset} ({reason}): it is above the high watermark {self._high_watermark}")
-            if offset <= self._log_start_offset:
-                return False
-            self._set_log_start_offset(offset)
-            return True
-
-    def delete_records_before(self, offset: int) -> int:
-        """Kafka's DeleteRecords: move the log start offset to `offset`; returns the new start."""
-        self.maybe_increment_log_start_offset(offset, "client_record_deletion")
-        return self._log_start_offset
-
-    def _set_log_start_offset(self, offset: int) -> None:
-        self._log_start_offset = offset
-        if self._high_watermark < offset:
-            self._high_watermark = offset
-        if self._recovery_point < offset:
-            self._recovery_point = offset
-        self._state.start_offset_changed(offset)
-        self._start_offset_changed()
-
-    def _start_offset_changed(self) -> None:
-        if self._on_start_offset_change is not None:
-            self._on_start_offset_change(self)
-        elif self._standalone:
-            self._write_parent_checkpoints(LOG_START_OFFSET_CHECKPOINT)
-
-    # ------------------------------------------------------------------ segment deletion
-
-    def delete_segments(self, segments: Iterable[LogSegment], reason: str = "retention") -> int:
-        """Remove segments from the log, rename their files `.deleted` and delete them
-        `file.delete.delay.ms` later; rolls first if the active segment is among them.
-        Returns the number of segments removed."""
-        with self._lock:
-            self._require_writable(f"delete segments ({reason})")
-            segments = list(segments)
-            targets = {s.base_offset for s in segments}
-            if self._local.segments[-1].base_offset in targets:
-                self._roll(self._log_end_offset)
-            doomed = self._local.remove_segments(segments)
-            if not doomed:
-                return 0
-            self._schedule_deletes(doomed)
-            first = self._local.segments[0].base_offset
-            if first > self._log_start_offset:
-                self._set_log_start_offset(first)
-            return len(doomed)
-
-    def _schedule_deletes(self, segments: list[LogSegment], *, renamed: bool = False) -> None:
-        snapshots = self._state.segments_deleted(segments, set(self._local.base_offsets))
-        if self._local.schedule_deletes(segments, snapshots, renamed=renamed):
-            self.delete_expired_files()
-
-    def delete_expired_files(self, now_ms: int | None = None) -> int:
-        """Delete `.deleted` segments (and their `.snapshot.deleted` files) whose delay passed; returns how many."""
-        now = self._clock.time_ms() if now_ms is None else now_ms
-        with self._lock:
-            due = self._local.take_expired(now)
-        for item in due:
-            if isinstance(item, LogSegment):
-                item.delete()
-            else:
-                item.unlink(missing_ok=True)
-        return len(due)
+    # ------------------------------------------------------------------ locking
 
     @contextmanager
     def locked(self) -> Iterator[None]:
@@ -622,19 +510,6 @@ class Log:
         retention.apply_retention) is atomic to appends, reads, truncation and the cleaner."""
         with self._lock:
             yield
-
-    @property
-    def pending_deletes(self) -> list[LogSegment]:
-        """Segments renamed `.deleted` and waiting for `file.delete.delay.ms`."""
-        return self._local.pending_deletes
-
-    def replace_segments(self, new_segments: Sequence[LogSegment], old_segments: Sequence[LogSegment]) -> None:
-        """Swap cleaned segments (files ending `.cleaned`) in for `old_segments`, crash-safely:
-        rename new files `.cleaned` -> `.swap`, old files -> `.deleted`, then drop `.swap`.
-        A crash at any step reopens to either the old or the new segments."""
-        with self._lock:
-            self._require_writable("replace segments")
-            self._local.swap_in(new_segments, old_segments, self._schedule_deletes)
 
     # ------------------------------------------------------------------ checkpoints and close
 

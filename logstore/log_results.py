@@ -11,6 +11,7 @@ from typing import NamedTuple
 import numpy as np
 
 from logstore._read_kernels import whole_batches
+from logstore.file_slice import FileSlice
 from logstore.records import RecordBatch, iter_batches
 
 
@@ -33,7 +34,8 @@ append_info = functools.partial(tuple.__new__, AppendInfo)
 class FetchResult(NamedTuple):
     """Raw batch bytes read from the log and the log's offsets at read time."""
 
-    records: bytes | memoryview  # whole batches; a memoryview when a partial tail was cut off
+    records: bytes | memoryview | FileSlice  # whole batches; a memoryview when a partial tail was cut
+    # off, a FileSlice of the segment file when read with zero_copy (see Log.read)
     first_offset: int  # base offset of the first batch returned (the fetch offset when empty)
     high_watermark: int
     log_start_offset: int
@@ -47,6 +49,7 @@ class FetchResult(NamedTuple):
     @property
     def next_offset(self) -> int:
         """The offset after the last batch in `records` (`first_offset` when empty): where a
-        sequential reader fetches next, found by a compiled walk over the batch headers."""
+        sequential reader fetches next, found by a compiled walk over the batch headers. Like
+        `batches()`, for records read as bytes (not a zero_copy FileSlice)."""
         next_offset = whole_batches(np.frombuffer(self.records, np.uint8), len(self.records))[1]
         return self.first_offset if next_offset < 0 else next_offset

@@ -37,7 +37,7 @@ from logstore.clock import Clock, SystemClock
 from logstore.config import LONG_MAX, LogConfig
 from logstore.errors import InvalidTopicError, LogClosedError, ReservedTopicError
 from logstore.internal_topics.metadata_schemas import METADATA_TOPIC
-from logstore.lock import DirectoryLock
+from logstore.lock import ManagerLock
 from logstore.log import Log
 from logstore.log_files import (
     CLEAN_SHUTDOWN_FILE,
@@ -159,7 +159,7 @@ class LogManager:
         self._closed = False
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
-        self._dir_lock = DirectoryLock(self._dir).acquire()
+        self._dir_lock = ManagerLock(self._dir).acquire()
         try:
             self._load_logs()
         except BaseException:
@@ -215,7 +215,7 @@ class LogManager:
             fsync_dir(self._dir)
 
     def _open_log(self, path: Path, config: LogConfig, state: LoadState, origin: str | None) -> Log:
-        log = Log.open(path, config, clock=self._clock, load_state=state)
+        log = Log.open(path, config, clock=self._clock, load_state=state, managed=True)
         log.config_origin = origin
         log._on_start_offset_change = self._log_start_offset_changed
         return log

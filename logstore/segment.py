@@ -29,6 +29,7 @@ from logstore.file_records import (
     TimestampAndOffset,
     nbytes_of,
 )
+from logstore.file_slice import FileSlice
 from logstore.records import BatchHeader, RecordBatch, read_batch, read_batch_header
 from logstore.records.header import V2_HEADER_SIZE
 from logstore.segment_files import SegmentFiles
@@ -346,6 +347,37 @@ class LogSegment(SegmentFiles):
             mapping.position,
             adjusted < mapping.size,
         )
+
+    def slice(
+        self,
+        start_offset: int,
+        max_size: int,
+        max_position: int | None = None,
+        min_one_message: bool = True,
+    ) -> FileSlice | None:
+        """The batches `read` would return, as a FileSlice of the `.log` file instead of bytes:
+        only batch headers are read (the caller closes it). None if `start_offset` is past the end."""
+        if max_size < 0:
+            raise ValueError(f"invalid max size {max_size} for a read from {self.log_path}")
+        mapping = self.translate_offset(start_offset)
+        if mapping is None:
+            return None
+        adjusted = max(max_size, mapping.size) if min_one_message else max_size
+        bound = min(self._state.size if max_position is None else max_position, mapping.position + adjusted)
+        end = self._whole_batches_end(mapping.position, bound)
+        return self.file_slice(mapping.position, end - mapping.position)
+
+    def _whole_batches_end(self, start: int, bound: int) -> int:
+        """The end of the last whole batch from `start` that ends by `bound`: every batch before
+        the offset index's last entry at or below `bound` does, so only the few headers after
+        that entry are read."""
+        end = max(start, self._offset_index.lookup_position(bound).position)
+        for position, header in self.batch_headers(end):
+            following = position + header.size_in_bytes
+            if following > bound:
+                break
+            end = following
+        return end
 
     def find_offset_by_timestamp(
         self, timestamp: int, starting_offset: int | None = None

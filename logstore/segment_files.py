@@ -1,6 +1,8 @@
 """SegmentFiles: the four files of one segment (`.log`, `.index`, `.timeindex`, `.txnindex`),
 handled as a set: named by base offset and suffix, opened read-only or writable, flushed,
-renamed by suffix, followed to a renamed directory, checked, deleted.
+renamed by suffix, followed to a renamed directory, checked, deleted. Their descriptors (the
+`.log`'s and the mapped indexes') are counted in one account of the process's descriptor pool
+(logstore.descriptor_pool), which takes them back when unused and lets a caller pin them.
 
 LogSegment builds on it with what the files hold: offsets, appends, reads, recovery, rolls.
 """
@@ -8,11 +10,16 @@ LogSegment builds on it with what the files hold: offsets, appends, reads, recov
 from __future__ import annotations
 
 import os
+import threading
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from index import OffsetIndex, TimeIndex
+from logstore.descriptor_pool import SegmentDescriptors, process_pool
 from logstore.errors import CorruptIndexError, ReadOnlyLogError
 from logstore.file_records import FileRecords
+from logstore.file_slice import FileSlice
 from logstore.log_files import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -36,8 +43,11 @@ class SegmentFiles:
         self._state = SegmentState(base_offset, writable=not read_only)
         self.max_index_size = max_index_size
         self._read_only = read_only
+        #: This segment's account of open descriptors in the process's pool.
+        self.descriptors: SegmentDescriptors = process_pool().account(self, self._state.array)
+        account = self.descriptors
         self._records = FileRecords(self._dir / segment_file_name(base_offset, LOG_SUFFIX, file_suffix),
-                                    self._state, read_only=read_only)
+                                    self._state, read_only=read_only, account=account)
         writable = not read_only
         self._offset_index = OffsetIndex(
             self._dir / segment_file_name(base_offset, INDEX_SUFFIX, file_suffix),
@@ -45,6 +55,7 @@ class SegmentFiles:
             max_index_size,
             writable=writable,
             meta=self._state.offset_index_counters,
+            account=account,
         )
         self._time_index = TimeIndex(
             self._dir / segment_file_name(base_offset, TIME_INDEX_SUFFIX, file_suffix),
@@ -52,6 +63,7 @@ class SegmentFiles:
             max_index_size,
             writable=writable,
             meta=self._state.time_index_counters,
+            account=account,
         )
         self._txn_index = TransactionIndex(
             base_offset, self._dir / segment_file_name(base_offset, TXN_INDEX_SUFFIX, file_suffix)
@@ -114,6 +126,36 @@ class SegmentFiles:
         for path in (self.log_path, self._offset_index.path, self._time_index.path):
             if path.exists():
                 os.utime(path, ns=(ns, ns))
+
+    @property
+    def guard(self) -> threading.RLock | None:
+        """The lock this segment is used under (its Log's), which the descriptor pool must
+        take to close its descriptors from another thread; None: used by one thread."""
+        return self.descriptors.guard
+
+    @guard.setter
+    def guard(self, guard: threading.RLock | None) -> None:
+        self.descriptors.adopt(guard)
+
+    def release_descriptors(self) -> None:
+        """Close the `.log` descriptor and unmap the indexes for now, keeping every count and
+        write (the next use opens and maps them again); a mapping still being read stays."""
+        self._records.release()
+        self._offset_index.unload()
+        self._time_index.unload()
+
+    @contextmanager
+    def pinned(self) -> Iterator[int]:
+        """The `.log` descriptor (opened if needed), kept open until the `with` ends: for a
+        send or read outside the segment's Log lock (see logstore.descriptor_pool)."""
+        with self.descriptors.pool.pinned(self.descriptors):
+            yield self._records.fd()
+
+    def file_slice(self, position: int, size: int) -> FileSlice:
+        """`size` bytes of the `.log` from `position`, its descriptor pinned in the pool until the
+        slice is closed (so a send outside the Log's lock keeps it); call under that lock."""
+        pin = ExitStack()
+        return FileSlice(pin.enter_context(self.pinned()), position, size, pin.close)
 
     def has_suffix(self, suffix: str) -> bool:
         """True if the log and both index files all end with `suffix`."""

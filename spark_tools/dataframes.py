@@ -25,29 +25,17 @@ from spark_tools.reader import (
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
 _FILE_FIELDS = ("path", "topic", "partition", "mtime_ms")
 
 
-_SPARK_TYPES = {
-    pa.string(): "string", pa.binary(): "binary", pa.bool_(): "boolean", pa.int8(): "tinyint",
-    pa.int16(): "smallint", pa.int32(): "int", pa.int64(): "bigint", pa.float64(): "double",
-}
+def spark_schema(schema: pa.Schema) -> StructType:
+    """The Spark schema of an Arrow schema, so mapInArrow output matches it exactly; built in
+    Python (a DDL string is parsed by the JVM, 2 s on a fresh session)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
 
-
-def spark_type(arrow_type: pa.DataType) -> str:
-    """The Spark DDL type of an Arrow type (the primitives above, lists and structs of them)."""
-    if pa.types.is_list(arrow_type):
-        return f"array<{spark_type(arrow_type.value_type)}>"
-    if pa.types.is_struct(arrow_type):
-        fields = ",".join(f"`{f.name}`:{spark_type(f.type)}" for f in arrow_type)
-        return f"struct<{fields}>"
-    return _SPARK_TYPES[arrow_type]
-
-
-def spark_schema(schema: pa.Schema) -> str:
-    """A Spark DDL string for an Arrow schema, so mapInArrow output matches it exactly."""
-    return ", ".join(f"`{f.name}` {spark_type(f.type)}" for f in schema)
+    return from_arrow_schema(schema)
 
 
 def balanced_groups(weights: Sequence[int], groups: int) -> list[list[int]]:
@@ -68,7 +56,7 @@ def default_tasks(spark: SparkSession) -> int:
 
 
 def distribute(spark: SparkSession, items: Sequence[Any], weights: Sequence[int],
-               work: Callable[[list[Any]], Iterator[pa.RecordBatch]], schema: str,
+               work: Callable[[list[Any]], Iterator[pa.RecordBatch]], schema: StructType,
                num_tasks: int | None = None) -> DataFrame:
     """``work`` run on the executors over ``items`` packed by weight into about one group per
     task: a DataFrame of ``schema`` holding every batch ``work`` yields.
@@ -89,7 +77,7 @@ def distribute(spark: SparkSession, items: Sequence[Any], weights: Sequence[int]
 
 def _over_files(spark: SparkSession, paths: PathArg | Sequence[PathArg],
                 filesystem: pafs.FileSystem, num_tasks: int | None,
-                read: Callable[[dict], Iterator[pa.RecordBatch]], schema: str) -> DataFrame:
+                read: Callable[[dict], Iterator[pa.RecordBatch]], schema: StructType) -> DataFrame:
     """``read`` run on the executors for every segment file under ``paths`` (a dict of
     path, topic, partition and mtime_ms each), files packed by size."""
     segments = [s for p in list_partitions(paths, filesystem) for s in p.segments]

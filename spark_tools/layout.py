@@ -19,11 +19,17 @@ import pyarrow.fs as pafs
 from logstore.checkpoint import (
     CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
     read_offsets_checkpoint,
 )
 from logstore.errors import InvalidTopicError, LogstoreError
-from logstore.log_files import is_partition_dir_name, parse_partition_dir, segment_log_offset
+from logstore.log_files import (
+    CLEAN_SHUTDOWN_FILE,
+    is_partition_dir_name,
+    parse_partition_dir,
+    segment_log_offset,
+)
 
 PathArg = str | PathLike[str]
 
@@ -44,7 +50,10 @@ class SegmentFile:
 class PartitionFiles:
     """A partition's segments (ascending base offset) and its data directory's checkpoints.
 
-    An offset is ``None`` when the data directory has no checkpoint entry for the partition.
+    An offset is ``None`` when the data directory has no checkpoint entry for the partition;
+    ``clean_shutdown`` says whether the data directory holds Kafka's clean-shutdown marker. The
+    listing reads each data directory's files once, so a task never rereads a file that holds
+    every partition's entry.
     """
 
     topic: str
@@ -55,6 +64,8 @@ class PartitionFiles:
     high_watermark: int | None = None
     cleaner_checkpoint: int | None = None
     checkpoints_found: tuple[str, ...] = field(default=())
+    recovery_point: int | None = None
+    clean_shutdown: bool = False
 
 
 # Hadoop's names for S3 (s3a:// from Spark and Hadoop configs, the old s3n://) are S3 to pyarrow.
@@ -128,7 +139,10 @@ def list_partitions(
                 )
             found.setdefault(key, {})[seg.path] = seg
             fs_by_dir[directory] = fs
-    checkpoints = _checkpoints({parent_path(d): fs_by_dir[d] for d in dirs.values()})
+    data_dirs = {parent_path(d): fs_by_dir[d] for d in dirs.values()}
+    checkpoints = _checkpoints(data_dirs)
+    clean = {d for d, fs in data_dirs.items()
+             if fs.get_file_info(join_path(d, CLEAN_SHUTDOWN_FILE)).type == pafs.FileType.File}
     result = []
     for key in sorted(found):
         directory = dirs[key]
@@ -144,6 +158,8 @@ def list_partitions(
                 high_watermark=per_file.get(REPLICATION_OFFSET_CHECKPOINT, {}).get(key),
                 cleaner_checkpoint=per_file.get(CLEANER_OFFSET_CHECKPOINT, {}).get(key),
                 checkpoints_found=tuple(sorted(per_file)),
+                recovery_point=per_file.get(RECOVERY_POINT_CHECKPOINT, {}).get(key),
+                clean_shutdown=data_dir in clean,
             )
         )
     return result
@@ -188,28 +204,29 @@ def _segments_under(fs: pafs.FileSystem, root: str) -> Iterable[SegmentFile]:
             raise LogstoreError(f"{root} is not a segment file (<20-digit base offset>.log)")
         yield seg
         return
-    # A data directory holds partition directories one level down; don't descend further.
+    # A data directory holds partition directories one level down; nothing deeper counts.
     # Kafka's `<topic>-<partition>.<id>-delete`, `-future` and `-stray` directories, and any
     # other whose name is not a valid `<topic>-<partition>`, are not live partitions: skipped.
-    for child in fs.get_file_info(pafs.FileSelector(root)):
-        if child.type == pafs.FileType.Directory:
-            if not is_partition_dir_name(child.base_name):
-                continue
-            for grandchild in fs.get_file_info(pafs.FileSelector(child.path)):
-                seg = _segment_file(grandchild)
-                if seg is not None:
-                    yield seg
-        else:
-            seg = _segment_file(child)
-            if seg is not None:
-                yield seg
+    # One recursive listing: on an object store that is one paged request, not one per partition.
+    prefix = f"{root.rstrip('/')}/"
+    partition_dirs: dict[str, bool] = {}
+    for child in fs.get_file_info(pafs.FileSelector(root, recursive=True)):
+        parent = parent_path(child.path.removeprefix(prefix))
+        if "/" in parent:
+            continue
+        if parent and not partition_dirs.setdefault(parent, is_partition_dir_name(parent)):
+            continue
+        seg = _segment_file(child)
+        if seg is not None:
+            yield seg
 
 
 def _checkpoints(
     data_dirs: dict[str, pafs.FileSystem],
 ) -> dict[str, dict[str, dict[tuple[str, int], int]]]:
     """{data dir: {checkpoint file name: {(topic, partition): offset}}} for files that exist."""
-    names = (LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT, CLEANER_OFFSET_CHECKPOINT)
+    names = (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
+             CLEANER_OFFSET_CHECKPOINT)
     result: dict[str, dict[str, dict[tuple[str, int], int]]] = {}
     for data_dir, fs in data_dirs.items():
         for name in names:

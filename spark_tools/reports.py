@@ -21,7 +21,7 @@ import functools
 import os
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
@@ -31,17 +31,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from compaction.cleaner import Cleaner
 from logstore import errors as logstore_errors
 from logstore.config import LogConfig
 from logstore.errors import CorruptRecordError, LogstoreError
 from logstore.log_like import SegmentedLogLike
+from logstore.log_loader import LoadState
 from spark_tools.dataframes import distribute, spark_schema
 from spark_tools.layout import (
     PartitionFiles,
     PathArg,
-    join_path,
     list_partitions,
-    parent_path,
     resolve_paths,
 )
 from spark_tools.report_files import sort_rows
@@ -125,30 +125,35 @@ def scratch_root() -> str | None:
 
 @contextlib.contextmanager
 def local_partition_dir(part: PartitionFiles, fs: pafs.FileSystem) -> Iterator[Path]:
-    """The partition directory as a local path: itself when local, else a scratch copy (with
-    the data directory's checkpoint files) copied in 1 MiB pieces and removed on exit."""
+    """The partition directory as a local path: itself when local, else a scratch copy copied
+    in 1 MiB pieces and removed on exit (the data directory's checkpoints come from the listing)."""
     if isinstance(fs, pafs.LocalFileSystem):
         yield Path(part.directory)
         return
     local = pafs.LocalFileSystem()
     with tempfile.TemporaryDirectory(prefix="logstore-audit-", dir=scratch_root()) as tmp:
-        data_dir = Path(tmp)
-        target = data_dir / part.directory.rsplit("/", 1)[-1]
+        target = Path(tmp) / part.directory.rsplit("/", 1)[-1]
         target.mkdir()
         pafs.copy_files(part.directory, str(target), source_filesystem=fs,
                         destination_filesystem=local, chunk_size=_COPY_CHUNK)
-        parent = parent_path(part.directory)
-        for name in part.checkpoints_found:
-            pafs.copy_files(join_path(parent, name), str(data_dir / name), source_filesystem=fs,
-                            destination_filesystem=local, chunk_size=_COPY_CHUNK)
         yield target
 
 
-def _open_log(directory: Path, config: LogConfig, now_ms: int):
+def listed_load_state(part: PartitionFiles) -> LoadState:
+    """What ``Log.open`` would read from the partition's data directory (its checkpoint entries
+    and the clean-shutdown marker), from the listing: a data directory's checkpoint files hold an
+    entry per partition, so reading them again for every partition made an audit quadratic."""
+    return LoadState(recovery_point=part.recovery_point or 0,
+                     log_start_offset=part.log_start_offset or 0,
+                     high_watermark=part.high_watermark, clean_shutdown=part.clean_shutdown)
+
+
+def _open_log(directory: Path, config: LogConfig, now_ms: int, load_state: LoadState):
     from logstore.clock import ManualClock
     from logstore.log import Log
 
-    return Log.open(directory, config, clock=ManualClock(now_ms), read_only=True, raw=True)
+    return Log.open(directory, config, clock=ManualClock(now_ms), read_only=True,
+                    load_state=load_state, raw=True)
 
 
 def _policy(config: LogConfig) -> str:
@@ -233,17 +238,29 @@ def _check_crcs(decoded: Any, path: str) -> None:
                                      path=path)
 
 
+class ListedCheckpointCleaner(Cleaner):
+    """A Cleaner whose checkpoint (first dirty offset) is ``listed_checkpoint``, the partition's
+    entry the audit's listing read, rather than a reread of the data directory's file."""
+
+    listed_checkpoint: int | None = None
+
+    def read_checkpoint(self, log: SegmentedLogLike) -> int | None:
+        """The listed checkpoint (None: never cleaned)."""
+        return self.listed_checkpoint
+
+
 @functools.lru_cache(maxsize=4)
-def _cleaner(config: LogConfig) -> Any:
+def _cleaner(config: LogConfig) -> ListedCheckpointCleaner:
     """One Cleaner per config and process, reused across partitions as Kafka's cleaner threads
     reuse theirs (its offset map is cleared at the start of every round)."""
-    from compaction.cleaner import Cleaner
-
-    return Cleaner(config)
+    return ListedCheckpointCleaner(config)
 
 
-def compaction_row(log: SegmentedLogLike, config: LogConfig, now_ms: int) -> dict[str, Any]:
-    """The compaction report row of an open Log (a dry-run Cleaner round; nothing changes)."""
+def compaction_row(log: SegmentedLogLike, config: LogConfig, now_ms: int,
+                   cleaner_checkpoint: int | None = None) -> dict[str, Any]:
+    """The compaction report row of an open Log (a dry-run Cleaner round; nothing changes);
+    ``cleaner_checkpoint`` is the partition's entry in its data directory's
+    cleaner-offset-checkpoint (None: never cleaned)."""
     segments = log.segments
     key_stats = _key_stats(segments)
     row: dict[str, Any] = {
@@ -262,8 +279,9 @@ def compaction_row(log: SegmentedLogLike, config: LogConfig, now_ms: int) -> dic
                    dirty_ratio=None, would_clean_now=False,
                    reason="not compacted (cleanup.policy has no compact)")
         return row
-    result = _cleaner(config).clean(log, now_ms=now_ms, dry_run=True,
-                                    distinct_keys=key_stats["distinct_keys"])
+    cleaner = _cleaner(config)
+    cleaner.listed_checkpoint = cleaner_checkpoint
+    result = cleaner.clean(log, now_ms=now_ms, dry_run=True, distinct_keys=key_stats["distinct_keys"])
     rng = result.cleanable
     row.update(
         tombstones_removable=result.tombstones_removed,
@@ -291,10 +309,9 @@ def partition_rows(part: PartitionFiles, settings: AuditSettings,
     directory = None
     try:
         with local_partition_dir(part, settings.filesystem) as directory:
-            log = _open_log(directory, config, settings.now_ms)
+            log = _open_log(directory, config, settings.now_ms, listed_load_state(part))
             try:
-                return {kind: _ROW_BUILDERS[kind][0](log, config, settings.now_ms)
-                        for kind in kinds}
+                return {kind: _row(kind, log, config, settings.now_ms, part) for kind in kinds}
             finally:
                 log.close()
     except LogstoreError as exc:
@@ -350,10 +367,14 @@ def _due_text(rng: Any, config: LogConfig) -> str:
             f"{config.min_cleanable_dirty_ratio}")
 
 
-_ROW_BUILDERS: dict[str, tuple[Callable[[SegmentedLogLike, LogConfig, int], dict], pa.Schema]] = {
-    "compaction": (compaction_row, COMPACTION_SCHEMA),
-    "retention": (retention_row, RETENTION_SCHEMA),
-}
+def _row(kind: str, log: SegmentedLogLike, config: LogConfig, now_ms: int,
+         part: PartitionFiles) -> dict[str, Any]:
+    if kind == "compaction":
+        return compaction_row(log, config, now_ms, part.cleaner_checkpoint)
+    return retention_row(log, config, now_ms)
+
+
+_SCHEMAS: dict[str, pa.Schema] = {"compaction": COMPACTION_SCHEMA, "retention": RETENTION_SCHEMA}
 
 
 def _settings(paths, config_overrides, now_ms, filesystem) -> tuple[AuditSettings, list[str]]:
@@ -376,7 +397,7 @@ def local_reports(
     for part in list_partitions(inner, settings.filesystem):
         for kind, row in partition_rows(part, settings, kinds).items():
             rows[kind].append(row)
-    return {kind: pa.Table.from_pylist(rows[kind], schema=_ROW_BUILDERS[kind][1])
+    return {kind: pa.Table.from_pylist(rows[kind], schema=_SCHEMAS[kind])
             for kind in kinds}
 
 
@@ -411,12 +432,12 @@ def audit_tables(
     here, naming the partition and file. Raises LogstoreError for an unknown kind; see
     ``compaction_report`` for the arguments.
     """
-    unknown = [k for k in kinds if k not in _ROW_BUILDERS]
+    unknown = [k for k in kinds if k not in _SCHEMAS]
     if unknown or not kinds:
         raise LogstoreError(f"unknown report kinds {unknown} (choose from {', '.join(REPORTS)})")
     settings, inner = _settings(paths, config_overrides, now_ms, filesystem)
     parts = list_partitions(inner, settings.filesystem)
-    combined = pa.schema([*((kind, pa.struct(list(_ROW_BUILDERS[kind][1]))) for kind in kinds),
+    combined = pa.schema([*((kind, pa.struct(list(_SCHEMAS[kind]))) for kind in kinds),
                           ("error_type", pa.string()), ("error", pa.string())])
 
     def work(group: list[PartitionFiles]) -> Iterator[pa.RecordBatch]:
@@ -440,7 +461,7 @@ def audit_tables(
                             strict=True))
         raise_error_row(errors[0][1], errors[0][0])
     return {kind: sort_rows(pa.Table.from_struct_array(table.column(kind).combine_chunks())
-                            .cast(_ROW_BUILDERS[kind][1]))
+                            .cast(_SCHEMAS[kind]))
             for kind in kinds}
 
 
@@ -458,7 +479,7 @@ def audit_reports(
     run now; each report is a small DataFrame of the collected rows, one per partition)."""
     tables = audit_tables(spark, paths, config_overrides, now_ms, kinds=kinds,
                           filesystem=filesystem, num_tasks=num_tasks)
-    return {kind: spark.createDataFrame(table, schema=spark_schema(_ROW_BUILDERS[kind][1]))
+    return {kind: spark.createDataFrame(table, schema=spark_schema(_SCHEMAS[kind]))
             for kind, table in tables.items()}
 
 

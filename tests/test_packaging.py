@@ -26,6 +26,10 @@ with Log.open(sys.argv[1]) as log:
     assert [(r.key, r.value) for r in log.records()] == [(b"k", b"v")]
 present = [m for m in {EXTRAS_LIBRARIES!r} if importlib.util.find_spec(m) is not None]
 assert not present, present
+# the server's generated messages read Kafka's JSON definitions, installed as package data
+from pathlib import Path
+resources = Path(importlib.util.find_spec("logstore").origin).parent / "server" / "messages" / "resources"
+assert (resources / "ConsumerGroupHeartbeatRequest.json").is_file(), sorted(resources.parent.iterdir())
 """
 
 PLUGIN_TEST = """

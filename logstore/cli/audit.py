@@ -33,6 +33,16 @@ SUMMARY_COLUMNS = {
                   "deleted_by_log_start_offset", "new_log_start_offset", "bytes_reclaimed"),
 }
 RECLAIMED_COLUMN = {"compaction": "bytes_removable", "retention": "bytes_reclaimed"}
+# Columns summed in the totals line of a report too long to print whole.
+TOTAL_COLUMNS = {
+    "compaction": ("records", "distinct_keys", "duplicate_records", "tombstones",
+                   "records_removable", "bytes_removable", "would_clean_now"),
+    "retention": ("segments", "log_bytes", "segments_deleted", "deleted_by_retention_ms",
+                  "deleted_by_retention_bytes", "deleted_by_log_start_offset", "bytes_reclaimed"),
+}
+# A report of more partitions prints its totals and this many partitions, those with the most
+# to reclaim: thousands of rows bury the answer (and the written reports hold them all).
+TERMINAL_PARTITIONS = 20
 PLOT_FILE = "reclaimable-bytes.png"
 MIB = 2**20
 
@@ -173,7 +183,7 @@ def _run(args: argparse.Namespace, interrupts: QuietInterrupts) -> int:
     for kind in kinds:
         if kind == kinds[0]:
             print(_config_sources(sorted({r["topic"] for r in tables[kind]}), given, stored))
-        _print_table(kind, tables[kind])
+        print_report(kind, tables[kind], written=args.out is not None)
         if args.out is not None:
             target = write_report(reports[kind], args.out, args.format, name=kind)
             print(f"wrote {kind} report ({args.format}) to {target}")
@@ -292,11 +302,24 @@ def _java_root_cause(exc: Any) -> str:
     return lines[0] if lines else "unknown JVM error"
 
 
-def _print_table(kind: str, rows: list[dict]) -> None:
-    columns = SUMMARY_COLUMNS[kind]
+def print_report(kind: str, rows: list[dict], *, written: bool) -> None:
+    """Print a report's summary columns: every partition up to TERMINAL_PARTITIONS, else the
+    totals and the TERMINAL_PARTITIONS partitions with the most to reclaim (most first)."""
+    print(f"\n{kind} report ({len(rows)} partitions)")
+    if len(rows) > TERMINAL_PARTITIONS:
+        column = RECLAIMED_COLUMN[kind]
+        where = "every partition is in the written report" if written else \
+            "--out DIR writes every partition"
+        print(f"totals, then the {TERMINAL_PARTITIONS} partitions with the most {column} ({where})")
+        print("  ".join(f"{c}={_cell(sum(r[c] or 0 for r in rows))}" for c in TOTAL_COLUMNS[kind]))
+        rows = sorted(rows, key=lambda r: (-(r[column] or 0), r["topic"], r["partition"]))
+        rows = rows[:TERMINAL_PARTITIONS]
+    _print_table(SUMMARY_COLUMNS[kind], rows)
+
+
+def _print_table(columns: tuple[str, ...], rows: list[dict]) -> None:
     cells = [[_cell(r[c]) for c in columns] for r in rows]
     widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
-    print(f"\n{kind} report ({len(rows)} partitions)")
     print("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)))
     for row in cells:
         print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)))

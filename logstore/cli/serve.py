@@ -28,7 +28,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="address to listen on (default: `listeners` of --config-file, else 127.0.0.1:9092; "
                              "port 0 picks a free port)")
     parser.add_argument("--config-file", metavar="FILE",
-                        help="a Kafka server.properties file (broker and log.* keys)")
+                        help="a Kafka server.properties file (broker and log.* keys; process.roles, "
+                             "controller.quorum.voters and the listeners to join a KRaft cluster)")
+    parser.add_argument("--cluster-id", metavar="ID",
+                        help="the cluster id a new data directory is formatted with, as kafka-storage "
+                             "format --cluster-id does: every node of a cluster needs the same one")
     parser.set_defaults(run=run)
 
 
@@ -45,14 +49,18 @@ def run(args: argparse.Namespace) -> int:
     except InvalidConfigError as exc:
         raise UsageError(str(exc)) from None
     server = KafkaServer(args.data_dir, host=address[0], port=address[1], config=config,
-                         cleaner=LogCleaner, retention=apply_retention)
+                         cleaner=LogCleaner, retention=apply_retention, cluster_id=args.cluster_id)
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
     server.start()
     meta = server.context.meta
+    roles = "" if config.quorum is None else f", process.roles {','.join(sorted(config.quorum.process_roles))}"
+    if server.cluster is not None and server.cluster.controller_port is not None:
+        listener = config.quorum.controller_listener
+        roles += f", {listener.name} on {listener.host}:{server.cluster.controller_port}"
     print(f"logstore: serving {args.data_dir} on {server.bootstrap_servers} "
-          f"(node.id {meta.node_id}, cluster.id {meta.cluster_id})", file=sys.stderr, flush=True)
+          f"(node.id {meta.node_id}, cluster.id {meta.cluster_id}{roles})", file=sys.stderr, flush=True)
     try:
         stop.wait()
     finally:

@@ -35,15 +35,21 @@ class BrokerRegistry:
         self._next_epoch = 0
         self._lock = threading.Lock()
 
-    def register(self, broker_id: int, previous_broker_epoch: int = NO_BROKER_EPOCH) -> BrokerRegistration:
+    def register(self, broker_id: int, previous_broker_epoch: int = NO_BROKER_EPOCH, *,
+                 broker_epoch: int | None = None) -> BrokerRegistration:
         """A broker (re)starts: a new broker epoch, unfenced. `unclean_shutdown` is set when the
-        broker was registered before and `previous_broker_epoch` is not that registration's."""
+        broker was registered before and `previous_broker_epoch` is not that registration's.
+        `broker_epoch` is the epoch to give (a KRaft controller gives the offset of the
+        registration's record); it must be above the broker's last one (ValueError)."""
         with self._lock:
+            epoch = self._next_epoch if broker_epoch is None else broker_epoch
             last = self._registrations.get(broker_id)
+            if last is not None and epoch <= last.broker_epoch:
+                raise ValueError(f"broker {broker_id}: epoch {epoch} is not above its last one ({last.broker_epoch})")
             registration = BrokerRegistration(
-                broker_id, self._next_epoch,
+                broker_id, epoch,
                 unclean_shutdown=last is not None and previous_broker_epoch != last.broker_epoch)
-            self._next_epoch += 1
+            self._next_epoch = max(self._next_epoch, epoch + 1)
             self._registrations[broker_id] = registration
             self._fenced.discard(broker_id)
             return registration

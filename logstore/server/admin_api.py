@@ -24,7 +24,6 @@ from logstore.server.protocol import Request, api_versions_entries
 from logstore.server.replica_assignment import InvalidReplicaAssignmentError, assigned_partitions
 from logstore.server.topics import (
     InvalidPartitionsError,
-    PartitionLimitError,
     TopicExistsError,
     UnknownTopicError,
 )
@@ -68,8 +67,6 @@ def _error_of(exc: BaseException) -> int:
         return ec.INVALID_PARTITIONS
     if isinstance(exc, ReservedTopicError):
         return ec.INVALID_REQUEST  # Kafka's controller answers so for __cluster_metadata
-    if isinstance(exc, PartitionLimitError):
-        return ec.POLICY_VIOLATION
     if isinstance(exc, InvalidReplicaAssignmentError):
         return ec.INVALID_REPLICA_ASSIGNMENT
     return ec.for_exception(exc)
@@ -104,6 +101,13 @@ class AdminApi:
         topics = self._ctx.topics
         # without an authorizer every operation a topic supports is allowed (Kafka's AuthHelper)
         operations = TOPIC_OPERATIONS if req.version >= 8 and body.include_topic_authorized_operations else None
+        asked = 8 <= req.version <= 10 and body.include_cluster_authorized_operations
+        if self._ctx.cluster is not None:  # a KRaft cluster: what the metadata log says
+            allow = body.allow_auto_topic_creation and self._ctx.config.auto_create_topics_enable
+            brokers, entries = self._ctx.cluster.metadata(req, operations, allow)
+            return req.response(throttle_time_ms=0, brokers=brokers, cluster_id=self._ctx.meta.cluster_id,
+                                controller_id=self._ctx.node_id, topics=entries,
+                                authorized_operations=set(CLUSTER_OPERATIONS) if asked else None)
         entries = []
         if body.topics is None or (req.version == 0 and not body.topics):
             entries = [self._topic_metadata(cls, name, operations) for name in topics.names()]
@@ -122,7 +126,6 @@ class AdminApi:
         broker = cls.MetadataResponseBroker(node_id=self._ctx.node_id, host=self._ctx.host, port=self._ctx.port,
                                             rack=None)
         # v8-10 carry the cluster's operations too (librdkafka's describe_cluster asks there)
-        asked = 8 <= req.version <= 10 and body.include_cluster_authorized_operations
         return req.response(throttle_time_ms=0, brokers=[broker], cluster_id=self._ctx.meta.cluster_id,
                             controller_id=self._ctx.node_id, topics=entries,
                             authorized_operations=set(CLUSTER_OPERATIONS) if asked else None)
@@ -154,6 +157,8 @@ class AdminApi:
     # ------------------------------------------------------------------ topics
 
     async def create_topics(self, req: Request) -> Any:
+        if self._ctx.cluster is not None:  # the active controller creates a cluster's topics
+            return await self._ctx.cluster.forward(req)
         body = req.body
         cls = req.spec.response
         results = []

@@ -3,8 +3,7 @@
 any encoding of its own. Dispatch, decoding and ApiVersions all read this table.
 
 The versions are those kafka-python 3, aiokafka 0.14 and librdkafka 2.x negotiate, capped
-where a later version needs what a single node without topic-id fetches or KIP-848 groups does
-not have.
+where a later version needs what a single node without topic-id fetches does not have.
 """
 
 from __future__ import annotations
@@ -13,10 +12,12 @@ from collections.abc import Iterable, Mapping
 
 from logstore.server.admin_api import AdminApi
 from logstore.server.connection import Handler
+from logstore.server.consumer_group_api import ConsumerGroupApi
 from logstore.server.data_api import DataApi
 from logstore.server.describe_api import DescribeApi
 from logstore.server.fetch_response import encode_fetch_response
 from logstore.server.group_api import GroupApi
+from logstore.server.messages import consumer_group_apis as kip848
 from logstore.server.offset_delete_api import OffsetDeleteApi
 from logstore.server.protocol import ApiSpec, admin, consumer, metadata, producer
 from logstore.server.transaction_api import TransactionApi
@@ -41,7 +42,8 @@ APIS: dict[int, ApiSpec] = declare(
     ApiSpec(consumer.FetchRequest, consumer.FetchResponse, 4, 12, DataApi.fetch, encode=encode_fetch_response),
     ApiSpec(consumer.ListOffsetsRequest, consumer.ListOffsetsResponse, 1, 7, DataApi.list_offsets),
     ApiSpec(metadata.MetadataRequest, metadata.MetadataResponse, 0, 12, AdminApi.metadata),
-    ApiSpec(consumer.OffsetCommitRequest, consumer.OffsetCommitResponse, 2, 8, GroupApi.offset_commit),
+    # v9 is the version for members of KIP-848 groups (their member epoch as the generation)
+    ApiSpec(consumer.OffsetCommitRequest, consumer.OffsetCommitResponse, 2, 9, GroupApi.offset_commit),
     ApiSpec(consumer.OffsetFetchRequest, consumer.OffsetFetchResponse, 1, 7, GroupApi.offset_fetch),
     ApiSpec(metadata.FindCoordinatorRequest, metadata.FindCoordinatorResponse, 0, 4,
             GroupApi.find_coordinator),
@@ -50,7 +52,7 @@ APIS: dict[int, ApiSpec] = declare(
     ApiSpec(consumer.LeaveGroupRequest, consumer.LeaveGroupResponse, 0, 4, GroupApi.leave_group),
     ApiSpec(consumer.SyncGroupRequest, consumer.SyncGroupResponse, 0, 5, GroupApi.sync_group),
     ApiSpec(admin.DescribeGroupsRequest, admin.DescribeGroupsResponse, 0, 5, GroupApi.describe_groups),
-    ApiSpec(admin.ListGroupsRequest, admin.ListGroupsResponse, 0, 4, GroupApi.list_groups),
+    ApiSpec(admin.ListGroupsRequest, admin.ListGroupsResponse, 0, 5, GroupApi.list_groups),
     ApiSpec(metadata.ApiVersionsRequest, metadata.ApiVersionsResponse, 0, 3, AdminApi.api_versions),
     ApiSpec(admin.CreateTopicsRequest, admin.CreateTopicsResponse, 2, 7, AdminApi.create_topics),
     ApiSpec(admin.DeleteTopicsRequest, admin.DeleteTopicsResponse, 1, 5, AdminApi.delete_topics),
@@ -80,6 +82,10 @@ APIS: dict[int, ApiSpec] = declare(
     ApiSpec(admin.DescribeProducersRequest, admin.DescribeProducersResponse, 0, 0, TxnDescribeApi.describe_producers),
     ApiSpec(admin.DescribeTransactionsRequest, admin.DescribeTransactionsResponse, 0, 0,
             TxnDescribeApi.describe_transactions),
+    ApiSpec(kip848.ConsumerGroupHeartbeatRequest, kip848.ConsumerGroupHeartbeatResponse, 0, 1,
+            ConsumerGroupApi.consumer_group_heartbeat),
+    ApiSpec(kip848.ConsumerGroupDescribeRequest, kip848.ConsumerGroupDescribeResponse, 0, 1,
+            ConsumerGroupApi.consumer_group_describe),
     # v2 filters transactional ids by a Java regular expression: not served
     ApiSpec(admin.ListTransactionsRequest, admin.ListTransactionsResponse, 0, 1, TxnDescribeApi.list_transactions),
 )

@@ -10,6 +10,7 @@ from typing import Any
 
 from logstore.config import CONFIG_KEYS, LogConfig, java_integer, parse_properties
 from logstore.errors import InvalidConfigError
+from logstore.server.kraft.quorum_config import QuorumConfig
 
 # Kafka's broker-level names of topic configs (ServerLogConfigs): the broker default of each.
 BROKER_TO_TOPIC = {
@@ -60,6 +61,15 @@ def _bool(props: Mapping[str, str], key: str, default: bool) -> bool:
     return raw.strip().lower() == "true"
 
 
+def _assignors(raw: str) -> tuple[str, ...]:
+    """`group.consumer.assignors`: the server-side assignors by name, the first the default."""
+    names = tuple(name.strip() for name in raw.split(",") if name.strip())
+    unknown = [n for n in names if n not in ("uniform", "range")]
+    if not names or unknown:
+        raise InvalidConfigError(f"group.consumer.assignors: expected names of uniform and range, got {raw!r}")
+    return names
+
+
 @dataclass(frozen=True)
 class BrokerConfig:
     """Broker-level settings (Kafka's names and defaults, bounded request sizes added)."""
@@ -75,12 +85,18 @@ class BrokerConfig:
     group_min_session_timeout_ms: int = 6000
     group_max_session_timeout_ms: int = 1_800_000
     group_max_size: int = 2**31 - 1
+    # KIP-848 consumer groups: the members' session and heartbeat interval are the broker's
+    group_consumer_session_timeout_ms: int = 45_000
+    group_consumer_heartbeat_interval_ms: int = 5_000
+    group_consumer_max_size: int = 2**31 - 1
+    group_consumer_assignors: tuple[str, ...] = ("uniform", "range")
     transaction_max_timeout_ms: int = 900_000
     offsets_retention_minutes: int = 7 * 24 * 60
     offsets_retention_check_interval_ms: int = 600_000
     offset_metadata_max_bytes: int = 4096
     listeners: str | None = None
     log_defaults: Mapping[str, Any] = field(default_factory=dict)
+    quorum: QuorumConfig | None = None  # None: a standalone node (no process.roles)
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> BrokerConfig:
@@ -110,6 +126,10 @@ class BrokerConfig:
             group_min_session_timeout_ms=_int(props, "group.min.session.timeout.ms", 6000),
             group_max_session_timeout_ms=_int(props, "group.max.session.timeout.ms", 1_800_000),
             group_max_size=_int(props, "group.max.size", 2**31 - 1, lo=1),
+            group_consumer_session_timeout_ms=_int(props, "group.consumer.session.timeout.ms", 45_000, lo=1),
+            group_consumer_heartbeat_interval_ms=_int(props, "group.consumer.heartbeat.interval.ms", 5_000, lo=1),
+            group_consumer_max_size=_int(props, "group.consumer.max.size", 2**31 - 1, lo=1),
+            group_consumer_assignors=_assignors(props.get("group.consumer.assignors", "uniform,range")),
             transaction_max_timeout_ms=_int(props, "transaction.max.timeout.ms", 900_000, lo=1),
             offsets_retention_minutes=_int(props, "offsets.retention.minutes", 7 * 24 * 60, lo=1),
             offsets_retention_check_interval_ms=_int(props, "offsets.retention.check.interval.ms", 600_000,
@@ -117,6 +137,7 @@ class BrokerConfig:
             offset_metadata_max_bytes=_int(props, "offset.metadata.max.bytes", 4096),
             listeners=listeners.strip() if listeners else None,
             log_defaults=log_defaults,
+            quorum=QuorumConfig.from_properties(props, node_id),
         )
 
     @classmethod
@@ -132,7 +153,11 @@ class BrokerConfig:
         return cls.from_properties(props)
 
     def listen_address(self) -> tuple[str, int] | None:
-        """Host and port of the first `listeners` entry (`PLAINTEXT://host:port`), if set."""
+        """Host and port of the first `listeners` entry (`PLAINTEXT://host:port`), if set; in
+        a cluster, of the first listener that is not the controller's (None on a controller-only node)."""
+        if self.quorum is not None:
+            first = next(iter(self.quorum.broker_listeners), None)
+            return None if first is None else (first.host, first.port)
         if not self.listeners:
             return None
         first = self.listeners.split(",")[0].strip()

@@ -36,11 +36,27 @@ BROKER_SETTINGS: dict[str, tuple[int, str]] = {
     "group.min.session.timeout.ms": (TYPE_INT, "Smallest session timeout a member may ask for."),
     "group.max.session.timeout.ms": (TYPE_INT, "Largest session timeout a member may ask for."),
     "group.max.size": (TYPE_INT, "Most members a group may have."),
+    "group.consumer.session.timeout.ms": (TYPE_INT, "Session timeout of consumer group (KIP-848) members."),
+    "group.consumer.heartbeat.interval.ms": (TYPE_INT, "How often consumer group (KIP-848) members heartbeat."),
+    "group.consumer.max.size": (TYPE_INT, "Most members a consumer group (KIP-848) may have."),
+    "group.consumer.assignors": (TYPE_LIST, "Server-side assignors of consumer groups; the first is the default."),
     "transaction.max.timeout.ms": (TYPE_INT, "Largest transaction timeout a producer may ask for."),
     "offsets.retention.minutes": (TYPE_INT, "How long committed offsets of an empty group are kept."),
     "offsets.retention.check.interval.ms": (TYPE_LONG, "How often expired offsets are looked for."),
     "offset.metadata.max.bytes": (TYPE_INT, "Largest metadata string of a committed offset."),
     "listeners": (TYPE_STRING, "The address the server listens on."),
+}
+# A KRaft node's settings (BrokerConfig.quorum; unset on a standalone node): type, doc, default.
+QUORUM_SETTINGS: dict[str, tuple[int, str, str | None]] = {
+    "process.roles": (TYPE_LIST, "The node's roles in a KRaft cluster: broker, controller or both.", None),
+    "controller.quorum.voters": (TYPE_LIST, "The controller quorum's voters, ID@HOST:PORT.", ""),
+    "controller.quorum.bootstrap.servers": (TYPE_LIST, "Where brokers find the controller quorum.", ""),
+    "controller.listener.names": (TYPE_LIST, "The listeners the controller serves on.", None),
+    "broker.heartbeat.interval.ms": (TYPE_INT, "How often a broker heartbeats to the controller.", "2000"),
+    "broker.session.timeout.ms": (TYPE_INT, "How long a broker lives without heartbeats before it is fenced.",
+                                  "9000"),
+    "metadata.log.max.record.bytes.between.snapshots": (TYPE_LONG, "Metadata log bytes between snapshots.",
+                                                        "20971520"),
 }
 
 
@@ -104,6 +120,11 @@ def broker_entries(config: BrokerConfig, log_defaults: LogConfig) -> list[Config
         text = None if value is None else config_text(value)
         source = SOURCE_DEFAULT if value == default else SOURCE_STATIC_BROKER
         entries.append(_broker_entry(name, text, source, kind, doc, None if default is None else config_text(default)))
+    quorum = config.quorum.settings() if config.quorum is not None else {}
+    for name, (kind, doc, default) in QUORUM_SETTINGS.items():
+        value = quorum.get(name, default)
+        source = SOURCE_DEFAULT if value == default else SOURCE_STATIC_BROKER
+        entries.append(_broker_entry(name, value, source, kind, doc, default))
     for key in CONFIG_KEYS:
         name = TOPIC_TO_BROKER.get(key.name, key.name)
         source = SOURCE_STATIC_BROKER if key.name in log_defaults.overrides else SOURCE_DEFAULT

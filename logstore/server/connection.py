@@ -14,11 +14,14 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
+from logstore.errors import FileSliceTruncatedError
+from logstore.file_slice import FileSlice
 from logstore.server import error_versions
 from logstore.server.protocol import (
     API_VERSIONS_KEY,
     ApiSpec,
     Buffer,
+    Piece,
     ProtocolError,
     Request,
     UnsupportedVersion,
@@ -68,6 +71,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
         self._lost: BaseException | None = None
         self._writable = asyncio.Event()
         self._writable.set()
+        self._sendfile = True  # until the transport shows it cannot
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport
@@ -112,13 +116,49 @@ class FrameProtocol(asyncio.BufferedProtocol):
         self.transport.resume_reading()
         await self._waiter
 
-    async def write(self, pieces: list[Buffer]) -> None:
-        """Send `pieces` in order, waiting while the transport's write buffer is full."""
-        if self._lost is not None:
-            raise ConnectionError(str(self._lost))
-        for piece in pieces:
-            self.transport.write(piece)
-        await self._writable.wait()
+    async def write(self, pieces: list[Piece]) -> None:
+        """Send `pieces` in order, waiting while the transport's write buffer is full; FileSlices
+        go from their file with sendfile (copied where the transport cannot) and are closed."""
+        try:
+            if self._lost is not None:
+                raise ConnectionError(str(self._lost))
+            for piece in pieces:
+                if isinstance(piece, FileSlice):
+                    await self._send_file(piece)
+                else:
+                    self.transport.write(piece)
+            await self._writable.wait()
+        finally:
+            for piece in pieces:
+                if isinstance(piece, FileSlice):
+                    piece.close()
+
+    async def _send_file(self, piece: FileSlice) -> None:
+        """`piece` from its file to the socket with loop.sendfile; a transport that cannot
+        (TLS, or no os.sendfile) gets its bytes copied, and every later piece too."""
+        if self._sendfile:
+            if self.transport.is_closing():
+                raise ConnectionError("connection closed")
+            try:
+                sent = await asyncio.get_running_loop().sendfile(self.transport, piece, piece.position, piece.size,
+                                                                 fallback=False)
+            except RuntimeError as exc:  # SendfileNotAvailableError included: nothing was sent
+                log.info("sendfile is not available on this connection, fetched records are copied: %s", exc)
+                self._sendfile = False
+            else:
+                if sent == piece.size:
+                    return
+                raise self._truncated(f"{piece} was truncated to {sent} bytes during the send")
+        try:
+            self.transport.write(piece.read())
+        except FileSliceTruncatedError as exc:
+            raise self._truncated(str(exc)) from exc
+
+    def _truncated(self, reason: str) -> ConnectionError:
+        """The segment was cut under a send: the response's framing promised more bytes, so the
+        connection must close (the client fetches again)."""
+        log.warning("closing a connection: %s", reason)
+        return ConnectionError(reason)
 
 
 class Connection:
@@ -163,7 +203,7 @@ class Connection:
         does: how a TLS/plaintext mix-up or a client speaking another protocol shows)."""
         log.warning("closing connection from %s: %s", self._peer(), reason)
 
-    async def _serve_one(self, size: int) -> list[Buffer] | bool | None:
+    async def _serve_one(self, size: int) -> list[Piece] | bool | None:
         """Read, decode and handle one request of `size` bytes: the response's buffers, None
         when no response is due (acks=0), False to close.
 
@@ -194,7 +234,7 @@ class Connection:
             self._closing(str(exc))
             return False
 
-    async def _handle(self, request: Request) -> list[Buffer] | bool | None:
+    async def _handle(self, request: Request) -> list[Piece] | bool | None:
         try:
             response = await self._handlers[request.api_key](request)
         except Exception:

@@ -13,6 +13,7 @@ from logstore.clock import Clock
 from logstore.manager import LogManager
 from logstore.meta_properties import MetaProperties
 from logstore.server.broker_config import BrokerConfig
+from logstore.server.kraft.cluster_view import ClusterView
 from logstore.server.partition_access import LocalPartition, PartitionAccess
 from logstore.server.protocol import ApiSpec
 from logstore.server.topics import Topics
@@ -58,6 +59,7 @@ class ServerContext:
     # the data directory's disk thread: appends and reads leave the event loop, in order
     disk: Executor = field(default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="logstore-disk"))
     implemented: Mapping[int, ApiSpec] = field(default_factory=dict)  # the APIs served, by key
+    cluster: ClusterView | None = None  # in a KRaft cluster (process.roles set): the metadata it replays
 
     @property
     def node_id(self) -> int:
@@ -66,4 +68,8 @@ class ServerContext:
     def partition(self, topic: str, partition: int) -> PartitionAccess | None:
         """The partition the handlers read and write, if the node has it: the one way they reach data."""
         log = self.topics.log(topic, partition)
-        return None if log is None else LocalPartition(log, self.disk)
+        if log is None:
+            return None
+        if self.cluster is not None:  # led here at the cluster's epoch, or NOT_LEADER_OR_FOLLOWER
+            return self.cluster.partition_access(log, self.disk)
+        return LocalPartition(log, self.disk)

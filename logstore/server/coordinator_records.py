@@ -19,6 +19,8 @@ from logstore.internal_topics.records import (
 from logstore.log import Log
 from logstore.records import Record, build_batch
 from logstore.records.control import COMMIT, CONTROL_KEY
+from logstore.server.consumer_group import ConsumerGroup
+from logstore.server.consumer_group_storage import CONSUMER_RECORD_TYPES, apply_record, record_type
 
 OFFSET_COMMIT_VERSION = 3  # the value version Kafka 3.x writes without a flexible feature
 GROUP_METADATA_VERSION = 3
@@ -106,6 +108,7 @@ class StoredGroup:
     pending_txn: dict[int, dict[tuple[str, int], OffsetAndMetadata]] = field(default_factory=dict)
     state_timestamp: int = -1
     deleted: bool = False
+    consumer: ConsumerGroup | None = None  # a KIP-848 group's state, from its own records
 
 
 def offset_record(group: str, topic: str, partition: int, value: OffsetAndMetadata | None) -> tuple[bytes, bytes | None]:
@@ -217,8 +220,10 @@ def replay_transactions(log: Log) -> dict[str, TxnMetadata]:
 
 def replay_groups(log: Log) -> dict[str, StoredGroup]:
     """Every group's state in one __consumer_offsets partition, from its log start to its end;
-    offsets of transactions without a marker yet stay pending under their producer id."""
+    offsets of transactions without a marker yet stay pending under their producer id, and a
+    consumer group's records (KIP-848) make its `consumer` state."""
     groups: dict[str, StoredGroup] = {}
+    consumer: dict[str, ConsumerGroup | None] = {}
     pending: dict[int, list[tuple[bytes, bytes | None]]] = {}
     for batch in _batches(log):
         records = batch.records()
@@ -231,12 +236,19 @@ def replay_groups(log: Log) -> dict[str, StoredGroup]:
             pending.setdefault(batch.producer_id, []).extend((r.key, r.value) for r in records)
         else:
             for r in records:
-                if r.key is not None:
+                if r.key is None:
+                    continue
+                if record_type(r.key) in CONSUMER_RECORD_TYPES:  # a KIP-848 group's record
+                    apply_record(consumer, r.key, r.value)
+                else:
                     _apply(groups, r.key, r.value)
     for producer_id, records in pending.items():
         for key, value in records:
             if key is not None:
                 _apply(groups, key, value, producer_id)
+    for group_id, state in consumer.items():
+        if state is not None:
+            groups.setdefault(group_id, StoredGroup(group_id)).consumer = state
     return groups
 
 

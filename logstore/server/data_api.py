@@ -7,6 +7,7 @@ import time
 from typing import Any, NamedTuple
 
 from logstore.errors import LogstoreError, OffsetOutOfRangeError, RecordValidationError
+from logstore.file_slice import FileSlice
 from logstore.server import error_codes as ec
 from logstore.server.context import ServerContext
 from logstore.server.fetch_sessions import FetchSessionCache, FetchSessionError, SessionPartition
@@ -131,6 +132,7 @@ class DataApi:
             # (zero or negative included) is met; otherwise it waits up to max_wait_ms
             if not targets or total >= body.min_bytes or errors or remaining <= 0:
                 break
+            _close_records(topics)
             await self._ctx.data.wait(remaining, watched)
         if session is not None:
             _remember(targets, topics)
@@ -180,6 +182,8 @@ class DataApi:
                     found = target.offset_for_timestamp(p.timestamp)
                 except ValueError:
                     found, error = None, ec.UNSUPPORTED_VERSION
+                except LogstoreError as exc:  # NOT_LEADER_OR_FOLLOWER where another broker leads
+                    found, error = None, ec.for_exception(exc)
                 if found is not None:
                     timestamp, offset = found.timestamp, found.offset
                     epoch = -1 if found.leader_epoch is None else found.leader_epoch
@@ -203,7 +207,11 @@ class DataApi:
                 if target is None:
                     partitions.append(entry(error_code=ec.UNKNOWN_TOPIC_OR_PARTITION, partition=p.partition))
                     continue
-                epoch, end = target.end_offset_for_epoch(p.leader_epoch)
+                try:
+                    epoch, end = target.end_offset_for_epoch(p.leader_epoch)
+                except LogstoreError as exc:  # NOT_LEADER_OR_FOLLOWER where another broker leads
+                    partitions.append(entry(error_code=ec.for_exception(exc), partition=p.partition))
+                    continue
                 partitions.append(entry(error_code=ec.NONE, partition=p.partition, leader_epoch=epoch,
                                         end_offset=end))
             topics.append(cls.OffsetForLeaderTopicResult(topic=topic.topic, partitions=partitions))
@@ -231,6 +239,14 @@ class DataApi:
             topics.append(cls.DeleteRecordsTopicResult(name=topic.name, partitions=partitions))
         self._ctx.data.notify()
         return req.response(throttle_time_ms=0, topics=topics)
+
+
+def _close_records(topics: list) -> None:
+    """Give back the descriptors of a round's FileSlices that will not be sent."""
+    for topic in topics:
+        for data in topic.partitions:
+            if isinstance(data.records, FileSlice):
+                data.records.close()
 
 
 def _remember(targets: list, topics: list) -> None:

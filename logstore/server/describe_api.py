@@ -32,12 +32,17 @@ class DescribeApi:
             error, message = ec.MISMATCHED_ENDPOINT_TYPE, "this node answers broker endpoints, not controller ones"
         elif endpoint != BROKER_ENDPOINT:
             error, message = ec.UNSUPPORTED_ENDPOINT_TYPE, f"unknown endpoint type {endpoint}"
-        broker = req.spec.response.DescribeClusterBroker(broker_id=self._ctx.node_id, host=self._ctx.host,
-                                                         port=self._ctx.port, rack=None, is_fenced=False)
+        entry = req.spec.response.DescribeClusterBroker
+        if self._ctx.cluster is not None:  # every unfenced broker of the cluster's metadata
+            brokers = [entry(broker_id=b, host=h, port=p, rack=r, is_fenced=False)
+                       for b, h, p, r in self._ctx.cluster.brokers()]
+        else:
+            brokers = [entry(broker_id=self._ctx.node_id, host=self._ctx.host, port=self._ctx.port, rack=None,
+                             is_fenced=False)]
         operations = set(CLUSTER_OPERATIONS) if body.include_cluster_authorized_operations else None
         return req.response(throttle_time_ms=0, error_code=error, error_message=message,
                             endpoint_type=BROKER_ENDPOINT, cluster_id=self._ctx.meta.cluster_id,
-                            controller_id=self._ctx.node_id, brokers=[] if error else [broker],
+                            controller_id=self._ctx.node_id, brokers=[] if error else brokers,
                             authorized_operations=operations)
 
     async def describe_topic_partitions(self, req: Request) -> Any:

@@ -21,6 +21,8 @@ OLDER_CODES: dict[int, tuple[tuple[int, int, int], ...]] = {
     25: ((ec.PRODUCER_FENCED, 2, ec.INVALID_PRODUCER_EPOCH),),  # AddOffsetsToTxn
     26: ((ec.PRODUCER_FENCED, 2, ec.INVALID_PRODUCER_EPOCH),),  # EndTxn
     28: ((ec.PRODUCER_FENCED, NEVER, ec.INVALID_PRODUCER_EPOCH),),  # TxnOffsetCommit
+    # OffsetCommit: a KIP-848 member's commit at an old member epoch, in a version before KIP-848's
+    8: ((ec.STALE_MEMBER_EPOCH, 9, ec.ILLEGAL_GENERATION),),
 }
 
 

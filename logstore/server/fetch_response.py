@@ -1,6 +1,8 @@
 """Fetch responses as pieces for the socket: the fields around each partition's records are
 encoded here, the records themselves are passed through as read, never copied into one
 response buffer (the schema encoder copies every byte, then slices a copy of its buffer).
+Records that are a FileSlice of a segment file stay one: the connection sends them from the
+file with sendfile (Kafka's FileRecords.transferTo), the framing written around them.
 
 Byte for byte what kafka-python's FetchResponse encoder writes for versions 4 to 12 (Kafka's
 FetchResponse.json), tested against it; partitions carry no tagged fields (DivergingEpoch,
@@ -13,6 +15,9 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+from logstore.file_slice import FileSlice
+from logstore.server.protocol import Piece
+
 FLEXIBLE_VERSION = 12  # compact strings, arrays and bytes; tagged fields
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -24,10 +29,11 @@ NO_TAGS = b"\x00"
 INLINE_RECORDS_BYTES = 4096  # smaller records are copied into the surrounding piece
 
 
-def encode_fetch_response(version: int, correlation_id: int, response: Any) -> list[bytes | bytearray | memoryview]:
-    """The size-prefixed response as a list of buffers to write in order."""
+def encode_fetch_response(version: int, correlation_id: int, response: Any) -> list[Piece]:
+    """The size-prefixed response as a list of pieces to write in order: buffers, and the
+    records' FileSlices as they are (closed by whoever sends them)."""
     flexible = version >= FLEXIBLE_VERSION
-    pieces: list[bytes | bytearray | memoryview] = []
+    pieces: list[Piece] = []
     out = bytearray(4)  # the size, filled in last
     out += _I32.pack(correlation_id)
     if flexible:
@@ -52,7 +58,7 @@ def encode_fetch_response(version: int, correlation_id: int, response: Any) -> l
                 out += b"\x00" if flexible else b"\xff\xff\xff\xff"
             else:
                 _length(out, len(records), flexible)
-                if len(records) <= INLINE_RECORDS_BYTES:
+                if len(records) <= INLINE_RECORDS_BYTES and not isinstance(records, FileSlice):
                     out += records
                 else:
                     pieces += (out, records)

@@ -107,7 +107,7 @@ class GroupApi:
         described = []
         for group_id in req.body.groups:
             group = self._groups.describe(group_id)
-            if group is None:
+            if group is None or group.consumer is not None:  # Kafka 4.0: a KIP-848 group is not described here
                 described.append(cls(error_code=ec.NONE, group_id=group_id, group_state=DEAD, protocol_type="",
                                      protocol_data="", members=[]))
                 continue
@@ -122,8 +122,9 @@ class GroupApi:
 
     async def list_groups(self, req: Request) -> Any:
         cls = req.spec.response.ListedGroup
-        groups = [cls(group_id=g.group_id, protocol_type=g.protocol_type or "", group_state=g.state,
-                      group_type="classic") for g in self._groups.listed(set(req.body.states_filter or []))]
+        listed = self._groups.listed(set(req.body.states_filter or []), set(req.body.types_filter or []))
+        groups = [cls(group_id=g.group_id, protocol_type=g.protocol_type or "", group_state=g.reported_state(),
+                      group_type=g.group_type) for g in listed]
         return req.response(throttle_time_ms=0, error_code=ec.NONE, groups=groups)
 
     async def delete_groups(self, req: Request) -> Any:

@@ -13,10 +13,10 @@ from collections import OrderedDict
 
 from logstore.errors import LogstoreError
 from logstore.server import error_codes as ec
+from logstore.server.consumer_group_coordinator import ConsumerGroupCoordinator
 from logstore.server.context import ServerContext
 from logstore.server.coordinator_records import (
     append_records,
-    group_record,
     offset_record,
 )
 from logstore.server.group_metadata import (
@@ -29,6 +29,7 @@ from logstore.server.group_metadata import (
     Group,
     Member,
     group_id_fits,
+    group_tombstones,
     record_string_fits,
     same_subscription,
 )
@@ -50,6 +51,13 @@ class GroupCoordinator(GroupStore):
         super().__init__(ctx)
         self._timers: asyncio.Task | None = None
         self._offsets_checked_ms = self._now_ms()
+        # KIP-848 groups share the ids (one id, one protocol), the offsets and the timers
+        self.consumer_groups = ConsumerGroupCoordinator(self._groups, ctx.topics, ctx.config, ctx.clock,
+                                                        self._append_group_records)
+
+    def _append_group_records(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> None:
+        if records:
+            append_records(self._offsets_log(group_id), records, self._now_ms())
 
     # ------------------------------------------------------------------ timers
 
@@ -73,6 +81,7 @@ class GroupCoordinator(GroupStore):
         if now - self._offsets_checked_ms >= self._ctx.config.offsets_retention_check_interval_ms:
             self._offsets_checked_ms = now
             self.expire_offsets(now)
+        self.consumer_groups.check_timers()
         for group in list(self._groups.values()):
             for member_id in [m for m, deadline in group.pending_members.items() if deadline < now]:
                 del group.pending_members[member_id]
@@ -199,6 +208,11 @@ class GroupCoordinator(GroupStore):
         group = self._group(group_id, create=True)
         if group.state == DEAD:
             return JoinResult(ec.COORDINATOR_NOT_AVAILABLE, member_id)
+        if group.consumer is not None:  # a KIP-848 group: joined classically only once empty
+            error = ec.INCONSISTENT_GROUP_PROTOCOL if group.consumer.members else \
+                self.consumer_groups.to_classic(group)
+            if error != ec.NONE:
+                return JoinResult(error, member_id)
         if group.protocol_type not in (None, protocol_type) and group.members:
             return JoinResult(ec.INCONSISTENT_GROUP_PROTOCOL, member_id)
         rebalance_timeout = rebalance_timeout_ms if rebalance_timeout_ms > 0 else session_timeout_ms
@@ -355,9 +369,13 @@ class GroupCoordinator(GroupStore):
         """The group of `group_id`, to describe (None: Dead); not to be changed by the caller."""
         return self._group(group_id)
 
-    def listed(self, states: set[str]) -> list[Group]:
-        """The groups that are not Dead, in `states` when any are given."""
-        return [g for g in self._groups.values() if g.state != DEAD and (not states or g.state in states)]
+    def listed(self, states: set[str], types: set[str] = frozenset()) -> list[Group]:
+        """The groups that are not Dead, in `states` and of `types` when any are given (matched
+        without regard to case, as Kafka parses them)."""
+        states, types = {s.lower() for s in states}, {t.lower() for t in types}
+        return [g for g in self._groups.values() if g.state != DEAD
+                and (not states or g.reported_state().lower() in states)
+                and (not types or g.group_type in types)]
 
     def delete(self, group_id: str) -> int:
         """DeleteGroups of one group: its offsets and metadata get tombstones; NON_EMPTY_GROUP
@@ -365,10 +383,10 @@ class GroupCoordinator(GroupStore):
         group = self._group(group_id)
         if group is None or group.state == DEAD:
             return ec.GROUP_ID_NOT_FOUND
-        if group.members:
+        if group.members or (group.consumer is not None and group.consumer.members):
             return ec.NON_EMPTY_GROUP
         records = [offset_record(group_id, t, p, None) for t, p in group.offsets]
-        records.append(group_record(group_id, None))
+        records += group_tombstones(group)
         try:
             append_records(self._offsets_log(group_id), records, self._now_ms())
         except LogstoreError as exc:

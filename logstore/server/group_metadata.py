@@ -9,8 +9,15 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from logstore.server import error_codes as ec
+from logstore.server.consumer_group import CLASSIC_GROUP_TYPE, CONSUMER_GROUP_TYPE, ConsumerGroup
+from logstore.server.consumer_group_storage import records_between
 from logstore.server.consumer_protocol import CONSUMER_PROTOCOL_TYPE, subscribed_topics
-from logstore.server.coordinator_records import GroupMetadata, OffsetAndMetadata, StoredMember
+from logstore.server.coordinator_records import (
+    GroupMetadata,
+    OffsetAndMetadata,
+    StoredMember,
+    group_record,
+)
 
 EMPTY, PREPARING, COMPLETING, STABLE, DEAD = "Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead"
 MAX_RECORD_STRING_BYTES = 32_767  # what the int16 length of a __consumer_offsets record string holds
@@ -61,6 +68,16 @@ class Group:
     pending_txn: dict[int, dict[tuple[str, int], OffsetAndMetadata]] = field(default_factory=dict)
     rebalance: asyncio.Task | None = None
     state_timestamp: int = -1  # clock ms of the last state change; -1 if unknown (old records)
+    consumer: ConsumerGroup | None = None  # set when the group speaks KIP-848's consumer protocol
+
+    @property
+    def group_type(self) -> str:
+        """"consumer" for a group of KIP-848's protocol, else "classic", as ListGroups names them."""
+        return CLASSIC_GROUP_TYPE if self.consumer is None else CONSUMER_GROUP_TYPE
+
+    def reported_state(self) -> str:
+        """The state DescribeGroups and ListGroups report (a consumer group's own states)."""
+        return self.state if self.consumer is None else self.consumer.state()
 
     def static_member(self, group_instance_id: str | None) -> Member | None:
         """The current member of a static instance id, if any."""
@@ -122,6 +139,8 @@ def expired_offsets(group: Group, now_ms: int, retention_ms: int) -> list[tuple[
     since_empty = False
     if group.protocol_type is not None and group.state == EMPTY:
         since_empty = group.state_timestamp >= 0
+    elif group.consumer is not None and group.state == STABLE:
+        subscribed = frozenset(group.consumer.subscribed_names(t for t, _ in group.offsets))
     elif group.protocol_type == CONSUMER_PROTOCOL_TYPE and group.state == STABLE:
         topics = [subscribed_topics(m.metadata(group.protocol)) for m in group.members.values()]
         if any(t is None for t in topics):
@@ -136,3 +155,11 @@ def expired_offsets(group: Group, now_ms: int, retention_ms: int) -> list[tuple[
         return now_ms - (group.state_timestamp if since_empty else om.commit_timestamp) >= retention_ms
 
     return [tp for tp, om in group.offsets.items() if tp[0] not in subscribed and expired(om)]
+
+
+def group_tombstones(group: Group) -> list[tuple[bytes, bytes | None]]:
+    """The tombstones of a group's metadata records (a consumer group's records, or the classic
+    GroupMetadata), for its deletion."""
+    if group.consumer is not None:
+        return records_between(group.group_id, group.consumer, None)
+    return [group_record(group.group_id, None)]

@@ -30,6 +30,7 @@ from logstore.server.group_metadata import (
     Member,
     expired_offsets,
     group_id_fits,
+    group_tombstones,
 )
 from logstore.server.group_results import OffsetCommitEntry, PartitionOffset
 
@@ -51,7 +52,7 @@ class GroupStore:
     def _load(self, log: Log) -> None:
         now = self._now_ms()
         for stored in replay_groups(log).values():
-            if stored.deleted and not stored.offsets:
+            if stored.deleted and not stored.offsets and stored.consumer is None:
                 continue
             group = Group(stored.group_id, generation=stored.generation, protocol_type=stored.protocol_type,
                           protocol=stored.protocol, leader=stored.leader, offsets=stored.offsets,
@@ -62,6 +63,10 @@ class GroupStore:
                                                     stored.protocol_type or "", [(stored.protocol or "", m.subscription)],
                                                     now, m.assignment)
             group.state = STABLE if group.members else EMPTY  # state_timestamp: the stored last change
+            if stored.consumer is not None:  # a KIP-848 group: its members' sessions start now
+                group.consumer, group.protocol_type = stored.consumer, CONSUMER_PROTOCOL_TYPE
+                group.state = STABLE if stored.consumer.members else EMPTY
+                stored.consumer.resume(now)
             self._groups[group.group_id] = group
 
     # ------------------------------------------------------------------ storage
@@ -98,6 +103,8 @@ class GroupStore:
         `group_id` (or a simple commit), else the error. A rebalance does not stop a member of
         the current generation: it commits what it processed before it rejoins, as in Kafka."""
         group = self._group(group_id)
+        if group is not None and group.consumer is not None:  # a KIP-848 member commits at its member epoch
+            return group.consumer.commit_error(member_id, generation)
         if generation < 0 and not member_id and group_instance_id is None:
             return ec.NONE if group is None or not group.members else ec.UNKNOWN_MEMBER_ID
         error = ec.UNKNOWN_MEMBER_ID if group is None else group.member_error(member_id, group_instance_id)
@@ -136,6 +143,8 @@ class GroupStore:
                 return ec.NON_EMPTY_GROUP, {}
             subscribed = frozenset().union(*(subscribed_topics(m.metadata(group.protocol)) or frozenset()
                                              for m in group.members.values()))
+            if group.consumer is not None:
+                subscribed = frozenset(group.consumer.subscribed_names(t for t, _ in partitions))
         errors = {tp: ec.GROUP_SUBSCRIBED_TO_TOPIC if tp[0] in subscribed else ec.NONE for tp in partitions}
         deleted = [tp for tp, error in errors.items() if error == ec.NONE and tp in group.offsets]
         try:
@@ -224,7 +233,7 @@ class GroupStore:
                 continue
             records = [offset_record(group.group_id, t, p, None) for t, p in expired]
             if dead:
-                records.append(group_record(group.group_id, None))
+                records += group_tombstones(group)
             try:
                 append_records(self._offsets_log(group.group_id), records, now_ms)
             except LogstoreError as exc:

@@ -16,11 +16,13 @@ from logstore.meta_properties import (
 )
 
 
-def load_or_create(data_dir: Path, node_id: int) -> MetaProperties:
-    """Read `meta.properties`, or write a new one with a fresh cluster id.
+def load_or_create(data_dir: Path, node_id: int, cluster_id: str | None = None) -> MetaProperties:
+    """Read `meta.properties`, or write a new one with `cluster_id` (as `kafka-storage format
+    --cluster-id` does; a fresh one when None).
 
-    Raises InvalidConfigError if the file names another node id than `node_id` (Kafka refuses
-    to start on another node's directory), is not a KRaft (version 1) file or does not parse.
+    Raises InvalidConfigError if the file names another node id than `node_id` or another
+    cluster id than a given `cluster_id` (Kafka refuses to start on another node's or cluster's
+    directory), is not a KRaft (version 1) file or does not parse.
     """
     path = data_dir / META_PROPERTIES
     try:
@@ -28,7 +30,7 @@ def load_or_create(data_dir: Path, node_id: int) -> MetaProperties:
     except CorruptMetadataFileError as exc:
         raise InvalidConfigError(str(exc)) from None
     if meta is None:
-        meta = MetaProperties(KRAFT_VERSION, node_id, random_uuid(), random_uuid())
+        meta = MetaProperties(KRAFT_VERSION, node_id, cluster_id or random_uuid(), random_uuid())
         write_meta_properties(data_dir, meta)
         return meta
     if meta.version != KRAFT_VERSION:
@@ -36,4 +38,7 @@ def load_or_create(data_dir: Path, node_id: int) -> MetaProperties:
     if meta.node_id != node_id:
         raise InvalidConfigError(
             f"{path}: the stored node.id {meta.node_id} does not match the configured node.id {node_id}")
+    if cluster_id is not None and meta.cluster_id != cluster_id:
+        raise InvalidConfigError(f"{path}: the stored cluster.id {meta.cluster_id} does not match the cluster's "
+                                 f"{cluster_id}")
     return meta._replace(directory_id=meta.directory_id or random_uuid())

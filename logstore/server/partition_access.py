@@ -15,8 +15,10 @@ import functools
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any, Protocol
 
+from logstore.file_slice import FileSlice
 from logstore.log import Log
 from logstore.log_results import AppendInfo, FetchResult
+from logstore.server.fetch_response import INLINE_RECORDS_BYTES
 
 if TYPE_CHECKING:
     from logstore.file_records import TimestampAndOffset
@@ -51,7 +53,8 @@ class PartitionAccess(Protocol):
 
     async def read(self, offset: int, max_bytes: int, *, isolation: str, min_one_batch: bool) -> FetchResult:
         """Whole batches from `offset` as a consumer at `isolation` may see them
-        ('high_watermark' or 'read_committed'); raises OffsetOutOfRangeError."""
+        ('high_watermark' or 'read_committed'); raises OffsetOutOfRangeError. The records are
+        bytes, or a FileSlice to send from the segment file (the caller closes it)."""
         ...
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
@@ -68,14 +71,16 @@ class PartitionAccess(Protocol):
 
 
 class LocalPartition:
-    """A partition held by this node alone: its `Log`, led at epoch 0. Appends and reads run on
-    `disk`, the data directory's executor: one thread keeps them in the order they were asked."""
+    """A partition this node leads from its `Log`, at `leader_epoch` (0 on a single node; in a
+    cluster, the epoch the controller gave the leadership). Appends and reads run on `disk`, the
+    data directory's executor: one thread keeps them in the order they were asked."""
 
-    __slots__ = ("_disk", "_log")
+    __slots__ = ("_disk", "_leader_epoch", "_log")
 
-    def __init__(self, log: Log, disk: Executor):
+    def __init__(self, log: Log, disk: Executor, leader_epoch: int = LEADER_EPOCH):
         self._log = log
         self._disk = disk
+        self._leader_epoch = leader_epoch
 
     @property
     def topic(self) -> str:
@@ -102,12 +107,22 @@ class LocalPartition:
         return self._log.last_stable_offset
 
     async def append(self, records: Any) -> AppendInfo:
-        append = functools.partial(self._log.append, records, leader_epoch=LEADER_EPOCH)
+        append = functools.partial(self._log.append, records, leader_epoch=self._leader_epoch)
         return await asyncio.get_running_loop().run_in_executor(self._disk, append)
 
     async def read(self, offset: int, max_bytes: int, *, isolation: str, min_one_batch: bool) -> FetchResult:
-        read = functools.partial(self._log.read, offset, max_bytes, isolation=isolation, min_one_batch=min_one_batch)
+        read = functools.partial(self._read, offset, max_bytes, isolation=isolation, min_one_batch=min_one_batch)
         return await asyncio.get_running_loop().run_in_executor(self._disk, read)
+
+    def _read(self, offset: int, max_bytes: int, *, isolation: str, min_one_batch: bool) -> FetchResult:
+        """The read, zero-copy; records of up to INLINE_RECORDS_BYTES are read here, on the disk
+        thread, as the response joins them to the bytes around them anyway."""
+        result = self._log.read(offset, max_bytes, isolation=isolation, min_one_batch=min_one_batch, zero_copy=True)
+        records = result.records
+        if isinstance(records, FileSlice) and len(records) <= INLINE_RECORDS_BYTES:
+            with records:
+                return result._replace(records=records.read())
+        return result
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         return self._log.offset_for_timestamp(timestamp)

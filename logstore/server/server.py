@@ -18,15 +18,17 @@ from logstore.server.admin_api import AdminApi
 from logstore.server.apis import APIS, bind
 from logstore.server.broker_config import BrokerConfig
 from logstore.server.connection import Connection, FrameProtocol, Handler, InFlightBudget
+from logstore.server.consumer_group_api import ConsumerGroupApi
 from logstore.server.context import ServerContext
 from logstore.server.data_api import DataApi
 from logstore.server.describe_api import DescribeApi
 from logstore.server.group_api import GroupApi
 from logstore.server.group_coordinator import GroupCoordinator
+from logstore.server.kraft.cluster_node import ClusterNode
 from logstore.server.meta_properties import load_or_create
 from logstore.server.offset_delete_api import OffsetDeleteApi
 from logstore.server.producer_ids import ProducerIdManager
-from logstore.server.topics import Topics
+from logstore.server.topics import Topics, reserve_descriptors
 from logstore.server.transaction_api import TransactionApi
 from logstore.server.transactions import TransactionCoordinator
 from logstore.server.txn_describe_api import TxnDescribeApi
@@ -39,14 +41,15 @@ class KafkaServer:
 
     `config` is a BrokerConfig, a mapping of Kafka broker keys, or a `server.properties` path.
     `cleaner` (compaction.LogCleaner) and `retention` (retention.apply_retention) are handed to
-    the LogManager; without them nothing is cleaned or deleted by age or size.
+    the LogManager; without them nothing is cleaned or deleted by age or size. `cluster_id` is the
+    one a new data directory is formatted with (every node of a cluster needs the same).
     Use as a context manager, or call start() and stop(); `port` is the bound port.
     """
 
     def __init__(self, data_dir: str | os.PathLike[str], *, host: str = "127.0.0.1", port: int = 9092,
                  config: BrokerConfig | Mapping[str, Any] | str | os.PathLike[str] | None = None,
                  cleaner: CleanerFactory | None = None, retention: RetentionPass | None = None,
-                 clock: Clock | None = None, advertised_host: str | None = None):
+                 clock: Clock | None = None, advertised_host: str | None = None, cluster_id: str | None = None):
         self.data_dir = Path(data_dir)
         if isinstance(config, BrokerConfig):
             self.config = config
@@ -60,6 +63,7 @@ class KafkaServer:
         self._cleaner = cleaner
         self._retention = retention
         self._clock = clock or SystemClock()
+        self._cluster_id = cluster_id
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._server: asyncio.AbstractServer | None = None
@@ -71,6 +75,7 @@ class KafkaServer:
         self.port: int | None = None
         self._groups: GroupCoordinator | None = None
         self._txns: TransactionCoordinator | None = None
+        self.cluster: ClusterNode | None = None  # the KRaft roles, when process.roles is set
 
     # ------------------------------------------------------------------ life cycle
 
@@ -111,13 +116,16 @@ class KafkaServer:
     def check_timers(self) -> None:
         """Check the coordinators' timers at once, on the server's thread (a background task
         checks them every half second): what a driven ManualClock has made due, a session
-        timeout or an offset's retention, happens before this returns."""
+        timeout, an offset's retention or (in a cluster) a broker's session, happens before this
+        returns."""
         loop = self._loop
         if self._thread is None or loop is None:
             raise RuntimeError("the server is not running")
         asyncio.run_coroutine_threadsafe(self._check_timers(), loop).result()
 
     async def _check_timers(self) -> None:
+        if self.cluster is not None:
+            await self.cluster.check_timers()
         self._groups.check_timers()
         self._txns.check_timers()
 
@@ -153,10 +161,11 @@ class KafkaServer:
 
     async def _open(self) -> None:
         config = self.config
+        reserve_descriptors()  # before the first segment opens
         self.manager = LogManager(self.data_dir, config.log_defaults, clock=self._clock,
                                   cleaner=self._cleaner, retention=self._retention)
-        meta = load_or_create(self.data_dir, config.node_id)
-        topics = Topics(self.manager)
+        meta = load_or_create(self.data_dir, config.node_id, self._cluster_id)
+        topics = Topics(self.manager, hosts_all=config.quorum is None)
         ctx = ServerContext(config, meta, self.manager, topics, self._clock, host=self._advertised_host)
         handlers = self._build_handlers(ctx)
         ctx.implemented = APIS
@@ -176,6 +185,9 @@ class KafkaServer:
         self._server = await loop.create_server(lambda: FrameProtocol(serve), self._host, self._requested_port)
         self.port = self._server.sockets[0].getsockname()[1]
         ctx.port = self.port
+        if config.quorum is not None:
+            self.cluster = ClusterNode(config, self.data_dir, meta, self._clock)
+            await self.cluster.open(ctx)
         self._groups.start()
         self._txns.start()
         self.manager.start()
@@ -184,9 +196,12 @@ class KafkaServer:
         self._groups = GroupCoordinator(ctx)
         self._txns = TransactionCoordinator(ctx, self._groups, ProducerIdManager(ctx.manager))
         return bind(APIS, (AdminApi(ctx), DataApi(ctx), GroupApi(ctx, self._groups), TransactionApi(self._txns),
-                           DescribeApi(ctx), OffsetDeleteApi(ctx, self._groups), TxnDescribeApi(ctx, self._txns)))
+                           DescribeApi(ctx), OffsetDeleteApi(ctx, self._groups), TxnDescribeApi(ctx, self._txns),
+                           ConsumerGroupApi(ctx, self._groups)))
 
     async def _shutdown(self) -> None:
+        if self.cluster is not None:
+            await self.cluster.close()
         for coordinator in (self._groups, self._txns):
             if coordinator is not None:
                 coordinator.close()

@@ -1,15 +1,20 @@
 """The topics of the node: partition counts, topic ids (Kafka's `partition.metadata` file in
 each partition directory) and configs, over a LogManager. Internal topics are created here
-with the configs Kafka gives them (compacted)."""
+with the configs Kafka gives them (compacted).
+
+Partitions cost no file descriptor while unused: the segments' descriptors come from the
+process's pool (logstore.descriptor_pool), which the node sizes to half its descriptor limit
+(`reserve_descriptors`), so connections keep the other half however many partitions it holds."""
 
 from __future__ import annotations
 
 import resource
 import uuid
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
 from logstore.config import LogConfig
+from logstore.descriptor_pool import capacity_for, process_pool
 from logstore.errors import CorruptMetadataFileError, LogstoreError
 from logstore.internal_topics.coordinator_schemas import OFFSETS_TOPIC, TRANSACTION_TOPIC
 from logstore.log import Log
@@ -23,7 +28,9 @@ from logstore.topic_configs import INTERNAL_TOPIC_CONFIGS, stored_topic_configs
 
 INTERNAL_TOPICS = (OFFSETS_TOPIC, TRANSACTION_TOPIC)
 MAX_PARTITIONS = 10_000  # per topic; bounds what one CreateTopics or CreatePartitions may open
-FDS_PER_PARTITION = 3  # an open log keeps its active segment's .log, .index and .timeindex open
+# The share of the descriptor limit the segments of the node's partitions may hold (the rest is
+# for connections, checkpoints and the interpreter: a node out of descriptors accepts no connection).
+SEGMENT_SHARE = 2
 
 
 class TopicExistsError(LogstoreError):
@@ -38,16 +45,15 @@ class InvalidPartitionsError(LogstoreError):
     """A partition count out of range or not above the current one."""
 
 
-class PartitionLimitError(LogstoreError):
-    """Creating partitions past what the node can keep open (Kafka's POLICY_VIOLATION)."""
-
-
-def open_partition_limit() -> int:
-    """How many partitions the node may open: half the process's file descriptors, so that
-    connections, rolled segments and the node's own files keep the other half (a node out
-    of descriptors accepts no connection at all)."""
+def segment_descriptor_budget() -> int:
+    """How many descriptors the node's segments may hold at once: half the process's limit."""
     soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    return 2**31 - 1 if soft == resource.RLIM_INFINITY else soft // 2 // FDS_PER_PARTITION
+    return capacity_for(soft) if soft == resource.RLIM_INFINITY else max(soft // SEGMENT_SHARE, 1)
+
+
+def reserve_descriptors() -> None:
+    """Size the process's descriptor pool to the node's segment budget."""
+    process_pool().resize(segment_descriptor_budget())
 
 
 def _stored_topic_id(directory: Path) -> uuid.UUID | None:
@@ -61,9 +67,10 @@ def _stored_topic_id(directory: Path) -> uuid.UUID | None:
 class Topics:
     """Topic -> (topic id, partition count, config overrides), kept beside the manager's logs."""
 
-    def __init__(self, manager: LogManager, max_open_partitions: int | None = None):
+    def __init__(self, manager: LogManager, *, hosts_all: bool = True):
+        """`hosts_all=False` on a cluster's broker, which holds only the partitions placed on it:
+        a partition missing on disk is not created (the cluster's metadata says what lives here)."""
         self._manager = manager
-        self._max_open = open_partition_limit() if max_open_partitions is None else max_open_partitions
         self._partitions: dict[str, int] = {}
         self._ids: dict[str, uuid.UUID] = {}
         for log in manager.logs():
@@ -75,7 +82,10 @@ class Topics:
             overrides = self.overrides(topic)
             self._ids.setdefault(topic, uuid.uuid4())
             for partition in range(count):
-                log = manager.get_or_create(topic, partition, overrides or None)
+                log = manager.get(topic, partition)
+                if log is None and not hosts_all:
+                    continue
+                log = log or manager.get_or_create(topic, partition, overrides or None)
                 if not (log.dir / PARTITION_METADATA).exists():
                     write_partition_metadata(log.dir, self._ids[topic])
 
@@ -134,19 +144,10 @@ class Topics:
             raise InvalidPartitionsError(f"number of partitions must be in [1, {MAX_PARTITIONS}], got {partitions}")
         overrides = {**INTERNAL_TOPIC_CONFIGS.get(topic, {}), **dict(configs or {})}
         self._manager.default_config.with_overrides(overrides)  # InvalidConfigError before any file
-        self._check_room(partitions)
         if validate_only:
             return
         self._ids[topic] = uuid.uuid4()
         self._open_partitions(topic, 0, partitions, overrides)
-
-    def _check_room(self, added: int) -> None:
-        """PartitionLimitError unless `added` more partitions fit the node's open-partition limit."""
-        total = sum(self._partitions.values())
-        if total + added > self._max_open:
-            raise PartitionLimitError(
-                f"the node holds {total} partitions and may open {self._max_open} with its file descriptor "
-                f"limit; {added} more do not fit")
 
     def _open_partitions(self, topic: str, start: int, end: int,
                          overrides: Mapping[str, str] | None = None) -> None:
@@ -157,6 +158,18 @@ class Topics:
             write_partition_metadata(log.dir, self._ids[topic])
             self._partitions[topic] = partition + 1
 
+    def adopt(self, topic: str, topic_id: uuid.UUID, hosted: Collection[int], count: int,
+              configs: Mapping[str, str]) -> None:
+        """Take on what a cluster's metadata places on this node: `topic` (id `topic_id`) has
+        `count` partitions, of which `hosted` are opened here; the others have no log here."""
+        self._ids[topic] = topic_id
+        overrides = {**INTERNAL_TOPIC_CONFIGS.get(topic, {}), **configs}
+        for partition in hosted:
+            if self._manager.get(topic, partition) is None:
+                log = self._manager.get_or_create(topic, partition, overrides)
+                write_partition_metadata(log.dir, topic_id)
+        self._partitions[topic] = max(self._partitions.get(topic, 0), count)
+
     def add_partitions(self, topic: str, count: int, *, validate_only: bool = False) -> None:
         """Grow `topic` to `count` partitions (InvalidPartitionsError unless it grows)."""
         current = self.partition_count(topic)
@@ -164,7 +177,6 @@ class Topics:
             raise InvalidPartitionsError(
                 f"topic {topic!r} has {current} partitions; the new count must be above it and at most "
                 f"{MAX_PARTITIONS}, got {count}")
-        self._check_room(count - current)
         if not validate_only:
             self._open_partitions(topic, current, count)
 

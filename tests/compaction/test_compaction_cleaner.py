@@ -260,7 +260,7 @@ def test_appends_follow_kafkas_read_buffer_fills_across_chunks(tmp_path, chunk_b
     appender = ReadBufferAppender(out, int(2.5 * small))
     for d in decode_chunks(tmp_path / "s.log", segment_base=0, size=sum(map(len, raw)),
                            chunk_bytes=chunk_bytes):
-        appender.add(d, np.full(len(d.position), COPY, np.int8), {}, d.header["max_timestamp"])
+        appender.add(d, np.full(len(d.position), COPY, np.int8), d.header["max_timestamp"])
     appender.finish()
     # Fills of 2 small batches; the big one needs the buffer grown to 5 small batches' worth.
     assert [last for last, _ in out.appends] == [1, 3, 4, 8]

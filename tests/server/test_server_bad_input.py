@@ -4,13 +4,12 @@ connection, never an unbounded allocation or a dead server."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import struct
 
 import pytest
 from kafka.protocol.admin import (
-    CreatePartitionsRequest,
-    CreatePartitionsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
     DeleteTopicsRequest,
@@ -32,13 +31,14 @@ from kafka.protocol.producer import (
     TxnOffsetCommitResponse,
 )
 
+from logstore.descriptor_pool import process_pool
 from logstore.records import Record, build_batch
 from logstore.server import KafkaServer, topics
 from logstore.server.apis import APIS
 from logstore.server.connection import InFlightBudget
 from tests.support.wire import WireClient
 
-UNSUPPORTED_VERSION, INVALID_TOPIC, POLICY_VIOLATION = 35, 17, 44
+UNSUPPORTED_VERSION, INVALID_TOPIC, KAFKA_STORAGE_ERROR = 35, 17, 56
 UNKNOWN_TOPIC_OR_PARTITION, OFFSET_METADATA_TOO_LARGE, INVALID_GROUP_ID = 3, 12, 24
 INVALID_REQUIRED_ACKS, INVALID_CONFIG, INVALID_REQUEST = 21, 40, 42
 
@@ -163,24 +163,45 @@ def test_a_topic_of_the_longest_legal_name_can_be_deleted(module_server):
     assert still_serving(module_server)
 
 
-def test_partitions_past_the_file_descriptor_budget_are_a_policy_violation(tmp_path, monkeypatch):
-    monkeypatch.setattr(topics, "open_partition_limit", lambda: 8)  # a node out of descriptors accepts nobody
+def test_partitions_past_the_descriptor_budget_are_served_from_the_pool(tmp_path, monkeypatch):
+    """Partitions hold no descriptor while unused: a node whose segments may hold 8 descriptors
+    serves 12 partitions; with every descriptor pinned, a produce answers KAFKA_STORAGE_ERROR."""
+    pool = process_pool()
+    capacity, others = pool.capacity, pool.in_use  # the module's broker holds some
+    monkeypatch.setattr(topics, "segment_descriptor_budget", lambda: others + 8)
     creatable = CreateTopicsRequest[5].CreatableTopic
-    with KafkaServer(tmp_path / "data", port=0) as srv, connect(srv) as sock:
-        def create(name: str, count: int) -> int:
-            response = sock.call(CreateTopicsRequest[5](topics=[creatable(
-                name=name, num_partitions=count, replication_factor=1, assignments=[], configs=[])],
+    produce = ProduceRequest[7].TopicProduceData
+    try:
+        with KafkaServer(tmp_path / "data", port=0) as srv, connect(srv) as sock:
+            created = sock.call(CreateTopicsRequest[5](topics=[creatable(
+                name="many", num_partitions=12, replication_factor=1, assignments=[], configs=[])],
                 timeout_ms=1000, validate_only=False), CreateTopicsResponse[5])
-            return response.topics[0].error_code
+            assert created.topics[0].error_code == 0
 
-        assert create("many", 9) == POLICY_VIOLATION
-        assert create("some", 5) == 0
-        grow = CreatePartitionsRequest[1].CreatePartitionsTopic(name="some", count=9, assignments=None)
-        grown = sock.call(CreatePartitionsRequest[1](topics=[grow], timeout_ms=1000, validate_only=False),
-                          CreatePartitionsResponse[1])
-        assert grown.results[0].error_code == POLICY_VIOLATION
-        assert srv.context.topics.partition_count("some") == 5 and "many" not in srv.context.topics
-        assert still_serving(srv)
+            def send(partitions: range) -> list[int]:
+                response = sock.call(ProduceRequest[7](transactional_id=None, acks=1, timeout_ms=1000, topic_data=[
+                    produce(name="many", partition_data=[produce.PartitionProduceData(
+                        index=p, records=build_batch([Record(0, 0, None, b"%d" % p)])) for p in partitions])]),
+                    ProduceResponse[7])
+                return [r.error_code for r in response.responses[0].partition_responses]
+
+            assert send(range(12)) == [0] * 12
+            assert pool.capacity == others + 8 and pool.in_use <= others + 8
+            logs = [srv.context.topics.log("many", p) for p in range(12)]
+            assert [[r.value for r in log.records()] for log in logs] == [[b"%d" % p] for p in range(12)]
+            holding = [s.descriptors for log in logs for s in log.segments if s.descriptors.held]
+            with contextlib.ExitStack() as pins:
+                for account in holding:
+                    pins.enter_context(pool.pinned(account))
+                pool.resize(1)  # everything else gives its descriptors back
+                pool.resize(pool.in_use)
+                waiting = [p for p, log in enumerate(logs) if not log.segments[-1].descriptors.held]
+                assert send(range(waiting[0], waiting[0] + 1)) == [KAFKA_STORAGE_ERROR]
+            pool.resize(others + 8)
+            assert send(range(12)) == [0] * 12
+            assert still_serving(srv)
+    finally:
+        pool.resize(capacity)
 
 
 def test_a_long_poll_holds_no_in_flight_budget(tmp_path):

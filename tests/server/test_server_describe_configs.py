@@ -11,7 +11,9 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, New
 from kafka.protocol.admin import DescribeConfigsRequest, DescribeConfigsResponse
 
 from logstore.server.broker_config import BrokerConfig
-from logstore.server.config_entries import BROKER_SETTINGS
+from logstore.server.config_entries import BROKER_SETTINGS, QUORUM_SETTINGS
+from logstore.server.kraft.quorum_config import QuorumConfig
+from tests.server.test_server_quorum_config import COMBINED
 from tests.support.wire import WireClient
 
 TYPE_BOOLEAN, TYPE_INT, TYPE_LONG, TYPE_LIST = 1, 3, 5, 7
@@ -54,8 +56,9 @@ def test_a_broker_resource_lists_the_brokers_config_names(module_server, admin):
 
 
 def test_every_broker_setting_is_described():
-    fields = {f.name.replace("_", ".") for f in dataclasses.fields(BrokerConfig)} - {"log.defaults"}
+    fields = {f.name.replace("_", ".") for f in dataclasses.fields(BrokerConfig)} - {"log.defaults", "quorum"}
     assert fields == set(BROKER_SETTINGS)
+    assert set(QuorumConfig.from_properties(COMBINED, 1).settings()) == set(QUORUM_SETTINGS)
 
 
 def describe_wire(server, resource_type: int, name: str, *, documentation: bool) -> dict:

@@ -6,9 +6,11 @@ import json
 import shutil
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from logstore.cli import main
-from logstore.cli.audit import reclaimable_png
+from logstore.cli.audit import TERMINAL_PARTITIONS, print_report, reclaimable_png
 from tests.support.paths import KAFKA_LOGDIR, REPO_ROOT
 
 SAMPLES = KAFKA_LOGDIR
@@ -20,6 +22,39 @@ def test_plot_is_a_png():
         "retention": [{"topic": "b", "partition": 1, "bytes_reclaimed": 20}],
     }
     assert reclaimable_png(tables)[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _retention_rows(reclaimed: list[int]) -> list[dict]:
+    return [{"topic": "t", "partition": p, "cleanup_policy": "delete", "segments": 2,
+             "log_bytes": 100 + r, "segments_deleted": int(r > 0), "deleted_by_retention_ms": 0,
+             "deleted_by_retention_bytes": int(r > 0), "deleted_by_log_start_offset": 0,
+             "new_log_start_offset": 0, "bytes_reclaimed": r} for p, r in enumerate(reclaimed)]
+
+
+def _printed_partitions(out: str) -> list[int]:
+    lines = out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("topic "))
+    return [int(line.split()[1]) for line in lines[header + 1:] if line.strip()]
+
+
+@given(st.lists(st.integers(0, 10**6), max_size=60))
+def test_the_terminal_gets_totals_and_the_partitions_with_most_to_reclaim(reclaimed):
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        print_report("retention", _retention_rows(reclaimed), written=True)
+    printed = out.getvalue()
+    assert f"retention report ({len(reclaimed)} partitions)" in printed
+    if len(reclaimed) <= TERMINAL_PARTITIONS:
+        assert _printed_partitions(printed) == list(range(len(reclaimed)))
+        return
+    most = sorted(range(len(reclaimed)), key=lambda p: (-reclaimed[p], p))[:TERMINAL_PARTITIONS]
+    assert _printed_partitions(printed) == most
+    assert f"bytes_reclaimed={sum(reclaimed)}" in printed
+    assert f"log_bytes={100 * len(reclaimed) + sum(reclaimed)}" in printed
+    assert "every partition is in the written report" in printed
 
 
 def test_bad_spark_conf_is_a_usage_error(tmp_path, capsys):

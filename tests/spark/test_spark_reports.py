@@ -315,3 +315,27 @@ def test_compaction_report_refuses_a_batch_with_a_bad_crc(tmp_path):
     with pytest.raises(CorruptRecordError, match="CRC") as info:
         local_report("compaction", tmp_path / "data", None, NOW)
     assert info.value.position == 0 and info.value.path.endswith("00000000000000000000.log")
+
+
+def test_an_audit_reads_each_checkpoint_file_once_whatever_the_partitions(data_dir, monkeypatch):
+    """A data directory's checkpoint files hold an entry per partition: read once in the listing,
+    not again by every partition's task (which made an audit quadratic in the partitions)."""
+    import logstore.checkpoint as checkpoint
+
+    expected = {kind: local_report(kind, data_dir, CONFIGS, NOW).to_pylist()
+                for kind in ("compaction", "retention")}
+    reads = []
+    real = checkpoint.read_checkpoint
+
+    def counted(path, *args, **kwargs):
+        reads.append(Path(path).name)
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(checkpoint, "read_checkpoint", counted)
+    for kind, rows in expected.items():
+        reads.clear()
+        assert local_report(kind, data_dir, CONFIGS, NOW).to_pylist() == rows
+        data_dir_files = [name for name in reads if name.endswith("-checkpoint")
+                          and name != "leader-epoch-checkpoint"]
+        assert sorted(data_dir_files) == sorted(set(data_dir_files))
+        assert "cleaner-offset-checkpoint" in data_dir_files

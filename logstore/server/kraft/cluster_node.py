@@ -1,0 +1,151 @@
+"""The KRaft side of a `logstore serve` node, by its `process.roles`: the active controller
+and the controller listener it answers on (controller), and the broker's registration,
+heartbeats and metadata (broker). KafkaServer opens it after its own listener, closes it first."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from pathlib import Path
+
+from logstore.clock import Clock
+from logstore.kafka_uuid import parse_kafka_uuid
+from logstore.meta_properties import MetaProperties
+from logstore.server.apis import bind
+from logstore.server.broker_config import BrokerConfig
+from logstore.server.connection import Connection, FrameProtocol, InFlightBudget
+from logstore.server.context import ServerContext
+from logstore.server.kraft.broker_lifecycle import BrokerLifecycle
+from logstore.server.kraft.cluster_view import ClusterView
+from logstore.server.kraft.controller_api import CONTROLLER_APIS, ControllerApi
+from logstore.server.kraft.metadata_image import MetadataImage
+from logstore.server.kraft.metadata_log import MetadataLog
+from logstore.server.kraft.quorum_config import PLAINTEXT, Endpoint
+from logstore.server.kraft.quorum_controller import QuorumController
+
+CONTROLLER_BUDGET_BYTES = 64 * 1024 * 1024
+REGISTRATION_TIMEOUT_S = 60  # initial.broker.registration.timeout.ms
+SESSION_CHECK_S = 0.5  # how often the controller looks for expired broker sessions
+
+
+class ClusterNode:
+    """The controller and/or broker roles of the node `config.quorum` describes."""
+
+    def __init__(self, config: BrokerConfig, data_dir: Path, meta: MetaProperties, clock: Clock):
+        if config.quorum is None:
+            raise ValueError("a ClusterNode needs process.roles")
+        self.config = config
+        self.quorum = config.quorum
+        self._data_dir = data_dir
+        self._meta = meta
+        self._clock = clock
+        self.controller: QuorumController | None = None
+        self.lifecycle: BrokerLifecycle | None = None
+        self.view: ClusterView | None = None
+        self.controller_port: int | None = None
+        self._api: ControllerApi | None = None
+        self._server: asyncio.AbstractServer | None = None
+        self._connections: set[asyncio.Task] = set()
+        self._local_log: MetadataLog | None = None
+        self._ctx: ServerContext | None = None
+        self._fencing: asyncio.Task | None = None
+
+    async def open(self, ctx: ServerContext) -> None:
+        """Start the roles; a broker returns once the controller has unfenced it (TimeoutError
+        after initial.broker.registration.timeout.ms)."""
+        self._ctx = ctx
+        try:
+            if self.quorum.is_controller:
+                await self._open_controller()
+            if self.quorum.is_broker:
+                await self._open_broker(ctx)
+        except BaseException:
+            await self.close()
+            raise
+
+    async def _open_controller(self) -> None:
+        quorum = self.quorum
+        self.controller = QuorumController(self._data_dir, self._meta.node_id, self._meta.cluster_id, self._clock,
+                                           session_timeout_ms=quorum.session_timeout_ms,
+                                           snapshot_record_bytes=quorum.snapshot_record_bytes)
+        self.controller.start()
+        self._api = ControllerApi(self.controller, self.config.num_partitions, on_change=self._metadata_changed)
+        handlers = bind(CONTROLLER_APIS, [self._api])
+        budget = InFlightBudget(CONTROLLER_BUDGET_BYTES)
+        loop = asyncio.get_running_loop()
+
+        def serve(protocol: FrameProtocol) -> None:
+            connection = Connection(protocol, apis=CONTROLLER_APIS, handlers=handlers,
+                                    max_request_bytes=self.config.socket_request_max_bytes, budget=budget)
+            task = loop.create_task(connection.serve())
+            self._connections.add(task)
+            task.add_done_callback(self._connections.discard)
+
+        listener = quorum.controller_listener
+        self._server = await loop.create_server(lambda: FrameProtocol(serve), listener.host, listener.port)
+        self.controller_port = self._server.sockets[0].getsockname()[1]
+        self._fencing = loop.create_task(self._fence_expired_sessions())
+        if not quorum.is_broker:  # a controller-only node answers its clients' Metadata, hosts nothing
+            self.view = ClusterView(self.controller.image, self._meta.node_id, PLAINTEXT,
+                                    (self._ctx.host, self.controller_port))
+            self._ctx.cluster = self.view
+
+    async def _fence_expired_sessions(self) -> None:
+        """The controller's periodic task: fence brokers whose sessions ran out on the clock."""
+        while True:
+            await asyncio.sleep(SESSION_CHECK_S)
+            if self.controller.check_sessions():
+                self._api.changed()
+
+    async def _open_broker(self, ctx: ServerContext) -> None:
+        quorum, node_id = self.quorum, self._meta.node_id
+        if self.controller is not None:  # a combined node: the controller's own image and log
+            image, address = self.controller.image, (ctx.host, self.controller_port)
+            offset = lambda: self.controller.log.end_offset  # noqa: E731
+        else:
+            image, address, offset = MetadataImage(), quorum.controller_address, None
+            self._local_log = MetadataLog(self._data_dir, node_id, self._clock)
+            self._local_log.replay_into(image)
+        listener = quorum.broker_listeners[0].name
+        self.view = ClusterView(image, node_id, listener, address)
+        ctx.cluster = self.view
+        self.lifecycle = BrokerLifecycle(
+            node_id, self._meta.cluster_id, parse_kafka_uuid(self._meta.directory_id), address, [Endpoint(listener, ctx.host, ctx.port)],
+            image, heartbeat_interval_ms=quorum.heartbeat_interval_ms, local_log=self._local_log, offset=offset,
+            on_metadata=self._metadata_changed)
+        self._metadata_changed()
+        self.lifecycle.start()
+        await self.lifecycle.wait_unfenced(REGISTRATION_TIMEOUT_S)
+
+    def _metadata_changed(self) -> None:
+        if self.view is not None and self._ctx is not None:
+            self.view.open_hosted_partitions(self._ctx.topics)
+
+    async def check_timers(self) -> None:
+        """Heartbeat now (broker role), then fence the brokers whose sessions ran out on the
+        clock (controller role): what a driven clock has made due happens before this returns."""
+        if self.lifecycle is not None:
+            await self.lifecycle.heartbeat()
+        if self.controller is not None and self.controller.check_sessions():
+            self._api.changed()
+
+    async def close(self) -> None:
+        """Stop heartbeating (the controller fences this broker when its session runs out),
+        close the controller listener and the metadata logs."""
+        if self._fencing is not None:
+            self._fencing.cancel()
+        if self.lifecycle is not None:
+            await self.lifecycle.close()
+        if self.view is not None:
+            await self.view.close()
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._connections):
+            task.cancel()
+        await asyncio.gather(*self._connections, return_exceptions=True)
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await self._server.wait_closed()
+        for log in (self.controller.log if self.controller else None, self._local_log):
+            if log is not None:
+                log.close()

@@ -1,0 +1,163 @@
+"""What a broker of a KRaft cluster tells its clients, read from the metadata image it
+replays: Metadata lists every unfenced registered broker and each partition's leader, replicas
+and ISR; CreateTopics is forwarded to the active controller (as Kafka's brokers forward it); the
+partitions the metadata places on this broker are opened in its data directory, and served
+only where this broker leads them (at the controller's leader epoch)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from concurrent.futures import Executor
+from typing import Any
+
+from logstore.errors import InvalidTopicError, NotLeaderOrFollowerError
+from logstore.log import Log
+from logstore.log_files import validate_topic
+from logstore.log_results import AppendInfo, FetchResult
+from logstore.server import error_codes as ec
+from logstore.server.kraft.controller_channel import ControllerChannel, ControllerUnreachableError
+from logstore.server.kraft.metadata_image import TOPIC_RESOURCE, MetadataImage, TopicInfo
+from logstore.server.partition_access import LocalPartition, PartitionAccess
+from logstore.server.protocol import Request, admin
+from logstore.server.topics import INTERNAL_TOPICS, Topics
+
+log = logging.getLogger("logstore.server")
+CREATE_TOPICS_VERSION = 7
+ZERO_UUID = uuid.UUID(int=0)
+
+
+class ClusterView:
+    """Broker `node_id`'s view of the cluster through `image`; `listener` is the listener name
+    clients use, `controller` the address CreateTopics is forwarded to."""
+
+    def __init__(self, image: MetadataImage, node_id: int, listener: str, controller: tuple[str, int]):
+        self.image = image
+        self.node_id = node_id
+        self._listener = listener
+        self._channel = ControllerChannel(*controller, f"broker-{node_id}-forwarding")
+        self._creating: set[asyncio.Task] = set()
+
+    def brokers(self) -> list[tuple[int, str, int, str | None]]:
+        """(id, host, port, rack) of every unfenced broker on the clients' listener."""
+        out = []
+        for broker_id in self.image.unfenced_brokers():
+            info = self.image.brokers[broker_id]
+            endpoint = next((e for e in info.endpoints if e["name"] == self._listener), None)
+            if endpoint is not None:
+                out.append((broker_id, endpoint["host"], endpoint["port"], info.rack))
+        return out
+
+    def metadata(self, req: Request, topic_operations: frozenset[int] | None, auto_create: bool) -> Any:
+        """The Metadata response from the image (topics missing and auto-created are asked of
+        the controller and answered LEADER_NOT_AVAILABLE meanwhile, as Kafka answers)."""
+        cls, body = req.spec.response, req.body
+        entries = []
+        if body.topics is None or (req.version == 0 and not body.topics):
+            entries = [self._topic(cls, info, topic_operations) for info in
+                       sorted(self.image.topics.values(), key=lambda t: t.name)]
+        else:
+            for requested in body.topics:
+                info = self._lookup(requested.name, getattr(requested, "topic_id", None))
+                if info is not None:
+                    entries.append(self._topic(cls, info, topic_operations))
+                    continue
+                error = self._missing(requested.name, auto_create)
+                entries.append(cls.MetadataResponseTopic(error_code=error, name=requested.name,
+                                                         topic_id=getattr(requested, "topic_id", None) or ZERO_UUID,
+                                                         partitions=[]))
+        brokers = [cls.MetadataResponseBroker(node_id=b, host=h, port=p, rack=r) for b, h, p, r in self.brokers()]
+        return brokers, entries
+
+    def _lookup(self, name: str | None, topic_id: uuid.UUID | None) -> TopicInfo | None:
+        if name is None:
+            return self.image.topics.get(topic_id) if topic_id else None
+        return self.image.topic(name)
+
+    def _missing(self, name: str | None, auto_create: bool) -> int:
+        if name is None:
+            return ec.UNKNOWN_TOPIC_ID
+        try:
+            validate_topic(name)
+        except InvalidTopicError:
+            return ec.INVALID_TOPIC_EXCEPTION
+        if not auto_create or name in INTERNAL_TOPICS:
+            return ec.UNKNOWN_TOPIC_OR_PARTITION
+        task = asyncio.get_running_loop().create_task(self._create(name))
+        self._creating.add(task)
+        task.add_done_callback(self._creating.discard)
+        return ec.LEADER_NOT_AVAILABLE
+
+    async def _create(self, name: str) -> None:
+        cls = admin.CreateTopicsRequest
+        request = cls(version=CREATE_TOPICS_VERSION, topics=[cls.CreatableTopic(
+            name=name, num_partitions=-1, replication_factor=-1, assignments=[], configs=[])],
+            timeout_ms=30_000, validate_only=False)
+        try:
+            await self._channel.send(request, CREATE_TOPICS_VERSION, admin.CreateTopicsResponse)
+        except ControllerUnreachableError as exc:  # the client's next Metadata asks again
+            log.info("auto-creation of %s not forwarded: %s", name, exc)
+
+    def _topic(self, cls: Any, info: TopicInfo, operations: frozenset[int] | None) -> Any:
+        entry = cls.MetadataResponseTopic
+        registry = self.image.registry
+        partitions = [entry.MetadataResponsePartition(
+            error_code=ec.NONE if p.leader >= 0 else ec.LEADER_NOT_AVAILABLE, partition_index=index,
+            leader_id=p.leader, leader_epoch=p.leader_epoch, replica_nodes=list(p.replicas), isr_nodes=list(p.isr),
+            offline_replicas=[r for r in p.replicas if registry.is_fenced(r)])
+            for index, p in sorted(info.partitions.items())]
+        return entry(error_code=ec.NONE, name=info.name, topic_id=info.topic_id, is_internal=info.name in INTERNAL_TOPICS,
+                     partitions=partitions, authorized_operations=operations)
+
+    def partition_access(self, log: Log, disk: Executor) -> PartitionAccess:
+        """How clients reach a partition held here: led at the epoch the controller gave, or,
+        where another broker leads, refused with NOT_LEADER_OR_FOLLOWER. A partition the
+        metadata does not know (a coordinator topic this node keeps alone) is led here."""
+        info = self.image.topic(log.topic)
+        state = None if info is None else info.partitions.get(log.partition)
+        if state is None:
+            return LocalPartition(log, disk)
+        if state.leader != self.node_id:
+            return FollowerPartition(log.topic, log.partition, state.leader)
+        return LocalPartition(log, disk, leader_epoch=state.leader_epoch)
+
+    async def forward(self, req: Request) -> Any:
+        """Send a client's request to the active controller and return its answer."""
+        return await self._channel.send(req.body, req.version, req.spec.response)
+
+    def open_hosted_partitions(self, topics: Topics) -> None:
+        """Open, with the cluster's topic id and configs, every partition placed on this broker."""
+        for info in list(self.image.topics.values()):
+            hosted = [index for index, p in info.partitions.items() if self.node_id in p.replicas]
+            if hosted:
+                configs = self.image.configs.get((TOPIC_RESOURCE, info.name), {})
+                topics.adopt(info.name, info.topic_id, hosted, len(info.partitions), configs)
+
+    async def close(self) -> None:
+        for task in list(self._creating):
+            task.cancel()
+        await asyncio.gather(*self._creating, return_exceptions=True)
+        await self._channel.close()
+
+
+class FollowerPartition:
+    """A partition this broker holds but does not lead: every client request for it is
+    answered NOT_LEADER_OR_FOLLOWER (its offsets unknown, -1), sending the client to the leader."""
+
+    __slots__ = ("leader", "partition", "topic")
+    log_start_offset = log_end_offset = high_watermark = last_stable_offset = -1
+
+    def __init__(self, topic: str, partition: int, leader: int):
+        self.topic, self.partition, self.leader = topic, partition, leader
+
+    def _refuse(self, *_args: Any, **_kwargs: Any) -> Any:
+        raise NotLeaderOrFollowerError(f"{self.topic}-{self.partition} is led by broker {self.leader}, not this one")
+
+    async def append(self, records: Any) -> AppendInfo:
+        return self._refuse()
+
+    async def read(self, offset: int, max_bytes: int, *, isolation: str, min_one_batch: bool) -> FetchResult:
+        return self._refuse()
+
+    offset_for_timestamp = end_offset_for_epoch = delete_records_before = _refuse

@@ -1,0 +1,55 @@
+"""A broker's connection to the active controller (Kafka's NodeToControllerChannelManager,
+reduced): Kafka requests sent one at a time over one TCP connection, reopened after a failure."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+
+from logstore.server.protocol import ApiMessage
+
+_SIZE = struct.Struct(">i")
+
+
+class ControllerUnreachableError(ConnectionError):
+    """The controller did not answer (refused, closed, or a response that does not decode)."""
+
+
+class ControllerChannel:
+    """Requests to the controller at (`host`, `port`), as client `client_id`."""
+
+    def __init__(self, host: str, port: int, client_id: str):
+        self.host, self.port = host, port
+        self._client_id = client_id
+        self._streams: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+        self._correlation = 0
+        self._lock = asyncio.Lock()
+
+    async def send(self, request: ApiMessage, version: int, response_class: type[ApiMessage]) -> ApiMessage:
+        """Send `request` at `version` and return its response, decoded as `response_class`;
+        ControllerUnreachableError when the connection fails (the next send reconnects)."""
+        async with self._lock:
+            self._correlation += 1
+            request.with_header(correlation_id=self._correlation, client_id=self._client_id)
+            frame_out = request.encode(version=version, header=True, framed=True)
+            try:
+                reader, writer = await self._connect()
+                writer.write(frame_out)
+                await writer.drain()
+                (size,) = _SIZE.unpack(await reader.readexactly(_SIZE.size))
+                frame = await reader.readexactly(size)
+                return response_class.decode(frame, version=version, header=True)
+            except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
+                await self.close()
+                raise ControllerUnreachableError(f"controller {self.host}:{self.port}: {exc!r}") from exc
+
+    async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        if self._streams is None:
+            self._streams = await asyncio.open_connection(self.host, self.port)
+        return self._streams
+
+    async def close(self) -> None:
+        """Close the connection, if open."""
+        streams, self._streams = self._streams, None
+        if streams is not None:
+            streams[1].close()

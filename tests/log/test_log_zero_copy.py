@@ -1,0 +1,62 @@
+"""Log.read with zero_copy: a FileSlice of the segment file over exactly the batches the
+bytes read returns, found from the index and batch headers, its descriptor pinned in the
+descriptor pool until the slice is closed."""
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from logstore import Log
+from logstore.clock import ManualClock
+from logstore.descriptor_pool import process_pool
+from logstore.file_slice import FileSlice
+from tests.log.log_builders import batch
+from tests.support.clock import NOW
+
+# Small segments and a small index interval: reads cross segments and index entries.
+CONFIG = {"segment.bytes": 4096, "index.interval.bytes": 300}
+
+
+def read_both(log, offset, max_bytes, **options):
+    """(bytes read, first offset) and the same from a zero-copy read, its slice closed."""
+    plain = log.read(offset, max_bytes, **options)
+    sliced = log.read(offset, max_bytes, zero_copy=True, **options)
+    records = sliced.records
+    if isinstance(records, FileSlice):
+        with records:
+            records = records.read()
+    return (bytes(plain.records), plain.first_offset), (records, sliced.first_offset)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sizes=st.lists(st.integers(1, 12), min_size=1, max_size=30), value=st.integers(1, 200),
+       offset_pick=st.floats(0, 1), max_bytes=st.integers(0, 5000), min_one=st.booleans(),
+       isolation=st.sampled_from(["log_end", "high_watermark"]), hw_pick=st.floats(0, 1))
+def test_a_zero_copy_read_covers_the_batches_a_bytes_read_returns(tmp_path_factory, sizes, value, offset_pick,
+                                                                  max_bytes, min_one, isolation, hw_pick):
+    with Log.open(tmp_path_factory.mktemp("zc") / "t-0", CONFIG, clock=ManualClock(NOW)) as log:
+        for n in sizes:
+            log.append(batch(n, value=b"v" * value))
+        end = log.log_end_offset
+        log.high_watermark = int(hw_pick * end)
+        offset = int(offset_pick * end)
+        plain, sliced = read_both(log, offset, max_bytes, min_one_batch=min_one, isolation=isolation)
+        assert sliced == plain
+
+
+def test_a_slice_keeps_its_descriptor_while_the_pool_gives_back_the_others(tmp_path):
+    pool = process_pool()
+    capacity = pool.capacity
+    with Log.open(tmp_path / "t-0", CONFIG, clock=ManualClock(NOW)) as log:
+        for _ in range(20):
+            log.append(batch(5, value=b"x" * 100))
+        expected = bytes(log.read(0, 1000).records)
+        first = log.segments[0]
+        try:
+            with log.read(0, 1000, zero_copy=True).records as sliced:
+                pool.resize(1)  # every segment not pinned gives its descriptors back
+                assert first.descriptors.held
+                assert sliced.read() == expected
+            pool.resize(1)
+            assert not first.descriptors.held  # unpinned once closed
+        finally:
+            pool.resize(capacity)

@@ -1,0 +1,281 @@
+"""`logstore serve` nodes forming a KRaft cluster in one process: a combined broker+controller
+node and broker-only nodes register and heartbeat over the controller listener, are fenced
+when their heartbeats stop (the clock is driven, no sleeps) and unfenced when they return,
+learn the metadata by fetching `__cluster_metadata`, and answer Metadata with every node."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
+from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+from kafka.protocol.producer import ProduceRequest, ProduceResponse
+
+from logstore.clock import ManualClock
+from logstore.partition_metadata import read_partition_metadata
+from logstore.records import Record, build_batch, iter_batches
+from logstore.server import KafkaServer
+from logstore.server.messages.controller_apis import (
+    BrokerHeartbeatRequest,
+    BrokerHeartbeatResponse,
+    BrokerRegistrationRequest,
+    BrokerRegistrationResponse,
+)
+from tests.cli.test_cli_dump import run_in_process
+from tests.support.clock import NOW
+from tests.support.wire import WireClient
+
+CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
+SESSION_MS = 9000
+COMMON = {"controller.listener.names": "CONTROLLER", "broker.session.timeout.ms": str(SESSION_MS)}
+
+
+def controller_node(data_dir: Path, clock: ManualClock) -> KafkaServer:
+    return KafkaServer(data_dir / "node-1", port=0, clock=clock, cluster_id=CLUSTER_ID, config={
+        **COMMON, "process.roles": "broker,controller", "node.id": 1, "controller.quorum.voters": "1@127.0.0.1:0",
+        "listeners": "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0"})
+
+
+def broker_node(data_dir: Path, clock: ManualClock, node_id: int, controller_port: int) -> KafkaServer:
+    return KafkaServer(data_dir / f"node-{node_id}", port=0, clock=clock, cluster_id=CLUSTER_ID, config={
+        **COMMON, "process.roles": "broker", "node.id": node_id,
+        "controller.quorum.bootstrap.servers": f"127.0.0.1:{controller_port}", "listeners": "PLAINTEXT://127.0.0.1:0"})
+
+
+class Cluster:
+    """Three nodes: 1 (broker and controller), 2 and 3 (brokers)."""
+
+    def __init__(self, data_dir: Path):
+        self.dir = data_dir
+        self.clock = ManualClock(NOW)
+        self.nodes: dict[int, KafkaServer] = {1: controller_node(data_dir, self.clock).start()}
+        for node_id in (2, 3):
+            self.start(node_id)
+
+    @property
+    def controller(self):
+        return self.nodes[1].cluster.controller
+
+    def start(self, node_id: int) -> KafkaServer:
+        port = self.nodes[1].cluster.controller_port
+        self.nodes[node_id] = broker_node(self.dir, self.clock, node_id, port).start()
+        return self.nodes[node_id]
+
+    def stop(self, node_id: int) -> None:
+        self.nodes.pop(node_id).stop()
+
+    def pass_time(self, ms: int) -> None:
+        """Advance the clock by `ms` (less than a session) while every running node heartbeats."""
+        self.clock.advance(ms)
+        for node in self.nodes.values():
+            node.check_timers()
+
+    def caught_up(self) -> None:
+        caught_up(self.controller, self.nodes.values())
+
+    def metadata(self, node_id: int, topics: list[str] | None = None) -> MetadataResponse:
+        """Node `node_id`'s Metadata answer, once it has fetched the whole metadata log."""
+        self.caught_up()
+        return metadata(self.nodes[node_id].port, topics)
+
+    def close(self) -> None:
+        for node_id in sorted(self.nodes, reverse=True):
+            self.stop(node_id)
+
+
+def caught_up(controller, brokers, timeout_s: float = 10) -> None:
+    """Wait until every broker has fetched the controller's metadata log to its end."""
+    deadline = time.monotonic() + timeout_s
+    end = controller.log.end_offset
+    while any(n.cluster.lifecycle.metadata_offset < end for n in brokers):
+        assert time.monotonic() < deadline, "the brokers did not fetch the metadata log"
+        time.sleep(0.01)
+
+
+def metadata(port: int, topics: list[str] | None = None) -> MetadataResponse:
+    with WireClient(port) as client:
+        request = MetadataRequest(version=12, topics=None if topics is None else [
+            MetadataRequest.MetadataRequestTopic(name=t, topic_id=uuid.UUID(int=0)) for t in topics],
+            allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+        return client.call(request, MetadataResponse[12])
+
+
+@pytest.fixture
+def cluster(tmp_path: Path):
+    cluster = Cluster(tmp_path)
+    yield cluster
+    cluster.close()
+
+
+def create_topic(port: int, name: str, partitions: int, replication_factor: int) -> CreateTopicsResponse:
+    with WireClient(port) as client:
+        topic = CreateTopicsRequest.CreatableTopic(name=name, num_partitions=partitions,
+                                                   replication_factor=replication_factor, assignments=[], configs=[])
+        return client.call(CreateTopicsRequest(version=7, topics=[topic], timeout_ms=30_000, validate_only=False),
+                           CreateTopicsResponse[7])
+
+
+def brokers_of(response: MetadataResponse) -> list[int]:
+    return sorted(b.node_id for b in response.brokers)
+
+
+def test_every_node_registers_and_every_node_lists_all_of_them(cluster):
+    assert cluster.controller.image.unfenced_brokers() == [1, 2, 3]
+    for node_id in (1, 2, 3):
+        response = cluster.metadata(node_id)
+        assert brokers_of(response) == [1, 2, 3]
+        assert response.cluster_id == CLUSTER_ID
+        ports = {b.node_id: b.port for b in response.brokers}
+        assert ports == {n: node.port for n, node in cluster.nodes.items()}
+
+
+def test_a_topic_created_on_a_broker_is_placed_by_the_controller_and_opened_where_it_lives(cluster):
+    result = create_topic(cluster.nodes[2].port, "orders", 3, 3).topics[0]
+    assert (result.error_code, result.num_partitions, result.replication_factor) == (0, 3, 3)
+    topic_id = cluster.controller.image.topic("orders").topic_id
+    cluster.caught_up()
+    for node_id, node in cluster.nodes.items():
+        response = cluster.metadata(node_id, ["orders"])
+        partitions = response.topics[0].partitions
+        assert response.topics[0].topic_id == topic_id
+        assert sorted(p.partition_index for p in partitions) == [0, 1, 2]
+        assert all(sorted(p.replica_nodes) == [1, 2, 3] and p.isr_nodes == p.replica_nodes for p in partitions)
+        assert sorted(p.leader_id for p in partitions) == [1, 2, 3]
+        for partition in range(3):
+            assert read_partition_metadata(node.data_dir / f"orders-{partition}") == topic_id
+    create_topic(cluster.nodes[1].port, "spread", 3, 1)
+    cluster.caught_up()
+    hosted = {n: sorted(p.name for p in node.data_dir.glob("spread-*")) for n, node in cluster.nodes.items()}
+    assert sorted(sum(hosted.values(), [])) == ["spread-0", "spread-1", "spread-2"]
+    cluster.stop(2)
+    cluster.start(2)
+    assert sorted(p.name for p in cluster.nodes[2].data_dir.glob("spread-*")) == hosted[2]
+    refused = create_topic(cluster.nodes[3].port, "wide", 1, 4).topics[0]
+    assert refused.error_code == 38  # INVALID_REPLICATION_FACTOR: 3 brokers
+    assert create_topic(cluster.nodes[3].port, "orders", 1, 1).topics[0].error_code == 36  # TOPIC_ALREADY_EXISTS
+
+
+def register_silent_broker(cluster: Cluster, broker_id: int) -> int:
+    """A broker that registers and heartbeats once over the controller listener, then goes
+    silent (as a hung process would): its broker epoch."""
+    with WireClient(cluster.nodes[1].cluster.controller_port) as client:
+        registration = client.call(BrokerRegistrationRequest(
+            version=4, broker_id=broker_id, cluster_id=CLUSTER_ID, incarnation_id=uuid.uuid4(),
+            listeners=[BrokerRegistrationRequest.Listener(name="PLAINTEXT", host="127.0.0.1", port=1,
+                                                          security_protocol=0)],
+            features=[], rack=None, log_dirs=[], previous_broker_epoch=-1), BrokerRegistrationResponse[4])
+        epoch = registration.broker_epoch
+        beat = client.call(BrokerHeartbeatRequest(version=1, broker_id=broker_id, broker_epoch=epoch,
+                                                  current_metadata_offset=epoch, want_fence=False,
+                                                  want_shut_down=False), BrokerHeartbeatResponse[1])
+    assert (registration.error_code, beat.error_code, beat.is_fenced) == (0, 0, False)
+    return epoch
+
+
+def test_a_broker_whose_heartbeats_stop_is_fenced_when_its_session_runs_out(cluster):
+    register_silent_broker(cluster, 4)
+    assert brokers_of(cluster.metadata(2)) == [1, 2, 3, 4]
+    create_topic(cluster.nodes[1].port, "orders", 4, 4)
+    cluster.pass_time(SESSION_MS // 2)
+    assert 4 in cluster.controller.image.unfenced_brokers()  # its session has not run out yet
+    cluster.pass_time(SESSION_MS // 2 + 1)
+    assert cluster.controller.image.unfenced_brokers() == [1, 2, 3]
+    response = cluster.metadata(2, ["orders"])
+    assert brokers_of(response) == [1, 2, 3]
+    for p in response.topics[0].partitions:
+        assert 4 not in p.isr_nodes and p.leader_id in (1, 2, 3) and p.offline_replicas == [4]
+
+
+def test_a_stopped_broker_is_fenced_at_once_and_returns_unfenced_with_a_new_epoch(cluster):
+    first_epoch = cluster.controller.image.brokers[3].broker_epoch
+    cluster.stop(3)  # a controlled shutdown: its last heartbeat asks to stop
+    assert cluster.controller.image.unfenced_brokers() == [1, 2]
+    assert brokers_of(cluster.metadata(1)) == [1, 2]
+    cluster.start(3)
+    assert cluster.controller.image.unfenced_brokers() == [1, 2, 3]
+    assert cluster.controller.image.brokers[3].broker_epoch > first_epoch
+    assert brokers_of(cluster.metadata(1)) == [1, 2, 3]
+
+
+def placements(image) -> dict:
+    """Topic name -> (topic id, {partition: replicas})."""
+    return {t.name: (t.topic_id, {i: p.replicas for i, p in t.partitions.items()}) for t in image.topics.values()}
+
+
+def test_a_restarted_controller_reloads_the_metadata_and_brokers_keep_their_replica_of_it(tmp_path, capsys,
+                                                                                         monkeypatch):
+    cluster = Cluster(tmp_path)
+    try:
+        create_topic(cluster.nodes[1].port, "orders", 2, 2)
+        cluster.nodes[1].cluster.controller.snapshot()
+        create_topic(cluster.nodes[1].port, "later", 1, 1)
+        expected = placements(cluster.controller.image)
+        cluster.caught_up()
+    finally:
+        cluster.close()
+    restarted = controller_node(tmp_path, ManualClock(NOW)).start()
+    try:
+        image = restarted.cluster.controller.image
+        assert placements(image) == expected
+        # every node stopped (fenced, the last ISR member staying); node 1 came back: it leads
+        # where it is in the ISR, the other partitions wait for their brokers
+        partitions = [p for t in image.topics.values() for p in t.partitions.values()]
+        assert all(p.leader == (1 if 1 in p.isr else -1) for p in partitions)
+        assert brokers_of(metadata(restarted.port)) == [1]
+    finally:
+        restarted.stop()
+    replica = tmp_path / "node-2" / "__cluster_metadata-0"
+    dumped = run_in_process("dump", "--cluster-metadata-decoder", "--files", "00000000000000000000.log",
+                            cwd=replica, capsys=capsys, monkeypatch=monkeypatch)
+    assert dumped.returncode == 0, dumped.stderr
+    assert '"type":"TOPIC_RECORD","version":0,"data":{"name":"later"' in dumped.stdout
+
+
+def test_a_controller_only_node_runs_the_quorum_without_being_a_broker(tmp_path):
+    clock = ManualClock(NOW)
+    controller = KafkaServer(tmp_path / "controller", port=0, clock=clock, cluster_id=CLUSTER_ID, config={
+        **COMMON, "process.roles": "controller", "node.id": 9, "controller.quorum.voters": "9@127.0.0.1:0",
+        "listeners": "CONTROLLER://127.0.0.1:0"}).start()
+    try:
+        broker = broker_node(tmp_path, clock, 1, controller.cluster.controller_port).start()
+        try:
+            assert controller.cluster.controller.image.unfenced_brokers() == [1]
+            caught_up(controller.cluster.controller, [broker])
+            assert brokers_of(metadata(broker.port)) == [1]
+            assert create_topic(broker.port, "orders", 2, 1).topics[0].error_code == 0
+        finally:
+            broker.stop()
+    finally:
+        controller.stop()
+    assert not list((tmp_path / "controller").glob("orders-*"))
+
+
+def produce(port: int, topic: str, partition: int, value: bytes) -> int:
+    """Produce one record to `topic`-`partition` at node `port`: the error code."""
+    request = ProduceRequest[7]
+    batch = build_batch([Record(0, NOW, None, value)])
+    with WireClient(port) as client:
+        response = client.call(request(transactional_id=None, acks=1, timeout_ms=1000, topic_data=[
+            request.TopicProduceData(name=topic, partition_data=[
+                request.TopicProduceData.PartitionProduceData(index=partition, records=batch)])]), ProduceResponse[7])
+    return response.responses[0].partition_responses[0].error_code
+
+
+def test_only_the_leader_takes_a_partitions_records_and_stamps_the_controllers_leader_epoch(cluster):
+    create_topic(cluster.nodes[1].port, "orders", 3, 3)  # one partition led by each broker
+    cluster.caught_up()
+    partitions = cluster.controller.image.topic("orders").partitions
+    index, first = next((i, p.leader) for i, p in sorted(partitions.items()) if p.leader != 1)
+    followers = [n for n in (1, 2, 3) if n != first]
+    assert [produce(cluster.nodes[n].port, "orders", index, b"x") for n in followers] == [6, 6]  # NOT_LEADER_...
+    assert produce(cluster.nodes[first].port, "orders", index, b"epoch 0") == 0
+    cluster.stop(first)  # the controller moves the leadership to a follower, in epoch 1
+    cluster.caught_up()
+    state = cluster.controller.image.topic("orders").partitions[index]
+    assert state.leader in followers and state.leader_epoch == 1
+    assert produce(cluster.nodes[state.leader].port, "orders", index, b"epoch 1") == 0
+    log = cluster.nodes[state.leader].manager.get("orders", index)
+    assert [b.partition_leader_epoch for b in iter_batches((log.dir / "00000000000000000000.log").read_bytes())] == [1]

@@ -1,0 +1,219 @@
+"""The fetch path sends record bytes from the segment file with sendfile (Kafka's
+FileRecords.transferTo), the response's framing written around them: real clients read exactly
+what was produced, fetch sessions and read_committed included; budgets still cut at whole
+batches; aborted-transaction lists come from the transaction index, no record decoded."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+import pytest
+from confluent_kafka import Producer
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from kafka.protocol.consumer import FetchRequest, FetchResponse
+from kafka.protocol.producer import ProduceRequest, ProduceResponse
+
+from logstore.records import Record, build_batch
+from logstore.records.batch import RecordBatch
+from tests.server.test_server_clients import consume_confluent, poll_kafka_python
+from tests.server.test_server_transactions import read_all, read_all_kafka_python
+from tests.support.wire import WireClient
+
+COUNT = 2000
+VALUE = bytes(range(256)) * 4  # 1 KiB
+
+
+class Spies:
+    """Bytes the process sent with os.sendfile and read with os.pread, and records decoded."""
+
+    def __init__(self) -> None:
+        self.sent = 0
+        self.read = 0
+        self.decoded = 0
+
+    def reset(self) -> None:
+        self.sent = self.read = self.decoded = 0
+
+
+@pytest.fixture
+def spies(monkeypatch) -> Spies:
+    found = Spies()
+    sendfile, pread, records_bytes = os.sendfile, os.pread, RecordBatch.records_bytes
+
+    def spy_sendfile(out_fd, in_fd, offset, count):
+        # counted before the call: the client may read the last byte before the server's
+        # thread returns from it
+        found.sent += count
+        sent = 0
+        try:
+            sent = sendfile(out_fd, in_fd, offset, count)
+            return sent
+        finally:
+            found.sent -= count - sent
+
+    def spy_pread(fd, size, position):
+        data = pread(fd, size, position)
+        found.read += len(data)
+        return data
+
+    def spy_records_bytes(batch, **options):
+        found.decoded += 1
+        return records_bytes(batch, **options)
+
+    monkeypatch.setattr(os, "sendfile", spy_sendfile)
+    monkeypatch.setattr(os, "pread", spy_pread)
+    monkeypatch.setattr(RecordBatch, "records_bytes", spy_records_bytes)
+    return found
+
+
+def produce(bootstrap: str, topic: str, values: list[bytes], **conf) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **conf})
+    for value in values:
+        producer.produce(topic, value, partition=0)
+    assert producer.flush(30) == 0
+
+
+def values_for(topic: str) -> list[bytes]:
+    return [b"%s-%d-" % (topic.encode(), i) + VALUE for i in range(COUNT)]
+
+
+def aiokafka_values(bootstrap: str, topic: str, count: int) -> list[bytes]:
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    async def read() -> list[bytes]:
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest")
+        await consumer.start()
+        try:
+            consumer.assign([TopicPartition(topic, 0)])
+            values = []
+            while len(values) < count:
+                for records in (await consumer.getmany(timeout_ms=500)).values():
+                    values += [r.value for r in records]
+            return values
+        finally:
+            await consumer.stop()
+
+    return asyncio.run(asyncio.wait_for(read(), 30))
+
+
+def kafka_python_values(bootstrap: str, topic: str, count: int) -> list[bytes]:
+    from kafka import KafkaConsumer, TopicPartition
+
+    # kafka-python opens a fetch session (KIP-227): the fetches after the first are incremental
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    consumer.assign([TopicPartition(topic, 0)])
+    consumer.seek_to_beginning()
+    try:
+        return poll_kafka_python(consumer, count)
+    finally:
+        consumer.close()
+
+
+READERS = {
+    "confluent": lambda bootstrap, topic, count: [m.value() for m in consume_confluent(bootstrap, topic, count)],
+    "kafka-python": kafka_python_values,
+    "aiokafka": aiokafka_values,
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("client", sorted(READERS))
+def test_clients_read_exactly_the_records_produced_and_the_bytes_go_through_sendfile(module_server, spies,
+                                                                                      client):
+    topic = f"zero-copy-{client}"
+    expected = values_for(topic)
+    produce(module_server.bootstrap_servers, topic, expected)
+    spies.reset()
+    assert READERS[client](module_server.bootstrap_servers, topic, COUNT) == expected
+    stored = module_server.manager.get(topic, 0).size
+    assert spies.sent >= stored  # every record byte went out through sendfile
+    assert spies.read < stored / 4  # only batch headers were read into Python
+    assert spies.decoded == 0
+
+
+@pytest.mark.slow
+def test_read_committed_skips_aborted_transactions_without_the_server_decoding_a_record(module_server, spies):
+    bootstrap = module_server.bootstrap_servers
+    topic = "zero-copy-txn"
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "zero-copy", "linger.ms": 5})
+    producer.init_transactions(20)
+    committed = []
+    for round_, commit in enumerate([True, False, True, False, True]):
+        producer.begin_transaction()
+        values = [b"%d-%d-" % (round_, i) + VALUE for i in range(300)]
+        for value in values:
+            producer.produce(topic, value, partition=0)
+        producer.flush(20)
+        if commit:
+            producer.commit_transaction(20)
+            committed += values
+        else:
+            producer.abort_transaction(20)
+    spies.reset()
+    assert read_all(bootstrap, topic, committed=True) == committed
+    assert read_all_kafka_python(bootstrap, topic, committed=True) == committed
+    assert spies.sent >= 2 * module_server.manager.get(topic, 0).size
+    assert spies.decoded == 0
+
+
+# ---------------------------------------------------------------- budgets, at the wire
+
+SIZES = [40, 3000, 9000, 200, 5000, 15000, 100, 7000, 60, 20000, 4100, 300]  # values: inline and sliced
+
+
+@pytest.fixture(scope="module")
+def edges(module_server) -> list[tuple[int, bytes]]:
+    """Partitions 0 and 1 of topic `edges` hold the same batches: [(base offset, batch bytes)]."""
+    module_server.context.topics.create("edges", 2)
+    batches = []
+    with WireClient(module_server.port) as client:
+        for i, size in enumerate(SIZES):
+            now = int(time.time() * 1000)
+            batch = build_batch([Record(0, now, b"k", bytes([i]) * size), Record(1, now, None, b"x")])
+            topic = ProduceRequest[7].TopicProduceData
+            parts = [topic.PartitionProduceData(index=p, records=batch) for p in (0, 1)]
+            answer = client.call(ProduceRequest[7](transactional_id=None, acks=1, timeout_ms=1000, topic_data=[
+                topic(name="edges", partition_data=parts)]), ProduceResponse[7])
+            offsets = {p.base_offset for p in answer.responses[0].partition_responses}
+            assert offsets == {2 * i}
+            batches.append((2 * i, bytes(module_server.manager.get("edges", 0).read(2 * i, 1).records)))
+    return batches
+
+
+def expected_records(batches: list[tuple[int, bytes]], offset: int, limit: int, min_one: bool) -> bytes:
+    """Whole batches from the one holding `offset`, at most `limit` bytes, the first whole
+    whatever its size when `min_one` (KIP-74)."""
+    start = max(i for i, (base, _) in enumerate(batches) if base <= offset)
+    out, used = [], 0
+    for _, data in batches[start:]:
+        if used + len(data) > limit and not (min_one and not out):
+            break
+        out.append(data)
+        used += len(data)
+    return b"".join(out)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(offset=st.integers(0, 2 * len(SIZES) - 1), first_max=st.integers(0, 60_000),
+       second_max=st.integers(0, 60_000), max_bytes=st.integers(0, 80_000),
+       version=st.sampled_from([4, 7, 11, 12]))
+def test_fetch_budgets_cut_at_whole_batches_whether_sliced_or_inline(module_server, edges, offset, first_max,
+                                                                     second_max, max_bytes, version):
+    topic = FetchRequest[version].FetchTopic
+    partitions = [topic.FetchPartition(partition=p, current_leader_epoch=-1, fetch_offset=offset, log_start_offset=-1,
+                                       partition_max_bytes=m) for p, m in ((0, first_max), (1, second_max))]
+    request = FetchRequest[version](replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=max_bytes,
+                                    isolation_level=0, session_id=0, session_epoch=-1,
+                                    topics=[topic(topic="edges", partitions=partitions)],
+                                    forgotten_topics_data=[], rack_id="")
+    with WireClient(module_server.port) as client:
+        answer = client.call(request, FetchResponse[version])
+    got = [bytes(p.records or b"") for p in answer.responses[0].partitions]
+    first = expected_records(edges, offset, min(first_max, max_bytes), first_max > 0) if first_max else b""
+    left = max(max_bytes - len(first), 0)
+    second = expected_records(edges, offset, min(second_max, left), not first and second_max > 0) \
+        if second_max else b""
+    assert got == [first, second]
