@@ -112,7 +112,7 @@ class LogSegment(SegmentFiles):
             raise FileExistsError(f"segment log file {segment.log_path} already holds data")
         for index in (segment._offset_index, segment._time_index):
             index.path.unlink(missing_ok=True)
-            index.max_entries  # noqa: B018 -- first use creates and preallocates the file
+            index.preallocate()
         segment.log_path.touch()
         return segment
 
@@ -161,6 +161,8 @@ class LogSegment(SegmentFiles):
     def read_next_offset(self) -> int:
         """Scan from the last offset-index entry to the last batch: its last offset + 1."""
         next_offset = self._base_offset
+        if not self._state.size:
+            return next_offset  # nothing to scan, no index to map
         start = self._offset_index.lookup(self._offset_index.last_offset).position
         for _, header in self.batch_headers(start):
             next_offset = header.next_offset
@@ -307,6 +309,21 @@ class LogSegment(SegmentFiles):
         start = max(self._offset_index.lookup(offset).position, starting_position)
         return self._records.find_batch(offset, start)
 
+    def _first_batch(self, start_offset: int, max_size: int,
+                     min_one_message: bool) -> tuple[LogOffsetPosition, int] | None:
+        """The batch holding `start_offset` (None past the end) and the bytes a read from it may
+        take: `max_size`, or the whole batch with `min_one_message`. ValueError if `max_size` < 0."""
+        if max_size < 0:
+            raise ValueError(f"invalid max size {max_size} for a read from {self.log_path}")
+        following = self._following
+        if following is not None and following[0] <= start_offset <= following[1].offset:
+            mapping = following[1]  # where the last read stopped: no index lookup or header scan
+        else:
+            mapping = self.translate_offset(start_offset)
+            if mapping is None:
+                return None
+        return mapping, max(max_size, mapping.size) if min_one_message else max_size
+
     def read(
         self,
         start_offset: int,
@@ -322,16 +339,10 @@ class LogSegment(SegmentFiles):
         (a sequential reader) needs no index lookup or header scan. It stops before a batch with
         an impossible header; a read from that batch raises CorruptRecordError.
         """
-        if max_size < 0:
-            raise ValueError(f"invalid max size {max_size} for a read from {self.log_path}")
-        following = self._following
-        if following is not None and following[0] <= start_offset <= following[1].offset:
-            mapping = following[1]
-        else:
-            mapping = self.translate_offset(start_offset)
-            if mapping is None:
-                return None
-        adjusted = max(max_size, mapping.size) if min_one_message else max_size
+        first = self._first_batch(start_offset, max_size, min_one_message)
+        if first is None:
+            return None
+        mapping, adjusted = first
         if max_position is None:
             max_position = self._state.size
         if adjusted == 0:
@@ -357,12 +368,10 @@ class LogSegment(SegmentFiles):
     ) -> FileSlice | None:
         """The batches `read` would return, as a FileSlice of the `.log` file instead of bytes:
         only batch headers are read (the caller closes it). None if `start_offset` is past the end."""
-        if max_size < 0:
-            raise ValueError(f"invalid max size {max_size} for a read from {self.log_path}")
-        mapping = self.translate_offset(start_offset)
-        if mapping is None:
+        first = self._first_batch(start_offset, max_size, min_one_message)
+        if first is None:
             return None
-        adjusted = max(max_size, mapping.size) if min_one_message else max_size
+        mapping, adjusted = first
         bound = min(self._state.size if max_position is None else max_position, mapping.position + adjusted)
         end = self._whole_batches_end(mapping.position, bound)
         return self.file_slice(mapping.position, end - mapping.position)
