@@ -35,6 +35,7 @@ from typing import Protocol
 
 import numpy as np
 
+from index.base import OUT_OF_DESCRIPTORS
 from logstore._segment_kernels import SIZE
 from logstore.errors import descriptor_limit_error
 
@@ -207,6 +208,18 @@ def capacity_for(limit: int) -> int:
     if limit == resource.RLIM_INFINITY:
         return UNLIMITED
     return max(limit - max(limit // HEADROOM_SHARE, MIN_HEADROOM), 1)
+
+
+@contextmanager
+def named_descriptor_errors(what: str) -> Iterator[None]:
+    """Raise DescriptorLimitError naming `what` and the limit for an OSError of the process
+    being out of descriptors (EMFILE, ENFILE) inside (a checkpoint, a lock, a directory)."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno in OUT_OF_DESCRIPTORS:
+            raise descriptor_limit_error(what) from exc
+        raise
 
 
 _process_pool: DescriptorPool | None = None

@@ -182,6 +182,8 @@ class DataApi:
                     found = target.offset_for_timestamp(p.timestamp)
                 except ValueError:
                     found, error = None, ec.UNSUPPORTED_VERSION
+                except LogstoreError as exc:  # NOT_LEADER_OR_FOLLOWER where another broker leads
+                    found, error = None, ec.for_exception(exc)
                 if found is not None:
                     timestamp, offset = found.timestamp, found.offset
                     epoch = -1 if found.leader_epoch is None else found.leader_epoch
@@ -205,7 +207,11 @@ class DataApi:
                 if target is None:
                     partitions.append(entry(error_code=ec.UNKNOWN_TOPIC_OR_PARTITION, partition=p.partition))
                     continue
-                epoch, end = target.end_offset_for_epoch(p.leader_epoch)
+                try:
+                    epoch, end = target.end_offset_for_epoch(p.leader_epoch)
+                except LogstoreError as exc:  # NOT_LEADER_OR_FOLLOWER where another broker leads
+                    partitions.append(entry(error_code=ec.for_exception(exc), partition=p.partition))
+                    continue
                 partitions.append(entry(error_code=ec.NONE, partition=p.partition, leader_epoch=epoch,
                                         end_offset=end))
             topics.append(cls.OffsetForLeaderTopicResult(topic=topic.topic, partitions=partitions))

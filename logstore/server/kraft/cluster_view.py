@@ -1,20 +1,25 @@
 """What a broker of a KRaft cluster tells its clients, read from the metadata image it
 replays: Metadata lists every unfenced registered broker and each partition's leader, replicas
-and ISR; CreateTopics is forwarded to the active controller (as Kafka's brokers forward it); and
-the partitions the metadata places on this broker are opened in its data directory."""
+and ISR; CreateTopics is forwarded to the active controller (as Kafka's brokers forward it); the
+partitions the metadata places on this broker are opened in its data directory, and served
+only where this broker leads them (at the controller's leader epoch)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import uuid
+from concurrent.futures import Executor
 from typing import Any
 
-from logstore.errors import InvalidTopicError
+from logstore.errors import InvalidTopicError, NotLeaderOrFollowerError
+from logstore.log import Log
 from logstore.log_files import validate_topic
+from logstore.log_results import AppendInfo, FetchResult
 from logstore.server import error_codes as ec
-from logstore.server.kraft.controller_channel import ControllerChannel, ControllerUnreachableError
 from logstore.server.kraft.metadata_image import TOPIC_RESOURCE, MetadataImage, TopicInfo
+from logstore.server.kraft.node_channel import NodeChannel, NodeUnreachableError
+from logstore.server.partition_access import LocalPartition, PartitionAccess
 from logstore.server.protocol import Request, admin
 from logstore.server.topics import INTERNAL_TOPICS, Topics
 
@@ -31,7 +36,7 @@ class ClusterView:
         self.image = image
         self.node_id = node_id
         self._listener = listener
-        self._channel = ControllerChannel(*controller, f"broker-{node_id}-forwarding")
+        self._channel = NodeChannel(*controller, f"broker-{node_id}-forwarding")
         self._creating: set[asyncio.Task] = set()
 
     def brokers(self) -> list[tuple[int, str, int, str | None]]:
@@ -91,7 +96,7 @@ class ClusterView:
             timeout_ms=30_000, validate_only=False)
         try:
             await self._channel.send(request, CREATE_TOPICS_VERSION, admin.CreateTopicsResponse)
-        except ControllerUnreachableError as exc:  # the client's next Metadata asks again
+        except NodeUnreachableError as exc:  # the client's next Metadata asks again
             log.info("auto-creation of %s not forwarded: %s", name, exc)
 
     def _topic(self, cls: Any, info: TopicInfo, operations: frozenset[int] | None) -> Any:
@@ -104,6 +109,18 @@ class ClusterView:
             for index, p in sorted(info.partitions.items())]
         return entry(error_code=ec.NONE, name=info.name, topic_id=info.topic_id, is_internal=info.name in INTERNAL_TOPICS,
                      partitions=partitions, authorized_operations=operations)
+
+    def partition_access(self, log: Log, disk: Executor) -> PartitionAccess:
+        """How clients reach a partition held here: led at the epoch the controller gave, or,
+        where another broker leads, refused with NOT_LEADER_OR_FOLLOWER. A partition the
+        metadata does not know (a coordinator topic this node keeps alone) is led here."""
+        info = self.image.topic(log.topic)
+        state = None if info is None else info.partitions.get(log.partition)
+        if state is None:
+            return LocalPartition(log, disk)
+        if state.leader != self.node_id:
+            return FollowerPartition(log.topic, log.partition, state.leader)
+        return LocalPartition(log, disk, leader_epoch=state.leader_epoch)
 
     async def forward(self, req: Request) -> Any:
         """Send a client's request to the active controller and return its answer."""
@@ -122,3 +139,25 @@ class ClusterView:
             task.cancel()
         await asyncio.gather(*self._creating, return_exceptions=True)
         await self._channel.close()
+
+
+class FollowerPartition:
+    """A partition this broker holds but does not lead: every client request for it is
+    answered NOT_LEADER_OR_FOLLOWER (its offsets unknown, -1), sending the client to the leader."""
+
+    __slots__ = ("leader", "partition", "topic")
+    log_start_offset = log_end_offset = high_watermark = last_stable_offset = -1
+
+    def __init__(self, topic: str, partition: int, leader: int):
+        self.topic, self.partition, self.leader = topic, partition, leader
+
+    def _refuse(self, *_args: Any, **_kwargs: Any) -> Any:
+        raise NotLeaderOrFollowerError(f"{self.topic}-{self.partition} is led by broker {self.leader}, not this one")
+
+    async def append(self, records: Any) -> AppendInfo:
+        return self._refuse()
+
+    async def read(self, offset: int, max_bytes: int, *, isolation: str, min_one_batch: bool) -> FetchResult:
+        return self._refuse()
+
+    offset_for_timestamp = end_offset_for_epoch = delete_records_before = _refuse
