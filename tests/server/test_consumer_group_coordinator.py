@@ -28,7 +28,7 @@ SESSION_MS = 1_000
 REBALANCE_MS = 600
 GROUP = "g"
 CLIENTS = [f"c{i}" for i in range(5)]
-SUBSCRIPTIONS = [("a",), ("b",), ("a", "b"), ("a", "b", "c"), ("c",)]
+SUBSCRIPTIONS = [("a",), ("b",), ("a", "b"), ("a", "b", "c"), ("c",), ("a", "missing")]
 
 
 class FakeTopics:

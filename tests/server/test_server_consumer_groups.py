@@ -16,7 +16,12 @@ from kafka.protocol.admin import (
     ListGroupsRequest,
     ListGroupsResponse,
 )
-from kafka.protocol.consumer import OffsetCommitRequest, OffsetCommitResponse
+from kafka.protocol.consumer import (
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+)
 
 from logstore.clock import ManualClock
 from logstore.server import KafkaServer
@@ -188,6 +193,22 @@ def test_members_commit_at_their_member_epoch(tmp_path):
         assert commit(wire, 8, "m1", joined.member_epoch + 1) == ec.ILLEGAL_GENERATION
         assert commit(wire, 9, "m2", joined.member_epoch) == ec.UNKNOWN_MEMBER_ID
         assert commit(wire, 9, "", -1) == ec.UNKNOWN_MEMBER_ID  # nobody else commits while it consumes
+        assert fetch(wire, "m1", joined.member_epoch) == (ec.NONE, [5])
+        assert fetch(wire, "m1", joined.member_epoch + 1) == (ec.STALE_MEMBER_EPOCH, [])
+        assert fetch(wire, "", -1) == (ec.NONE, [5])  # an admin's fetch
+
+
+def fetch(wire: WireClient, member: str, epoch: int) -> tuple[int, list[int]]:
+    """OffsetFetch v9 of group "c" (and of a group nobody knows, in the same batch)."""
+    cls = OffsetFetchRequest[9]
+    group = cls.OffsetFetchRequestGroup
+    response = wire.call(cls(require_stable=True, groups=[
+        group(group_id="c", member_id=member, member_epoch=epoch,
+              topics=[group.OffsetFetchRequestTopics(name="t", partition_indexes=[0])]),
+        group(group_id="none", member_id=None, member_epoch=-1, topics=None)]), OffsetFetchResponse[9])
+    ours, other = response.groups
+    assert (other.group_id, other.error_code, other.topics) == ("none", ec.NONE, [])
+    return ours.error_code, [p.committed_offset for t in ours.topics for p in t.partitions]
 
 
 def test_a_silent_member_is_fenced_at_its_session_timeout_on_the_clock(tmp_path):
