@@ -1,11 +1,14 @@
 """The fetch path sends record bytes from the segment file with sendfile (Kafka's
 FileRecords.transferTo), the response's framing written around them: real clients read exactly
 what was produced, fetch sessions and read_committed included; budgets still cut at whole
-batches; aborted-transaction lists come from the transaction index, no record decoded."""
+batches; aborted-transaction lists come from the transaction index, no record decoded; a
+connection that cannot sendfile gets the records copied."""
 
 from __future__ import annotations
 
 import asyncio
+import errno
+import logging
 import os
 import time
 
@@ -157,6 +160,19 @@ def test_read_committed_skips_aborted_transactions_without_the_server_decoding_a
     assert read_all_kafka_python(bootstrap, topic, committed=True) == committed
     assert spies.sent >= 2 * module_server.manager.get(topic, 0).size
     assert spies.decoded == 0
+
+
+def test_a_connection_that_cannot_sendfile_gets_the_records_copied_and_says_so(module_server, monkeypatch, caplog):
+    def refuse(*args):
+        raise OSError(errno.EINVAL, "sendfile refused")  # as for a socket sendfile cannot write to
+
+    topic = "zero-copy-fallback"
+    expected = values_for(topic)[:300]
+    produce(module_server.bootstrap_servers, topic, expected)
+    monkeypatch.setattr(os, "sendfile", refuse)
+    with caplog.at_level(logging.INFO, logger="logstore.server"):
+        assert kafka_python_values(module_server.bootstrap_servers, topic, len(expected)) == expected
+    assert "sendfile is not available on this connection, fetched records are copied" in caplog.text
 
 
 # ---------------------------------------------------------------- budgets, at the wire
