@@ -188,10 +188,9 @@ class ConsumerGroupCoordinator:
         if call.member_epoch > existing.member_epoch or (
                 call.member_epoch < existing.member_epoch and not (
                     call.member_epoch == existing.previous_member_epoch and _within(call.owned, existing.assigned))):
-            raise Refused(ec.FENCED_MEMBER_EPOCH, "The consumer group member has a smaller member epoch "
-                                               f"({call.member_epoch}) than the one known by the group coordinator "
-                                               f"({existing.member_epoch}). The member must abandon all its "
-                                               "partitions and rejoin.")
+            raise Refused(ec.FENCED_MEMBER_EPOCH, f"The consumer group member has member epoch {call.member_epoch}, "
+                                                  f"the group coordinator knows it at {existing.member_epoch}. The "
+                                                  "member must abandon all its partitions and rejoin.")
         return existing, False
 
     @staticmethod

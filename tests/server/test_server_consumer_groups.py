@@ -266,3 +266,21 @@ def test_a_consumer_group_is_deleted_only_once_empty_and_stays_deleted(tmp_path)
         assert heartbeat(wire, "gone", "m1", joined.member_epoch, owned=[]).error_code == ec.GROUP_ID_NOT_FOUND
     with KafkaServer(tmp_path, port=0, config=CONFIG) as server, WireClient(server.port) as wire:
         assert describe(wire, "gone")[0].error_code == ec.GROUP_ID_NOT_FOUND
+
+
+def test_a_member_that_does_not_revoke_within_its_rebalance_timeout_is_fenced(tmp_path):
+    clock = ManualClock(NOW)
+    with KafkaServer(tmp_path, port=0, config=CONFIG, clock=clock) as server, WireClient(server.port) as wire:
+        create_topic(server, "t", 2)
+        slow = heartbeat(wire, "rb", "slow", 0, topics=["t"])  # rebalance timeout 30 s
+        other = heartbeat(wire, "rb", "other", 0, topics=["t"])
+        told = heartbeat(wire, "rb", "slow", slow.member_epoch, owned=owned(slow))
+        assert len(partitions(told)) == 1  # it is to give one up, and never does
+        clock.advance(5_000)
+        heartbeat(wire, "rb", "other", other.member_epoch, owned=[])
+        heartbeat(wire, "rb", "slow", told.member_epoch, owned=owned(slow))  # still holding both
+        clock.advance(25_001)
+        heartbeat(wire, "rb", "other", other.member_epoch, owned=[])
+        server.check_timers()
+        assert [m.member_id for m in describe(wire, "rb")[0].members] == ["other"]
+        assert partitions(heartbeat(wire, "rb", "other", other.member_epoch, owned=[])) == [0, 1]

@@ -232,6 +232,10 @@ def test_a_restarted_controller_reloads_the_metadata_and_brokers_keep_their_repl
                             cwd=replica, capsys=capsys, monkeypatch=monkeypatch)
     assert dumped.returncode == 0, dumped.stderr
     assert '"type":"TOPIC_RECORD","version":0,"data":{"name":"later"' in dumped.stdout
+    for node_id in (1, 2, 3):  # every node's data directory, metadata log and snapshots included
+        verified = run_in_process("verify", str(tmp_path / f"node-{node_id}"), cwd=tmp_path, capsys=capsys,
+                                  monkeypatch=monkeypatch)
+        assert verified.returncode == 0 and verified.stdout.rstrip().endswith("OK"), verified.stdout
 
 
 def test_a_controller_only_node_runs_the_quorum_without_being_a_broker(tmp_path):
@@ -272,10 +276,48 @@ def test_only_the_leader_takes_a_partitions_records_and_stamps_the_controllers_l
     followers = [n for n in (1, 2, 3) if n != first]
     assert [produce(cluster.nodes[n].port, "orders", index, b"x") for n in followers] == [6, 6]  # NOT_LEADER_...
     assert produce(cluster.nodes[first].port, "orders", index, b"epoch 0") == 0
+    replicated(cluster, "orders", index, 1)
     cluster.stop(first)  # the controller moves the leadership to a follower, in epoch 1
     cluster.caught_up()
     state = cluster.controller.image.topic("orders").partitions[index]
     assert state.leader in followers and state.leader_epoch == 1
     assert produce(cluster.nodes[state.leader].port, "orders", index, b"epoch 1") == 0
     log = cluster.nodes[state.leader].manager.get("orders", index)
-    assert [b.partition_leader_epoch for b in iter_batches((log.dir / "00000000000000000000.log").read_bytes())] == [1]
+    assert [b.partition_leader_epoch for b in iter_batches((log.dir / "00000000000000000000.log").read_bytes())] == [
+        0, 1]  # the first leader's batch, replicated, then its own
+
+
+def segment_bytes(node: KafkaServer, topic: str, partition: int) -> bytes:
+    return (node.manager.get(topic, partition).dir / "00000000000000000000.log").read_bytes()
+
+
+def replicated(cluster: Cluster, topic: str, partition: int, end: int, timeout_s: float = 10) -> None:
+    """Wait until every running node's replica of the partition ends at `end`."""
+    deadline = time.monotonic() + timeout_s
+    while any(n.manager.get(topic, partition).log_end_offset < end for n in cluster.nodes.values()):
+        assert time.monotonic() < deadline, "the followers did not fetch the leader's records"
+        time.sleep(0.01)
+
+
+def test_followers_copy_the_leader_byte_for_byte_and_a_returning_leader_follows_its_successor(cluster):
+    create_topic(cluster.nodes[1].port, "orders", 3, 3)
+    cluster.caught_up()
+    partitions = cluster.controller.image.topic("orders").partitions
+    index, first = next((i, p.leader) for i, p in sorted(partitions.items()) if p.leader != 1)
+    for value in (b"a", b"b", b"c"):
+        assert produce(cluster.nodes[first].port, "orders", index, value) == 0
+    replicated(cluster, "orders", index, 3)
+    assert len({segment_bytes(n, "orders", index) for n in cluster.nodes.values()}) == 1
+
+    cluster.stop(first)
+    cluster.caught_up()
+    successor = cluster.controller.image.topic("orders").partitions[index].leader
+    for value in (b"d", b"e"):
+        assert produce(cluster.nodes[successor].port, "orders", index, value) == 0
+    cluster.start(first)  # it follows now: it reconciles its epochs with the successor, then fetches
+    cluster.caught_up()
+    replicated(cluster, "orders", index, 5)
+    copies = {segment_bytes(n, "orders", index) for n in cluster.nodes.values()}
+    assert len(copies) == 1
+    batches = list(iter_batches(copies.pop()))
+    assert [(b.base_offset, b.partition_leader_epoch) for b in batches] == [(0, 0), (1, 0), (2, 0), (3, 1), (4, 1)]

@@ -17,8 +17,8 @@ from logstore.log import Log
 from logstore.log_files import validate_topic
 from logstore.log_results import AppendInfo, FetchResult
 from logstore.server import error_codes as ec
-from logstore.server.kraft.controller_channel import ControllerChannel, ControllerUnreachableError
 from logstore.server.kraft.metadata_image import TOPIC_RESOURCE, MetadataImage, TopicInfo
+from logstore.server.kraft.node_channel import NodeChannel, NodeUnreachableError
 from logstore.server.partition_access import LocalPartition, PartitionAccess
 from logstore.server.protocol import Request, admin
 from logstore.server.topics import INTERNAL_TOPICS, Topics
@@ -36,7 +36,7 @@ class ClusterView:
         self.image = image
         self.node_id = node_id
         self._listener = listener
-        self._channel = ControllerChannel(*controller, f"broker-{node_id}-forwarding")
+        self._channel = NodeChannel(*controller, f"broker-{node_id}-forwarding")
         self._creating: set[asyncio.Task] = set()
 
     def brokers(self) -> list[tuple[int, str, int, str | None]]:
@@ -96,7 +96,7 @@ class ClusterView:
             timeout_ms=30_000, validate_only=False)
         try:
             await self._channel.send(request, CREATE_TOPICS_VERSION, admin.CreateTopicsResponse)
-        except ControllerUnreachableError as exc:  # the client's next Metadata asks again
+        except NodeUnreachableError as exc:  # the client's next Metadata asks again
             log.info("auto-creation of %s not forwarded: %s", name, exc)
 
     def _topic(self, cls: Any, info: TopicInfo, operations: frozenset[int] | None) -> Any:
