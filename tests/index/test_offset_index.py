@@ -209,6 +209,7 @@ def test_lookup_matches_bisect_over_a_sorted_list(tmp_path_factory, deltas, targ
         i = bisect.bisect_right(rels, t) - 1
         want = OffsetPosition(BASE + rels[i], rels[i] * 2) if i >= 0 else OffsetPosition(BASE, 0)
         assert idx.lookup(BASE + t) == want
+        assert idx.lookup_position(t * 2) == want  # positions ascend with the offsets here
     idx.close()
 
 

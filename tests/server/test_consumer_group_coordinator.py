@@ -211,5 +211,5 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
                 for m, x in state.members.items()} == strip
 
 
-ConsumerGroupMachine.TestCase.settings = settings(max_examples=200, stateful_step_count=50, deadline=None)
+ConsumerGroupMachine.TestCase.settings = settings(max_examples=120, stateful_step_count=40, deadline=None)
 test_no_partition_is_ever_owned_by_two_members = ConsumerGroupMachine.TestCase

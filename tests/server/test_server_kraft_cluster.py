@@ -232,6 +232,10 @@ def test_a_restarted_controller_reloads_the_metadata_and_brokers_keep_their_repl
                             cwd=replica, capsys=capsys, monkeypatch=monkeypatch)
     assert dumped.returncode == 0, dumped.stderr
     assert '"type":"TOPIC_RECORD","version":0,"data":{"name":"later"' in dumped.stdout
+    for node_id in (1, 2, 3):  # every node's data directory, metadata log and snapshots included
+        verified = run_in_process("verify", str(tmp_path / f"node-{node_id}"), cwd=tmp_path, capsys=capsys,
+                                  monkeypatch=monkeypatch)
+        assert verified.returncode == 0 and verified.stdout.rstrip().endswith("OK"), verified.stdout
 
 
 def test_a_controller_only_node_runs_the_quorum_without_being_a_broker(tmp_path):
