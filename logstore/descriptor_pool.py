@@ -92,10 +92,14 @@ class SegmentDescriptors:
 
     def touch(self) -> None:
         """Mark a use by this thread (call before reading the descriptor or mapping)."""
+        me = threading.get_ident()
+        guard = self.guard
+        guarded = guard is not None and guard._is_owned()
+        if self.thread == me and self.guarded == guarded:
+            return  # unchanged: whatever the pool decided, it decided on these very values
         with self.pool.lock:
-            self.thread = threading.get_ident()
-            guard = self.guard
-            self.guarded = guard is not None and guard._is_owned()
+            self.thread = me
+            self.guarded = guarded
 
 
 class DescriptorPool:
