@@ -14,6 +14,9 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import statistics
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -165,10 +168,33 @@ def fetch_logs(tmp_path_factory) -> dict[str, Path]:
     return logs
 
 
+def read_files(files: list[Path]) -> None:
+    """The baseline: read() every file through in READ_CHUNK pieces."""
+    for f in files:
+        with open(f, "rb", buffering=0) as fh:
+            while fh.read(READ_CHUNK):
+                pass
+
+
+def interleaved_ratios(ours: Callable[[], None], baseline: Callable[[], None]) -> dict[str, float]:
+    """The baseline's median time over ours, by wall and by thread CPU time, from rounds that
+    alternate the two: both see the same moments of a shared machine."""
+    times: dict[tuple[str, str], list[float]] = {}
+    for _ in range(FETCH_ROUNDS):
+        for name, run in (("ours", ours), ("baseline", baseline)):
+            wall, cpu = time.perf_counter(), time.thread_time()
+            run()
+            times.setdefault((name, "cpu"), []).append(time.thread_time() - cpu)
+            times.setdefault((name, "wall"), []).append(time.perf_counter() - wall)
+    return {clock: round(statistics.median(times["baseline", clock]) / statistics.median(times["ours", clock]), 2)
+            for clock in ("wall", "cpu")}
+
+
 @pytest.mark.parametrize("size", FETCH_BATCHES)
 def test_sequential_fetch(benchmark, fetch_logs, size):
     """1 MiB fetches from offset 0 to the end, each starting at the previous one's next offset;
-    like the baseline, the caller drops each fetch before the next."""
+    like the baseline, the caller drops each fetch before the next. Also reports the ratio to
+    read() from interleaved rounds (the groups' rows run minutes apart)."""
     log = Log.open(fetch_logs[size], read_only=True)
     tag(benchmark, f"sequential fetch, {size} batches", "ours", sum(s.size for s in log.segments))
 
@@ -178,6 +204,8 @@ def test_sequential_fetch(benchmark, fetch_logs, size):
             offset = log.read(offset, READ_CHUNK).next_offset
 
     benchmark.pedantic(run, rounds=FETCH_ROUNDS, warmup_rounds=1)
+    files = log_files(fetch_logs[size])
+    benchmark.extra_info["interleaved"] = {"baseline": "read()", **interleaved_ratios(run, lambda: read_files(files))}
     log.close()
 
 
@@ -185,14 +213,7 @@ def test_sequential_fetch(benchmark, fetch_logs, size):
 def test_plain_read(benchmark, fetch_logs, size):
     files = log_files(fetch_logs[size])
     tag(benchmark, f"sequential fetch, {size} batches", "baseline", sum(f.stat().st_size for f in files))
-
-    def run():
-        for f in files:
-            with open(f, "rb", buffering=0) as fh:
-                while fh.read(READ_CHUNK):
-                    pass
-
-    benchmark.pedantic(run, rounds=FETCH_ROUNDS, warmup_rounds=1)
+    benchmark.pedantic(read_files, args=(files,), rounds=FETCH_ROUNDS, warmup_rounds=1)
 
 
 # ------------------------------------------------------------------ random reads
