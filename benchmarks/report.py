@@ -91,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
         info = bench.get("extra_info", {})
         if "p99_ms" in info:
             print(f"latency {bench_short(bench)}: p50 {info['p50_ms']} ms, p99 {info['p99_ms']} ms")
+        if "cpu_s" in info:
+            print(f"cpu {bench_short(bench)}: {info['cpu_s']} s (all its processes, per round)")
         if "server_cpu_s_per_gib" in info:
             print(f"server CPU {bench_short(bench)}: {info['server_cpu_s_per_gib']} s per GiB served "
                   f"(rounds {info['server_cpu_s_per_gib_rounds']})")
