@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 # numba kernels compile once, ahead of first use, into numba's on-disk cache (again when one changes).
-KERNELS := logstore/_kernels.py logstore/records/_kernels.py compaction/_kernels.py spark_tools/_kernels.py
+KERNELS := logstore/_kernels.py logstore/_read_kernels.py logstore/records/_kernels.py compaction/_kernels.py spark_tools/_kernels.py
 WARM := $(VENV)/.kernels-compiled
 
 .PHONY: demo test test-quick bench lint venv clean

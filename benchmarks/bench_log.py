@@ -2,7 +2,8 @@
 
 - append of prebuilt 16 KiB and 1 MiB batches (leader path: CRC check, record walk, offset
   assignment, index maintenance) next to plain `write()` of the same bytes to a file;
-- sequential fetch of the whole log next to plain `read()` of its segment files;
+- sequential 1 MiB fetches of a log of 4 KiB, 16 KiB, 64 KiB and 1 MiB batches next to plain
+  `read()` of its segment files in 1 MiB chunks;
 - random-offset read latency with 10, 100 and 1,000 segments (same records in each log);
 - recovery scan (unclean open: every batch re-validated, indexes rebuilt) next to `read()`;
 - open time of a 1,000-segment log after a clean close, next to listing and stat'ing its files.
@@ -13,6 +14,9 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import statistics
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +32,11 @@ VALUE_SIZE = 1000
 APPEND_TOTAL = 64 * 2**20
 READ_CHUNK = 2**20
 RANDOM_READS = 2000
+# Sequential fetch: the same bytes in batches of 4 KiB to 1 MiB (records of VALUE_SIZE bytes each).
+FETCH_BATCHES = {"4KiB": 4, "16KiB": 16, "64KiB": 64, "1MiB": 1000}
+FETCH_TOTAL = 64 * 2**20
+FETCH_SEGMENT = 16 * 2**20
+FETCH_ROUNDS = 9
 RANDOM_RECORDS = 100_000
 
 
@@ -147,32 +156,64 @@ def log_files(path: Path) -> list[Path]:
 # ------------------------------------------------------------------ sequential fetch
 
 
-def test_sequential_fetch(benchmark, big_log):
-    log = Log.open(big_log, read_only=True)
-    tag(benchmark, "sequential fetch", "ours", sum(s.size for s in log.segments))
+@pytest.fixture(scope="module")
+def fetch_logs(tmp_path_factory) -> dict[str, Path]:
+    """FETCH_TOTAL bytes in batches of each FETCH_BATCHES size, in segments of FETCH_SEGMENT bytes."""
+    logs = {}
+    for size, records in FETCH_BATCHES.items():
+        path = tmp_path_factory.mktemp(f"fetch{size}") / "fetch-0"
+        batch_bytes = len(make_batch(records))
+        build_log(path, FETCH_TOTAL // batch_bytes * records, FETCH_SEGMENT, records)
+        logs[size] = path
+    return logs
+
+
+def read_files(files: list[Path]) -> None:
+    """The baseline: read() every file through in READ_CHUNK pieces."""
+    for f in files:
+        with open(f, "rb", buffering=0) as fh:
+            while fh.read(READ_CHUNK):
+                pass
+
+
+def interleaved_ratios(ours: Callable[[], None], baseline: Callable[[], None]) -> dict[str, float]:
+    """The baseline's median time over ours, by wall and by thread CPU time, from rounds that
+    alternate the two: both see the same moments of a shared machine."""
+    times: dict[tuple[str, str], list[float]] = {}
+    for _ in range(FETCH_ROUNDS):
+        for name, run in (("ours", ours), ("baseline", baseline)):
+            wall, cpu = time.perf_counter(), time.thread_time()
+            run()
+            times.setdefault((name, "cpu"), []).append(time.thread_time() - cpu)
+            times.setdefault((name, "wall"), []).append(time.perf_counter() - wall)
+    return {clock: round(statistics.median(times["baseline", clock]) / statistics.median(times["ours", clock]), 2)
+            for clock in ("wall", "cpu")}
+
+
+@pytest.mark.parametrize("size", FETCH_BATCHES)
+def test_sequential_fetch(benchmark, fetch_logs, size):
+    """1 MiB fetches from offset 0 to the end, each starting at the previous one's next offset;
+    like the baseline, the caller drops each fetch before the next. Also reports the ratio to
+    read() from interleaved rounds (the groups' rows run minutes apart)."""
+    log = Log.open(fetch_logs[size], read_only=True)
+    tag(benchmark, f"sequential fetch, {size} batches", "ours", sum(s.size for s in log.segments))
 
     def run():
         offset, end = 0, log.log_end_offset
         while offset < end:
-            fetched = log.read(offset, READ_CHUNK)
-            batches = list(fetched.batches())
-            offset = batches[-1].next_offset
+            offset = log.read(offset, READ_CHUNK).next_offset
 
-    benchmark.pedantic(run, rounds=5, warmup_rounds=1)
+    benchmark.pedantic(run, rounds=FETCH_ROUNDS, warmup_rounds=1)
+    files = log_files(fetch_logs[size])
+    benchmark.extra_info["interleaved"] = {"baseline": "read()", **interleaved_ratios(run, lambda: read_files(files))}
     log.close()
 
 
-def test_plain_read(benchmark, big_log):
-    files = log_files(big_log)
-    tag(benchmark, "sequential fetch", "baseline", sum(f.stat().st_size for f in files))
-
-    def run():
-        for f in files:
-            with open(f, "rb", buffering=0) as fh:
-                while fh.read(READ_CHUNK):
-                    pass
-
-    benchmark.pedantic(run, rounds=5, warmup_rounds=1)
+@pytest.mark.parametrize("size", FETCH_BATCHES)
+def test_plain_read(benchmark, fetch_logs, size):
+    files = log_files(fetch_logs[size])
+    tag(benchmark, f"sequential fetch, {size} batches", "baseline", sum(f.stat().st_size for f in files))
+    benchmark.pedantic(read_files, args=(files,), rounds=FETCH_ROUNDS, warmup_rounds=1)
 
 
 # ------------------------------------------------------------------ random reads

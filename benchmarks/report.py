@@ -93,9 +93,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"latency {bench_short(bench)}: p50 {info['p50_ms']} ms, p99 {info['p99_ms']} ms")
         if "cpu_s" in info:
             print(f"cpu {bench_short(bench)}: {info['cpu_s']} s (all its processes, per round)")
+        if "interleaved" in info:
+            ratios = info["interleaved"]
+            print(f"{bench_short(bench)} vs {ratios['baseline']} in interleaved rounds: "
+                  f"{ratios['wall']:.2f}x by wall time, {ratios['cpu']:.2f}x by CPU time")
         if "server_cpu_s_per_gib" in info:
             print(f"server CPU {bench_short(bench)}: {info['server_cpu_s_per_gib']} s per GiB served "
                   f"(rounds {info['server_cpu_s_per_gib_rounds']})")
+        if "cpu_ms_per_round" in info:
+            print(f"CPU {bench_short(bench)}: {info['cpu_ms_per_round']} ms per round "
+                  f"(rounds {info['cpu_ms_rounds']})")
     return 0
 
 

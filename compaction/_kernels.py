@@ -11,9 +11,10 @@ from numba import njit
 from numba.core import event
 
 from logstore.records import native_crc
-from logstore.records._kernels import (
+from logstore.records._kernels import (  # _memcpy: llvm.memcpy, where numba's slice copies go byte by byte
     MIN_HEADER_SIZE,
     MIN_RECORD_BODY,
+    _memcpy,
     read_zigzag,
     write_zigzag,
     zigzag_size,
@@ -332,7 +333,7 @@ def rewrite_records(buf, rec_start, rec_end, new_ts_deltas, gaps, out, out_end, 
         same = old_delta == new_ts_deltas[i]
         if run_len and (gaps[i] or not same or run_src + run_len != p):
             if write:
-                out[run_dst:run_dst + run_len] = buf[run_src:run_src + run_len]
+                _memcpy(out, run_dst, buf, run_src, run_len)
             run_len = 0
         w += gaps[i]
         if same:
@@ -348,13 +349,13 @@ def rewrite_records(buf, rec_start, rec_end, new_ts_deltas, gaps, out, out_end, 
                 out[w] = buf[body]
                 w += 1
                 w = write_zigzag(out, w, new_ts_deltas[i])
-                out[w:w + rest] = buf[after_ts:after_ts + rest]
+                _memcpy(out, w, buf, after_ts, rest)
                 w += rest
             else:
                 w += zigzag_size(new_len) + new_len
         out_end[i] = w
     if run_len and write:
-        out[run_dst:run_dst + run_len] = buf[run_src:run_src + run_len]
+        _memcpy(out, run_dst, buf, run_src, run_len)
     return w
 
 

@@ -60,6 +60,10 @@ class DescriptorAccount(Protocol):
 
     def touch(self) -> None: ...
 
+    def close(self, fd: int) -> None:
+        """Close the counted descriptor `fd` (later, while it is pinned) and `release` it."""
+        ...
+
 
 class _Uncounted:
     """The account of an index used on its own: nothing is counted."""
@@ -72,6 +76,10 @@ class _Uncounted:
 
     def touch(self) -> None:
         """Nothing to count."""
+
+    def close(self, fd: int) -> None:
+        """Close `fd` now: nothing pins it."""
+        os.close(fd)
 
 
 UNCOUNTED = _Uncounted()
@@ -249,16 +257,28 @@ class AbstractIndex:
         if not self._loaded:
             self._load()
 
+    def _create_file(self) -> None:
+        """Create the file, preallocated to `max_index_size` (FileExistsError if it exists)."""
+        if self._max_index_size < self.ENTRY_SIZE:
+            raise InvalidConfigError(
+                f"segment.index.bytes {self._max_index_size} is smaller than one "
+                f"{self.ENTRY_SIZE}-byte entry of new {self.KIND} {self._path}"
+            )
+        with open(self._path, "xb") as f:
+            f.truncate(round_down(self._max_index_size, self.ENTRY_SIZE))
+
+    def preallocate(self) -> None:
+        """Create the file of a new active segment, preallocated and empty, without mapping it
+        (the first use does): a new segment holds no descriptor until appended to or read."""
+        self._require_writable("create")
+        self._create_file()
+        self._entries = 0
+        self._unloaded = True
+
     def _load(self) -> None:
         newly_created = False
         if self._writable and not self._path.exists():
-            if self._max_index_size < self.ENTRY_SIZE:
-                raise InvalidConfigError(
-                    f"segment.index.bytes {self._max_index_size} is smaller than one "
-                    f"{self.ENTRY_SIZE}-byte entry of new {self.KIND} {self._path}"
-                )
-            with open(self._path, "xb") as f:
-                f.truncate(round_down(self._max_index_size, self.ENTRY_SIZE))
+            self._create_file()
             newly_created = True
         self._map(self._path.stat().st_size if self._path.exists() else 0)
         if newly_created:
@@ -353,10 +373,12 @@ class AbstractIndex:
         """Set the file size to `new_size` rounded down to the entry size; False if unchanged.
 
         Entries beyond the new size are dropped. Used to trim on roll and close and to regrow
-        to `max_index_size` when a segment becomes active again.
+        to `max_index_size` when a segment becomes active again. An unloaded index stays unmapped.
         """
-        self._ensure_loaded()
         rounded = round_down(new_size, self.ENTRY_SIZE)
+        if self._unloaded and not self._closed:
+            return self._resize_unmapped(rounded)
+        self._ensure_loaded()
         if rounded == self._length:
             return False
         self._require_writable("resize")
@@ -367,15 +389,22 @@ class AbstractIndex:
         self._advise_free_slots()
         return True
 
+    def _resize_unmapped(self, rounded: int) -> bool:
+        """`resize` of an index whose entry count is known but whose file is not mapped."""
+        if rounded == self._path.stat().st_size:
+            return False
+        self._require_writable("resize")
+        os.truncate(self._path, rounded)
+        self._entries = min(self._entries, rounded // self.ENTRY_SIZE)
+        return True
+
     def trim_to_valid_size(self) -> None:
         """Shrink the file to exactly its valid entries (no-op when never loaded or read-only);
         an unloaded index is trimmed without mapping it again."""
         if not self._writable or self._closed:
             return
-        if self._loaded:
+        if self._loaded or self._unloaded:
             self.resize(self.ENTRY_SIZE * self._entries)
-        elif self._unloaded:
-            os.truncate(self._path, self.ENTRY_SIZE * self._entries)
 
     def reset(self) -> None:
         """Remove every entry and regrow the file to `max_index_size`."""

@@ -26,6 +26,7 @@ limit and how to raise it (`ulimit -n`, RLIMIT_NOFILE).
 
 from __future__ import annotations
 
+import os
 import resource
 import threading
 from collections import OrderedDict
@@ -35,6 +36,7 @@ from typing import Protocol
 
 import numpy as np
 
+from index.base import OUT_OF_DESCRIPTORS
 from logstore._segment_kernels import SIZE
 from logstore.errors import descriptor_limit_error
 
@@ -56,7 +58,7 @@ class DescriptorHolder(Protocol):
 class SegmentDescriptors:
     """One segment's account in the pool: descriptors held, pins, and who used it last."""
 
-    __slots__ = ("pool", "holder", "state", "held", "pins", "guard", "thread", "guarded", "seen")
+    __slots__ = ("pool", "holder", "state", "held", "pins", "guard", "thread", "guarded", "seen", "closing")
 
     def __init__(self, pool: DescriptorPool, holder: DescriptorHolder, state: np.ndarray) -> None:
         """An empty account of `holder`, whose appends move `state[SIZE]` (they count as use)."""
@@ -70,6 +72,7 @@ class SegmentDescriptors:
         self.thread = threading.get_ident()
         self.guarded = False
         self.seen = 0  # state[SIZE] when last placed in the pool's order
+        self.closing: list[int] = []  # descriptors closed by their file while pinned
 
     def acquire(self) -> None:
         """Count one more descriptor, giving back another segment's first when the pool is full;
@@ -79,6 +82,16 @@ class SegmentDescriptors:
     def release(self) -> None:
         """Count one descriptor less."""
         self.pool.release(self)
+
+    def close(self, fd: int) -> None:
+        """Close `fd` and count it released; while the account is pinned (a send from it is under
+        way) that waits for the last unpin, so the number is not reused under the send."""
+        with self.pool.lock:
+            if self.pins:
+                self.closing.append(fd)
+                return
+        os.close(fd)
+        self.release()
 
     def adopt(self, guard: threading.RLock | None) -> None:
         """From now on the segment is used under `guard` (its Log's lock); whoever used it
@@ -91,10 +104,14 @@ class SegmentDescriptors:
 
     def touch(self) -> None:
         """Mark a use by this thread (call before reading the descriptor or mapping)."""
+        me = threading.get_ident()
+        guard = self.guard
+        guarded = guard is not None and guard._is_owned()
+        if self.thread == me and self.guarded == guarded:
+            return  # unchanged: whatever the pool decided, it decided on these very values
         with self.pool.lock:
-            self.thread = threading.get_ident()
-            guard = self.guard
-            self.guarded = guard is not None and guard._is_owned()
+            self.thread = me
+            self.guarded = guarded
 
 
 class DescriptorPool:
@@ -157,7 +174,8 @@ class DescriptorPool:
     @contextmanager
     def pinned(self, account: SegmentDescriptors) -> Iterator[SegmentDescriptors]:
         """Keep `account`'s descriptors (those it holds and those it opens meanwhile) until the
-        `with` ends: for a send or read outside the segment's Log lock."""
+        `with` ends: for a send or read outside the segment's Log lock. A file closed meanwhile
+        (its segment deleted) closes its descriptor at the last unpin."""
         with self.lock:
             account.pins += 1
         try:
@@ -165,6 +183,12 @@ class DescriptorPool:
         finally:
             with self.lock:
                 account.pins -= 1
+                closing: list[int] = []
+                if not account.pins:
+                    closing, account.closing = account.closing, []
+            for fd in closing:
+                os.close(fd)
+                self.release(account)
 
     def _give_back_one(self, requester: SegmentDescriptors | None) -> bool:
         """Make the least recently used segment that may give its descriptors back do so; one
@@ -207,6 +231,18 @@ def capacity_for(limit: int) -> int:
     if limit == resource.RLIM_INFINITY:
         return UNLIMITED
     return max(limit - max(limit // HEADROOM_SHARE, MIN_HEADROOM), 1)
+
+
+@contextmanager
+def named_descriptor_errors(what: str) -> Iterator[None]:
+    """Raise DescriptorLimitError naming `what` and the limit for an OSError of the process
+    being out of descriptors (EMFILE, ENFILE) inside (a checkpoint, a lock, a directory)."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno in OUT_OF_DESCRIPTORS:
+            raise descriptor_limit_error(what) from exc
+        raise
 
 
 _process_pool: DescriptorPool | None = None

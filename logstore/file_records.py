@@ -15,10 +15,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple, TypeAlias
 
+import numpy as np
+
 from index import NO_TIMESTAMP, TimestampOffset
 from index.base import OUT_OF_DESCRIPTORS, UNCOUNTED, DescriptorAccount, fsync_path
-from logstore.errors import LogClosedError, descriptor_limit_error
-from logstore.log_input_stream import scan_entries
+from logstore import _read_kernels
+from logstore.errors import CorruptRecordError, LogClosedError, descriptor_limit_error
+from logstore.log_input_stream import HEADER_SCAN_CHUNK, scan_entries
 from logstore.records import BatchHeader, RecordBatch, read_batch
 from logstore.segment_state import SegmentState
 
@@ -134,6 +137,24 @@ class FileRecords:
         return scan_entries(self.read, self._state.size, start, full=full, max_entry_size=max_entry_size,
                             path=str(self.path))
 
+    def find_batch(self, target: int, start: int) -> LogOffsetPosition | None:
+        """The first batch from byte `start` whose last offset is >= `target`, None past the end
+        (Kafka's searchForOffsetWithSize): a compiled walk over headers read in chunks."""
+        end = self._state.size
+        position = start
+        while True:
+            chunk = np.frombuffer(self.read(position, HEADER_SCAN_CHUNK), np.uint8)
+            status, at, last, size = _read_kernels.find_batch(chunk, end - position, target)
+            position += at
+            if status == _read_kernels.FOUND:
+                return LogOffsetPosition(last, position, size)
+            if status == _read_kernels.PAST_END:
+                return None
+            if status == _read_kernels.CORRUPT:
+                for _ in self.scan(position, full=False):  # raises the scan's error naming the problem
+                    break
+                raise CorruptRecordError("impossible entry header", position=position, path=str(self.path))
+
     def batches(self, start: int = 0) -> Iterator[RecordBatch]:
         """Every complete batch from byte `start`, each a RecordBatch over its own bytes."""
         for _, _, buf, off in self.scan(start, full=True):
@@ -223,8 +244,7 @@ class FileRecords:
         self._state.writable = False
         if fd is not None:
             self._state.fd = None
-            os.close(fd)
-            self._account.release()
+            self._account.close(fd)  # after the last pin, should a send from it be under way
 
     def rename_to(self, path: Path) -> None:
         """Rename the file (open or closed) to `path`."""

@@ -23,7 +23,6 @@ from logstore.errors import InvalidRecordError, LogClosedError, OffsetOutOfRange
 from logstore.file_records import TimestampAndOffset
 from logstore.file_slice import FileSlice
 from logstore.log_files import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX
-from logstore.records.header import LOG_OVERHEAD, SIZE_FIELD, SIZE_OFFSET
 from logstore.segment import LogSegment
 from logstore.segment_options import SegmentOptions, roll_jitter_ms
 
@@ -234,18 +233,6 @@ def _first_slice(segment: LogSegment, found: FileSlice) -> tuple[FileSlice, int]
     return found, _INT64.unpack(segment.read_bytes(found.position, _INT64.size))[0]
 
 
-def _first_bytes(data: bytes) -> tuple[bytes | memoryview, int] | None:
-    """(the whole batches of `data`, base offset of the first), or None when there is none."""
-    data = _complete_prefix(data)
+def _first_bytes(data: bytes | memoryview) -> tuple[bytes | memoryview, int] | None:
+    """(`data`, whole batches, with the base offset of the first), or None when it is empty."""
     return (data, _INT64.unpack_from(data, 0)[0]) if data else None
-
-
-def _complete_prefix(data: bytes) -> bytes | memoryview:
-    """`data` without a trailing partial batch (a read cut short by max_bytes), not copied."""
-    position, total = 0, len(data)
-    while position + LOG_OVERHEAD <= total:
-        size = SIZE_FIELD.unpack_from(data, position + SIZE_OFFSET)[0] + LOG_OVERHEAD
-        if position + size > total:
-            break
-        position += size
-    return data if position == total else memoryview(data)[:position]

@@ -35,6 +35,7 @@ from logstore.checkpoint import (
 from logstore.clean_shutdown import write_marker
 from logstore.clock import Clock, SystemClock
 from logstore.config import LONG_MAX, LogConfig
+from logstore.descriptor_pool import named_descriptor_errors
 from logstore.errors import InvalidTopicError, LogClosedError, ReservedTopicError
 from logstore.internal_topics.metadata_schemas import METADATA_TOPIC
 from logstore.lock import ManagerLock
@@ -159,9 +160,11 @@ class LogManager:
         self._closed = False
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
-        self._dir_lock = ManagerLock(self._dir).acquire()
+        with named_descriptor_errors(f"cannot lock {self._dir}"):
+            self._dir_lock = ManagerLock(self._dir).acquire()
         try:
-            self._load_logs()
+            with named_descriptor_errors(f"cannot open the logs of {self._dir}"):
+                self._load_logs()
         except BaseException:
             for log in self._logs.values():
                 log.close()
@@ -342,17 +345,21 @@ class LogManager:
                 if config is not None:
                     self.set_topic_config(topic, config)
                 return log
-            if config is None:
-                config = read_topic_configs(self._dir).get(topic, {})
-            merged = self._merge_config(config)
-            check_writable_config(merged)  # a config the open would refuse is not stored either
-            # Stored first: the partition's data never exists without its configs.
-            store_topic_configs(self._dir, topic, config_values(config))
-            path = self._dir / partition_dir_name(topic, partition)
-            log = self._open_log(path, merged, LoadState(), ORIGIN_STORED)
-            self._logs[(topic, partition)] = log
-            fsync_dir(self._dir)
-            return log
+            with named_descriptor_errors(f"cannot create partition {topic}-{partition} in {self._dir}"):
+                return self._create(topic, partition, config)
+
+    def _create(self, topic: str, partition: int, config: LogConfig | Mapping[str, Any] | None) -> Log:
+        if config is None:
+            config = read_topic_configs(self._dir).get(topic, {})
+        merged = self._merge_config(config)
+        check_writable_config(merged)  # a config the open would refuse is not stored either
+        # Stored first: the partition's data never exists without its configs.
+        store_topic_configs(self._dir, topic, config_values(config))
+        path = self._dir / partition_dir_name(topic, partition)
+        log = self._open_log(path, merged, LoadState(), ORIGIN_STORED)
+        self._logs[(topic, partition)] = log
+        fsync_dir(self._dir)
+        return log
 
     def set_topic_config(self, topic: str, config: LogConfig | Mapping[str, Any]) -> None:
         """Make `config` (overrides of the default config; `{}`: the defaults) the configs of

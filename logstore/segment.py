@@ -17,6 +17,7 @@ import numpy as np
 from index import NO_TIMESTAMP, TimestampOffset
 from index.base import MAX_RELATIVE_OFFSET
 from logstore import _segment_kernels as segment_kernels
+from logstore._read_kernels import whole_batches
 from logstore.errors import (
     CorruptRecordError,
     IndexOffsetOverflowError,
@@ -30,6 +31,7 @@ from logstore.file_records import (
 )
 from logstore.file_slice import FileSlice
 from logstore.records import BatchHeader, RecordBatch, read_batch, read_batch_header
+from logstore.records.header import V2_HEADER_SIZE
 from logstore.segment_files import SegmentFiles
 from logstore.segment_options import SegmentOptions
 
@@ -41,7 +43,7 @@ DEFAULT_OPTIONS = SegmentOptions()
 class SegmentReadResult(NamedTuple):
     """Bytes read from a segment: whole batches from `position` (the batch holding `offset`)."""
 
-    data: bytes
+    data: bytes | memoryview
     offset: int
     position: int
     first_batch_incomplete: bool
@@ -58,6 +60,9 @@ class LogSegment(SegmentFiles):
         self.roll_jitter_ms = options.roll_jitter_ms
         self._clock = options.clock
         self._state.created_ms = self._clock.time_ms()
+        # The batch after the last read's end, with the offset that read ends at (offsets from
+        # there to the batch's last one start in it); forgotten whenever the file shrinks.
+        self._following: tuple[int, LogOffsetPosition] | None = None
 
     @property
     def index_interval_bytes(self) -> int:
@@ -107,7 +112,7 @@ class LogSegment(SegmentFiles):
             raise FileExistsError(f"segment log file {segment.log_path} already holds data")
         for index in (segment._offset_index, segment._time_index):
             index.path.unlink(missing_ok=True)
-            index.max_entries  # noqa: B018 -- first use creates and preallocates the file
+            index.preallocate()
         segment.log_path.touch()
         return segment
 
@@ -156,6 +161,8 @@ class LogSegment(SegmentFiles):
     def read_next_offset(self) -> int:
         """Scan from the last offset-index entry to the last batch: its last offset + 1."""
         next_offset = self._base_offset
+        if not self._state.size:
+            return next_offset  # nothing to scan, no index to map
         start = self._offset_index.lookup(self._offset_index.last_offset).position
         for _, header in self.batch_headers(start):
             next_offset = header.next_offset
@@ -194,6 +201,7 @@ class LogSegment(SegmentFiles):
             raise ReadOnlyLogError(f"hide_from is for read-only segments, not {self.log_path}")
         self._state.size = min(self._state.size, position)
         self._state.next_offset = next_offset
+        self._following = None
 
     def iter_batches(self, start_position: int = 0) -> Iterator[RecordBatch]:
         """Every complete batch from `start_position`, each a RecordBatch over its own bytes."""
@@ -299,10 +307,22 @@ class LogSegment(SegmentFiles):
         Starts at the offset index's entry for `offset` and scans batch headers only.
         """
         start = max(self._offset_index.lookup(offset).position, starting_position)
-        for position, header in self.batch_headers(start):
-            if header.last_offset >= offset:
-                return LogOffsetPosition(header.last_offset, position, header.size_in_bytes)
-        return None
+        return self._records.find_batch(offset, start)
+
+    def _first_batch(self, start_offset: int, max_size: int,
+                     min_one_message: bool) -> tuple[LogOffsetPosition, int] | None:
+        """The batch holding `start_offset` (None past the end) and the bytes a read from it may
+        take: `max_size`, or the whole batch with `min_one_message`. ValueError if `max_size` < 0."""
+        if max_size < 0:
+            raise ValueError(f"invalid max size {max_size} for a read from {self.log_path}")
+        following = self._following
+        if following is not None and following[0] <= start_offset <= following[1].offset:
+            mapping = following[1]  # where the last read stopped: no index lookup or header scan
+        else:
+            mapping = self.translate_offset(start_offset)
+            if mapping is None:
+                return None
+        return mapping, max(max_size, mapping.size) if min_one_message else max_size
 
     def read(
         self,
@@ -315,20 +335,25 @@ class LogSegment(SegmentFiles):
         not past `max_position` (default: the end); None if `start_offset` is past the end.
 
         With `min_one_message` the first batch is returned whole even if larger than `max_size`.
+        The read takes the next batch's header along, so a read that starts where it stopped
+        (a sequential reader) needs no index lookup or header scan. It stops before a batch with
+        an impossible header; a read from that batch raises CorruptRecordError.
         """
-        if max_size < 0:
-            raise ValueError(f"invalid max size {max_size} for a read from {self.log_path}")
-        mapping = self.translate_offset(start_offset)
-        if mapping is None:
+        first = self._first_batch(start_offset, max_size, min_one_message)
+        if first is None:
             return None
-        adjusted = max(max_size, mapping.size) if min_one_message else max_size
+        mapping, adjusted = first
         if max_position is None:
             max_position = self._state.size
         if adjusted == 0:
             return SegmentReadResult(b"", start_offset, mapping.position, False)
         fetch_size = min(max_position - mapping.position, adjusted)
+        data = self.read_bytes(mapping.position, fetch_size + V2_HEADER_SIZE)
+        end, next_offset, last, size = whole_batches(np.frombuffer(data, np.uint8), fetch_size)
+        if next_offset >= 0 and size > 0:
+            self._following = (next_offset, LogOffsetPosition(last, mapping.position + end, size))
         return SegmentReadResult(
-            self.read_bytes(mapping.position, fetch_size),
+            data if end == len(data) else memoryview(data)[:end],
             start_offset,
             mapping.position,
             adjusted < mapping.size,
@@ -343,12 +368,10 @@ class LogSegment(SegmentFiles):
     ) -> FileSlice | None:
         """The batches `read` would return, as a FileSlice of the `.log` file instead of bytes:
         only batch headers are read (the caller closes it). None if `start_offset` is past the end."""
-        if max_size < 0:
-            raise ValueError(f"invalid max size {max_size} for a read from {self.log_path}")
-        mapping = self.translate_offset(start_offset)
-        if mapping is None:
+        first = self._first_batch(start_offset, max_size, min_one_message)
+        if first is None:
             return None
-        adjusted = max(max_size, mapping.size) if min_one_message else max_size
+        mapping, adjusted = first
         bound = min(self._state.size if max_position is None else max_position, mapping.position + adjusted)
         end = self._whole_batches_end(mapping.position, bound)
         return self.file_slice(mapping.position, end - mapping.position)
@@ -436,6 +459,7 @@ class LogSegment(SegmentFiles):
             pass  # everything from valid_bytes on is dropped below
         truncated = self._state.size - valid_bytes
         self._records.truncate_to(valid_bytes)
+        self._following = None
         self._txn_index.truncate_to(next_offset)
         self._offset_index.trim_to_valid_size()
         # A cleanly closed segment always ends with its largest timestamp; recovery does too.
@@ -458,6 +482,7 @@ class LogSegment(SegmentFiles):
         self._offset_index.resize(self.max_index_size)
         self._time_index.resize(self.max_index_size)
         truncated = 0 if mapping is None else self._records.truncate_to(mapping.position)
+        self._following = None
         if self._state.size == 0:
             self._state.created_ms = self._clock.time_ms()
             self._state.rolling_timestamp = None

@@ -7,6 +7,7 @@ numpy structured view, so the fetch path (`collect_aborted_txns`) is vectorised.
 
 from __future__ import annotations
 
+import bisect
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -83,6 +84,9 @@ class TransactionIndex:
         self._last_offset: int | None = None
         self._last_offset_known = False
         self._memory: bytearray | None = None  # entries held here instead of in the file
+        # The entries as last read: every change goes through this object, which drops them, so
+        # a read_committed fetch does not reread (or fail to open) the file of every segment.
+        self._entries: np.ndarray | None = None
 
     @classmethod
     def for_segment(cls, log_dir: Path | str, base_offset: int) -> TransactionIndex:
@@ -98,10 +102,18 @@ class TransactionIndex:
         """Hold the entries in memory from now on, starting empty, and never touch the file
         again (a read-only log rebuilding a missing or corrupt index without writing)."""
         self._memory = bytearray()
+        self._entries = None
         self._last_offset, self._last_offset_known = None, True
 
     def _read(self) -> np.ndarray:
-        """All complete entries (a torn trailing partial entry is ignored, as Kafka does)."""
+        """All complete entries (a torn trailing partial entry is ignored, as Kafka does); a
+        read-only view, kept until the next change."""
+        if self._entries is None:
+            self._entries = self._load()
+            self._entries.flags.writeable = False
+        return self._entries
+
+    def _load(self) -> np.ndarray:
         if self._memory is not None:
             return parse_aborted_txns(bytes(self._memory), self.path)
         try:
@@ -130,12 +142,18 @@ class TransactionIndex:
                 f"{self.path}: last offset of appended transactions must increase, but "
                 f"{txn.last_offset} is not greater than {last}"
             )
+        self._entries = None
         if self._memory is not None:
             self._memory += txn.to_bytes()
         else:
             with open(self.path, "ab") as f:
                 f.write(txn.to_bytes())
         self._last_offset = txn.last_offset
+
+    def has_entries(self) -> bool:
+        """True when the index holds at least one aborted transaction."""
+        entries = self._entries
+        return len(self._read() if entries is None else entries) > 0
 
     def all_aborted_txns(self) -> list[AbortedTxn]:
         """Every entry, in file order."""
@@ -171,6 +189,7 @@ class TransactionIndex:
         if not len(cut):
             return
         keep = int(cut[0])
+        self._entries = None
         if self._memory is not None:
             del self._memory[keep * ENTRY_SIZE :]
         else:
@@ -180,6 +199,7 @@ class TransactionIndex:
 
     def reset(self) -> None:
         """Remove every entry (the file stays, empty, if it exists)."""
+        self._entries = None
         if self._memory is not None:
             self._memory.clear()
         elif self.path.exists():
@@ -231,6 +251,7 @@ class TransactionIndex:
 
     def delete(self) -> bool:
         """Delete the file; True if it existed."""
+        self._entries = None
         try:
             self.path.unlink()
         except FileNotFoundError:
@@ -251,14 +272,19 @@ def collect_aborted_txns(
     """Aborted transactions overlapping [fetch_offset, upper_bound_offset), searching the
     segment holding `fetch_offset` and the later ones until an index says the search is complete."""
     found: list[AbortedTxn] = []
-    start = 0
-    for i, segment in enumerate(segments):
-        if segment.base_offset <= fetch_offset:
-            start = i
-    # A transaction's ABORT marker (hence its entry) may lie segments after the fetch range.
+    start = max(bisect.bisect_right(segments, fetch_offset, key=_base_offset) - 1, 0)
+    # A transaction's ABORT marker (hence its entry) may lie segments after the fetch range;
+    # most segments have none and are passed over.
     for segment in segments[start:]:
-        result = segment.txn_index.collect_aborted_txns(fetch_offset, upper_bound_offset)
+        index = segment.txn_index
+        if not index.has_entries():
+            continue
+        result = index.collect_aborted_txns(fetch_offset, upper_bound_offset)
         found.extend(result.aborted)
         if result.is_complete:
             break
     return found
+
+
+def _base_offset(segment: SegmentWithTxnIndex) -> int:
+    return segment.base_offset

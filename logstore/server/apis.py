@@ -44,7 +44,8 @@ APIS: dict[int, ApiSpec] = declare(
     ApiSpec(metadata.MetadataRequest, metadata.MetadataResponse, 0, 12, AdminApi.metadata),
     # v9 is the version for members of KIP-848 groups (their member epoch as the generation)
     ApiSpec(consumer.OffsetCommitRequest, consumer.OffsetCommitResponse, 2, 9, GroupApi.offset_commit),
-    ApiSpec(consumer.OffsetFetchRequest, consumer.OffsetFetchResponse, 1, 7, GroupApi.offset_fetch),
+    # v8 fetches for a batch of groups; v9 names the member that asks (KIP-848)
+    ApiSpec(consumer.OffsetFetchRequest, consumer.OffsetFetchResponse, 1, 9, GroupApi.offset_fetch),
     ApiSpec(metadata.FindCoordinatorRequest, metadata.FindCoordinatorResponse, 0, 4,
             GroupApi.find_coordinator),
     ApiSpec(consumer.JoinGroupRequest, consumer.JoinGroupResponse, 0, 7, GroupApi.join_group),

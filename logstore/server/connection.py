@@ -143,6 +143,8 @@ class FrameProtocol(asyncio.BufferedProtocol):
                 sent = await asyncio.get_running_loop().sendfile(self.transport, piece, piece.position, piece.size,
                                                                  fallback=False)
             except RuntimeError as exc:  # SendfileNotAvailableError included: nothing was sent
+                if self._lost is not None or self.transport.is_closing():  # the client left meanwhile
+                    raise ConnectionError("connection closed") from exc
                 log.info("sendfile is not available on this connection, fetched records are copied: %s", exc)
                 self._sendfile = False
             else:

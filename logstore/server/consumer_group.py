@@ -5,6 +5,7 @@ owned by a member while it is assigned to it or pending its revocation."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import uuid
 from collections.abc import Callable, Iterable
@@ -111,6 +112,11 @@ class ConsumerGroup:
         names = list(topic_names)
         return set().union(*(m.subscribed_names(names) for m in self.members.values()))
 
+    def copy(self) -> ConsumerGroup:
+        """A copy to work on: its members and target assignments are replaced, never changed in
+        place, so the copy shares them until then."""
+        return dataclasses.replace(self, members=dict(self.members), target=dict(self.target))
+
     def resume(self, now_ms: int) -> None:
         """After a restart, as Kafka after loading the group: every session (and every owed
         revocation's rebalance timeout) starts now."""
@@ -125,7 +131,14 @@ class ConsumerGroup:
         commit without a member (an admin's) is taken only while nobody consumes."""
         if member_epoch < 0 and not member_id:
             return ec.NONE if not self.members else ec.UNKNOWN_MEMBER_ID
-        member = self.members.get(member_id)
+        return self.fetch_error(member_id, member_epoch)
+
+    def fetch_error(self, member_id: str | None, member_epoch: int) -> int:
+        """Whether a member may fetch committed offsets at `member_epoch` (OffsetFetch v9, Kafka's
+        validateOffsetFetch); a fetch without a member (an admin's) always may."""
+        if member_epoch < 0 and not member_id:
+            return ec.NONE
+        member = self.members.get(member_id or "")
         if member is None:
             return ec.UNKNOWN_MEMBER_ID
         return ec.NONE if member_epoch == member.member_epoch else ec.STALE_MEMBER_EPOCH

@@ -41,15 +41,20 @@ def uniform(members: Subscriptions, topics: TopicSizes, previous: Mapping[str, A
 
 def _balance(members: Subscriptions, held: dict[str, list[Partition]]) -> None:
     """Move partitions from the most to the least loaded member subscribed to them until no
-    move narrows the gap (each move lowers the sum of squared counts, so this ends)."""
+    move narrows the gap (each move lowers the sum of squared counts, so this ends); a member
+    gives up the partitions it took last first."""
+    subscribers: dict[uuid.UUID, list[str]] = {}
+    for member in held:
+        for topic in members[member]:
+            subscribers.setdefault(topic, []).append(member)
     moved = True
     while moved:
         moved = False
         for giver in sorted(held, key=lambda m: (-len(held[m]), m)):
-            for partition in reversed(held[giver]):
-                takers = [m for m in held if partition[0] in members[m] and len(held[m]) + 1 < len(held[giver])]
-                if takers:
-                    taker = min(takers, key=lambda m: (len(held[m]), m))
+            for topic in dict.fromkeys(t for t, _ in reversed(held[giver])):
+                taker = min(subscribers[topic], key=lambda m: (len(held[m]), m))
+                if len(held[taker]) + 1 < len(held[giver]):
+                    partition = next(p for p in reversed(held[giver]) if p[0] == topic)
                     held[giver].remove(partition)
                     held[taker].append(partition)
                     moved = True

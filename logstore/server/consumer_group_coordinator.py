@@ -7,7 +7,6 @@ Kafka 4.0's records before it takes effect."""
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import uuid
 from collections import Counter
@@ -133,7 +132,7 @@ class ConsumerGroupCoordinator:
 
     def _join_or_heartbeat(self, group: Group, call: ConsumerHeartbeat) -> ConsumerHeartbeatResult:
         now = self._clock.time_ms()
-        work = copy.deepcopy(group.consumer)
+        work = group.consumer.copy()
         member, joined = self._member(work, call)
         before = member
         member = dataclasses.replace(
@@ -189,10 +188,9 @@ class ConsumerGroupCoordinator:
         if call.member_epoch > existing.member_epoch or (
                 call.member_epoch < existing.member_epoch and not (
                     call.member_epoch == existing.previous_member_epoch and _within(call.owned, existing.assigned))):
-            raise Refused(ec.FENCED_MEMBER_EPOCH, "The consumer group member has a smaller member epoch "
-                                               f"({call.member_epoch}) than the one known by the group coordinator "
-                                               f"({existing.member_epoch}). The member must abandon all its "
-                                               "partitions and rejoin.")
+            raise Refused(ec.FENCED_MEMBER_EPOCH, f"The consumer group member has member epoch {call.member_epoch}, "
+                                                  f"the group coordinator knows it at {existing.member_epoch}. The "
+                                                  "member must abandon all its partitions and rejoin.")
         return existing, False
 
     @staticmethod
@@ -220,8 +218,9 @@ class ConsumerGroupCoordinator:
         """Bump the group epoch when membership, subscriptions or the subscribed topics' metadata
         changed, and compute the target assignment of a new epoch."""
         names = self._topics.names()
-        subscribed = group.subscribed_names(n for n in names if not self._topics.is_internal(n)) | \
-            {n for m in group.members.values() for n in m.subscribed_topic_names if n in names}
+        existing = set(names)  # a regex matches no internal topic; a name may ask for one
+        subscribed = {n for n in group.subscribed_names(n for n in names if not self._topics.is_internal(n))
+                      if n in existing}
         topics = {self._topics.topic_id(n): (n, self._topics.partition_count(n)) for n in sorted(subscribed)}
         if bump or topics != group.topics:
             group.group_epoch += 1
@@ -238,7 +237,7 @@ class ConsumerGroupCoordinator:
         group.assignment_epoch = group.group_epoch
 
     def _leave(self, group: Group, call: ConsumerHeartbeat) -> ConsumerHeartbeatResult:
-        work = copy.deepcopy(group.consumer)
+        work = group.consumer.copy()
         member = work.members.get(call.member_id)
         static = work.static_member(call.instance_id)
         if call.instance_id is not None and static is not None and static.member_id != call.member_id:
@@ -290,7 +289,7 @@ class ConsumerGroupCoordinator:
                        (m.revocation_deadline_ms is not None and now > m.revocation_deadline_ms)]
             if not expired:
                 continue
-            work = copy.deepcopy(group.consumer)
+            work = group.consumer.copy()
             for member_id in expired:
                 self._remove(work, member_id)
             try:

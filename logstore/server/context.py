@@ -68,4 +68,8 @@ class ServerContext:
     def partition(self, topic: str, partition: int) -> PartitionAccess | None:
         """The partition the handlers read and write, if the node has it: the one way they reach data."""
         log = self.topics.log(topic, partition)
-        return None if log is None else LocalPartition(log, self.disk)
+        if log is None:
+            return None
+        if self.cluster is not None:  # led here at the cluster's epoch, or NOT_LEADER_OR_FOLLOWER
+            return self.cluster.partition_access(log, self.disk)
+        return LocalPartition(log, self.disk)

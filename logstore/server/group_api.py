@@ -92,15 +92,30 @@ class GroupApi:
 
     async def offset_fetch(self, req: Request) -> Any:
         body = req.body
-        wanted = None if body.topics is None else {t.name: list(t.partition_indexes) for t in body.topics}
-        found = self._groups.fetch_offsets(body.group_id, wanted, body.require_stable)
-        cls = req.spec.response.OffsetFetchResponseTopic
-        entry = cls.OffsetFetchResponsePartition
-        topics = [cls(name=name, partitions=[
+        if req.version >= 8:  # a batch of groups, v9 naming the member that asks
+            cls = req.spec.response.OffsetFetchResponseGroup
+            groups = []
+            for g in body.groups:
+                error = self._groups.fetch_member_error(g.group_id, g.member_id, g.member_epoch) \
+                    if req.version >= 9 else ec.NONE
+                topics = self._fetched(cls.OffsetFetchResponseTopics, g.topics, g.group_id, body.require_stable) \
+                    if error == ec.NONE else []
+                groups.append(cls(group_id=g.group_id, topics=topics, error_code=error))
+            return req.response(throttle_time_ms=0, groups=groups)
+        topics = self._fetched(req.spec.response.OffsetFetchResponseTopic, body.topics, body.group_id,
+                               body.require_stable)
+        return req.response(throttle_time_ms=0, topics=topics, error_code=ec.NONE)
+
+    def _fetched(self, cls: Any, asked: list | None, group_id: str, require_stable: bool) -> list:
+        """The committed offsets of the `asked` topics (None: all), as `cls` entries."""
+        wanted = None if asked is None else {t.name: list(t.partition_indexes) for t in asked}
+        found = self._groups.fetch_offsets(group_id, wanted, require_stable)
+        entry = next(getattr(cls, name) for name in ("OffsetFetchResponsePartition", "OffsetFetchResponsePartitions")
+                     if hasattr(cls, name))
+        return [cls(name=name, partitions=[
             entry(partition_index=p.partition, committed_offset=p.offset, committed_leader_epoch=p.leader_epoch,
                   metadata=p.metadata, error_code=p.error) for p in partitions])
             for name, partitions in found.items()]
-        return req.response(throttle_time_ms=0, topics=topics, error_code=ec.NONE)
 
     async def describe_groups(self, req: Request) -> Any:
         cls = req.spec.response.DescribedGroup

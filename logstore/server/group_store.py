@@ -197,6 +197,13 @@ class GroupStore:
             error = self.commit(group_id, offsets)
         return error, errors
 
+    def fetch_member_error(self, group_id: str, member_id: str | None, member_epoch: int) -> int:
+        """OffsetFetch v9's check of the member that asks: a consumer group's member must be at
+        its member epoch (STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID); others are not checked, as in Kafka."""
+        group = self._group(group_id)
+        return ec.NONE if group is None or group.consumer is None else group.consumer.fetch_error(member_id,
+                                                                                                 member_epoch)
+
     def fetch_offsets(self, group_id: str, wanted: dict[str, list[int]] | None,
                       require_stable: bool) -> dict[str, list[PartitionOffset]]:
         """OffsetFetch of `wanted` partitions by topic (None: every committed one). With

@@ -53,7 +53,7 @@ class PartitionAccess(Protocol):
 
     async def read(self, offset: int, max_bytes: int, *, isolation: str, min_one_batch: bool) -> FetchResult:
         """Whole batches from `offset` as a consumer at `isolation` may see them
-        ('high_watermark' or 'read_committed'); raises OffsetOutOfRangeError. The records are
+        ('high_watermark' or 'read_committed'; a follower: 'log_end'); raises OffsetOutOfRangeError. The records are
         bytes, or a FileSlice to send from the segment file (the caller closes it)."""
         ...
 
@@ -71,14 +71,16 @@ class PartitionAccess(Protocol):
 
 
 class LocalPartition:
-    """A partition held by this node alone: its `Log`, led at epoch 0. Appends and reads run on
-    `disk`, the data directory's executor: one thread keeps them in the order they were asked."""
+    """A partition this node leads from its `Log`, at `leader_epoch` (0 on a single node; in a
+    cluster, the epoch the controller gave the leadership). Appends and reads run on `disk`, the
+    data directory's executor: one thread keeps them in the order they were asked."""
 
-    __slots__ = ("_disk", "_log")
+    __slots__ = ("_disk", "_leader_epoch", "_log")
 
-    def __init__(self, log: Log, disk: Executor):
+    def __init__(self, log: Log, disk: Executor, leader_epoch: int = LEADER_EPOCH):
         self._log = log
         self._disk = disk
+        self._leader_epoch = leader_epoch
 
     @property
     def topic(self) -> str:
@@ -105,7 +107,7 @@ class LocalPartition:
         return self._log.last_stable_offset
 
     async def append(self, records: Any) -> AppendInfo:
-        append = functools.partial(self._log.append, records, leader_epoch=LEADER_EPOCH)
+        append = functools.partial(self._log.append, records, leader_epoch=self._leader_epoch)
         return await asyncio.get_running_loop().run_in_executor(self._disk, append)
 
     async def read(self, offset: int, max_bytes: int, *, isolation: str, min_one_batch: bool) -> FetchResult:

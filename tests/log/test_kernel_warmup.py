@@ -16,8 +16,8 @@ from compaction.cleaner import cleaning_clock
 from tests.support.paths import REPO_ROOT
 
 ROOT = REPO_ROOT
-KERNEL_MODULES = ("logstore._kernels", "logstore._segment_kernels", "index._kernels", "logstore.records._kernels",
-                  "compaction._kernels", "spark_tools._kernels")
+KERNEL_MODULES = ("logstore._kernels", "logstore._segment_kernels", "logstore._read_kernels", "index._kernels",
+                  "logstore.records._kernels", "compaction._kernels", "spark_tools._kernels")
 
 
 def kernels() -> dict[str, object]:

@@ -16,7 +16,12 @@ from kafka.protocol.admin import (
     ListGroupsRequest,
     ListGroupsResponse,
 )
-from kafka.protocol.consumer import OffsetCommitRequest, OffsetCommitResponse
+from kafka.protocol.consumer import (
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+)
 
 from logstore.clock import ManualClock
 from logstore.server import KafkaServer
@@ -188,6 +193,22 @@ def test_members_commit_at_their_member_epoch(tmp_path):
         assert commit(wire, 8, "m1", joined.member_epoch + 1) == ec.ILLEGAL_GENERATION
         assert commit(wire, 9, "m2", joined.member_epoch) == ec.UNKNOWN_MEMBER_ID
         assert commit(wire, 9, "", -1) == ec.UNKNOWN_MEMBER_ID  # nobody else commits while it consumes
+        assert fetch(wire, "m1", joined.member_epoch) == (ec.NONE, [5])
+        assert fetch(wire, "m1", joined.member_epoch + 1) == (ec.STALE_MEMBER_EPOCH, [])
+        assert fetch(wire, "", -1) == (ec.NONE, [5])  # an admin's fetch
+
+
+def fetch(wire: WireClient, member: str, epoch: int) -> tuple[int, list[int]]:
+    """OffsetFetch v9 of group "c" (and of a group nobody knows, in the same batch)."""
+    cls = OffsetFetchRequest[9]
+    group = cls.OffsetFetchRequestGroup
+    response = wire.call(cls(require_stable=True, groups=[
+        group(group_id="c", member_id=member, member_epoch=epoch,
+              topics=[group.OffsetFetchRequestTopics(name="t", partition_indexes=[0])]),
+        group(group_id="none", member_id=None, member_epoch=-1, topics=None)]), OffsetFetchResponse[9])
+    ours, other = response.groups
+    assert (other.group_id, other.error_code, other.topics) == ("none", ec.NONE, [])
+    return ours.error_code, [p.committed_offset for t in ours.topics for p in t.partitions]
 
 
 def test_a_silent_member_is_fenced_at_its_session_timeout_on_the_clock(tmp_path):
@@ -245,3 +266,21 @@ def test_a_consumer_group_is_deleted_only_once_empty_and_stays_deleted(tmp_path)
         assert heartbeat(wire, "gone", "m1", joined.member_epoch, owned=[]).error_code == ec.GROUP_ID_NOT_FOUND
     with KafkaServer(tmp_path, port=0, config=CONFIG) as server, WireClient(server.port) as wire:
         assert describe(wire, "gone")[0].error_code == ec.GROUP_ID_NOT_FOUND
+
+
+def test_a_member_that_does_not_revoke_within_its_rebalance_timeout_is_fenced(tmp_path):
+    clock = ManualClock(NOW)
+    with KafkaServer(tmp_path, port=0, config=CONFIG, clock=clock) as server, WireClient(server.port) as wire:
+        create_topic(server, "t", 2)
+        slow = heartbeat(wire, "rb", "slow", 0, topics=["t"])  # rebalance timeout 30 s
+        other = heartbeat(wire, "rb", "other", 0, topics=["t"])
+        told = heartbeat(wire, "rb", "slow", slow.member_epoch, owned=owned(slow))
+        assert len(partitions(told)) == 1  # it is to give one up, and never does
+        clock.advance(5_000)
+        heartbeat(wire, "rb", "other", other.member_epoch, owned=[])
+        heartbeat(wire, "rb", "slow", told.member_epoch, owned=owned(slow))  # still holding both
+        clock.advance(25_001)
+        heartbeat(wire, "rb", "other", other.member_epoch, owned=[])
+        server.check_timers()
+        assert [m.member_id for m in describe(wire, "rb")[0].members] == ["other"]
+        assert partitions(heartbeat(wire, "rb", "other", other.member_epoch, owned=[])) == [0, 1]

@@ -12,9 +12,11 @@ from pathlib import Path
 import pytest
 from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
 from logstore.clock import ManualClock
 from logstore.partition_metadata import read_partition_metadata
+from logstore.records import Record, build_batch, iter_batches
 from logstore.server import KafkaServer
 from logstore.server.messages.controller_apis import (
     BrokerHeartbeatRequest,
@@ -230,6 +232,10 @@ def test_a_restarted_controller_reloads_the_metadata_and_brokers_keep_their_repl
                             cwd=replica, capsys=capsys, monkeypatch=monkeypatch)
     assert dumped.returncode == 0, dumped.stderr
     assert '"type":"TOPIC_RECORD","version":0,"data":{"name":"later"' in dumped.stdout
+    for node_id in (1, 2, 3):  # every node's data directory, metadata log and snapshots included
+        verified = run_in_process("verify", str(tmp_path / f"node-{node_id}"), cwd=tmp_path, capsys=capsys,
+                                  monkeypatch=monkeypatch)
+        assert verified.returncode == 0 and verified.stdout.rstrip().endswith("OK"), verified.stdout
 
 
 def test_a_controller_only_node_runs_the_quorum_without_being_a_broker(tmp_path):
@@ -249,3 +255,95 @@ def test_a_controller_only_node_runs_the_quorum_without_being_a_broker(tmp_path)
     finally:
         controller.stop()
     assert not list((tmp_path / "controller").glob("orders-*"))
+
+
+def produce(port: int, topic: str, partition: int, value: bytes) -> int:
+    """Produce one record to `topic`-`partition` at node `port`: the error code."""
+    request = ProduceRequest[7]
+    batch = build_batch([Record(0, NOW, None, value)])
+    with WireClient(port) as client:
+        response = client.call(request(transactional_id=None, acks=1, timeout_ms=1000, topic_data=[
+            request.TopicProduceData(name=topic, partition_data=[
+                request.TopicProduceData.PartitionProduceData(index=partition, records=batch)])]), ProduceResponse[7])
+    return response.responses[0].partition_responses[0].error_code
+
+
+def test_only_the_leader_takes_a_partitions_records_and_stamps_the_controllers_leader_epoch(cluster):
+    create_topic(cluster.nodes[1].port, "orders", 3, 3)  # one partition led by each broker
+    cluster.caught_up()
+    partitions = cluster.controller.image.topic("orders").partitions
+    index, first = next((i, p.leader) for i, p in sorted(partitions.items()) if p.leader != 1)
+    followers = [n for n in (1, 2, 3) if n != first]
+    assert [produce(cluster.nodes[n].port, "orders", index, b"x") for n in followers] == [6, 6]  # NOT_LEADER_...
+    assert produce(cluster.nodes[first].port, "orders", index, b"epoch 0") == 0
+    replicated(cluster, "orders", index, 1)
+    cluster.stop(first)  # the controller moves the leadership to a follower, in epoch 1
+    cluster.caught_up()
+    state = cluster.controller.image.topic("orders").partitions[index]
+    assert state.leader in followers and state.leader_epoch == 1
+    assert produce(cluster.nodes[state.leader].port, "orders", index, b"epoch 1") == 0
+    log = cluster.nodes[state.leader].manager.get("orders", index)
+    assert [b.partition_leader_epoch for b in iter_batches((log.dir / "00000000000000000000.log").read_bytes())] == [
+        0, 1]  # the first leader's batch, replicated, then its own
+
+
+def segment_bytes(node: KafkaServer, topic: str, partition: int) -> bytes:
+    return (node.manager.get(topic, partition).dir / "00000000000000000000.log").read_bytes()
+
+
+def every_replica(cluster: Cluster, topic: str, partition: int, holds, timeout_s: float = 10) -> None:
+    """Wait until `holds(log)` is true of every running node's replica of the partition."""
+    deadline = time.monotonic() + timeout_s
+    while not all(holds(n.manager.get(topic, partition)) for n in cluster.nodes.values()):
+        assert time.monotonic() < deadline, "the replicas did not get there"
+        time.sleep(0.01)
+
+
+def replicated(cluster: Cluster, topic: str, partition: int, end: int) -> None:
+    """Wait until every running node's replica of the partition ends at `end`."""
+    every_replica(cluster, topic, partition, lambda log: log.log_end_offset >= end)
+
+
+def test_followers_copy_the_leader_byte_for_byte_and_a_returning_leader_follows_its_successor(cluster):
+    create_topic(cluster.nodes[1].port, "orders", 3, 3)
+    cluster.caught_up()
+    partitions = cluster.controller.image.topic("orders").partitions
+    index, first = next((i, p.leader) for i, p in sorted(partitions.items()) if p.leader != 1)
+    for value in (b"a", b"b", b"c"):
+        assert produce(cluster.nodes[first].port, "orders", index, value) == 0
+    replicated(cluster, "orders", index, 3)
+    assert len({segment_bytes(n, "orders", index) for n in cluster.nodes.values()}) == 1
+
+    cluster.stop(first)
+    cluster.caught_up()
+    successor = cluster.controller.image.topic("orders").partitions[index].leader
+    for value in (b"d", b"e"):
+        assert produce(cluster.nodes[successor].port, "orders", index, value) == 0
+    cluster.start(first)  # it follows now: it reconciles its epochs with the successor, then fetches
+    cluster.caught_up()
+    replicated(cluster, "orders", index, 5)
+    copies = {segment_bytes(n, "orders", index) for n in cluster.nodes.values()}
+    assert len(copies) == 1
+    batches = list(iter_batches(copies.pop()))
+    assert [(b.base_offset, b.partition_leader_epoch) for b in batches] == [(0, 0), (1, 0), (2, 0), (3, 1), (4, 1)]
+
+
+def settled(cluster: Cluster, topic: str, partition: int, high_watermark: int) -> None:
+    """Wait until every running node's replica has the partition's high watermark at `high_watermark`."""
+    every_replica(cluster, topic, partition, lambda log: log.high_watermark == high_watermark)
+
+
+def test_the_high_watermark_moves_as_the_isr_fetches_and_reaches_the_followers(cluster):
+    create_topic(cluster.nodes[1].port, "orders", 3, 3)
+    cluster.caught_up()
+    partitions = cluster.controller.image.topic("orders").partitions
+    index, leader = next((i, p.leader) for i, p in sorted(partitions.items()) if p.leader != 1)
+    for value in (b"a", b"b"):
+        assert produce(cluster.nodes[leader].port, "orders", index, value) == 0
+    settled(cluster, "orders", index, 2)  # the followers fetched past both: committed, and told so
+    follower = next(n for n in (2, 3) if n != leader)
+    cluster.stop(follower)  # fenced: it leaves the ISR, and the leader stops waiting for it
+    cluster.caught_up()
+    assert follower not in cluster.controller.image.topic("orders").partitions[index].isr
+    assert produce(cluster.nodes[leader].port, "orders", index, b"c") == 0
+    settled(cluster, "orders", index, 3)

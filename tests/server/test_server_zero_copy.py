@@ -1,11 +1,15 @@
 """The fetch path sends record bytes from the segment file with sendfile (Kafka's
 FileRecords.transferTo), the response's framing written around them: real clients read exactly
 what was produced, fetch sessions and read_committed included; budgets still cut at whole
-batches; aborted-transaction lists come from the transaction index, no record decoded."""
+batches; aborted-transaction lists come from the transaction index, no record decoded; a
+connection that cannot sendfile gets the records copied."""
 
 from __future__ import annotations
 
 import asyncio
+import errno
+import functools
+import logging
 import os
 import time
 
@@ -16,8 +20,11 @@ from hypothesis import strategies as st
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
+from logstore.errors import LogClosedError
+from logstore.file_slice import FileSlice
 from logstore.records import Record, build_batch
 from logstore.records.batch import RecordBatch
+from logstore.server.connection import FrameProtocol
 from tests.server.test_server_clients import consume_confluent, poll_kafka_python
 from tests.server.test_server_transactions import read_all, read_all_kafka_python
 from tests.support.wire import WireClient
@@ -157,6 +164,56 @@ def test_read_committed_skips_aborted_transactions_without_the_server_decoding_a
     assert read_all_kafka_python(bootstrap, topic, committed=True) == committed
     assert spies.sent >= 2 * module_server.manager.get(topic, 0).size
     assert spies.decoded == 0
+
+
+def test_a_connection_that_cannot_sendfile_gets_the_records_copied_and_says_so(module_server, monkeypatch, caplog):
+    def refuse(*args):
+        raise OSError(errno.EINVAL, "sendfile refused")  # as for a socket sendfile cannot write to
+
+    topic = "zero-copy-fallback"
+    expected = values_for(topic)[:300]
+    produce(module_server.bootstrap_servers, topic, expected)
+    monkeypatch.setattr(os, "sendfile", refuse)
+    with caplog.at_level(logging.INFO, logger="logstore.server"):
+        assert kafka_python_values(module_server.bootstrap_servers, topic, len(expected)) == expected
+    assert "sendfile is not available on this connection, fetched records are copied" in caplog.text
+
+
+def test_a_slice_cut_short_under_its_send_closes_the_connection(tmp_path, caplog):
+    """The response's framing promised the slice's size: when the file holds less by the time
+    it is sent (a truncated segment), the connection closes and the slice is released."""
+    path = tmp_path / "segment.log"
+    path.write_bytes(b"x" * 5000)
+
+    async def send() -> tuple[bytes, FileSlice]:
+        loop = asyncio.get_running_loop()
+        received, closed = bytearray(), loop.create_future()
+
+        class Client(asyncio.Protocol):
+            def data_received(self, data: bytes) -> None:
+                received.extend(data)
+
+            def connection_lost(self, exc: Exception | None) -> None:
+                closed.set_result(None)
+
+        listener = await loop.create_server(Client, "127.0.0.1", 0)
+        protocol = FrameProtocol(lambda _: None)
+        await loop.create_connection(lambda: protocol, "127.0.0.1", listener.sockets[0].getsockname()[1])
+        fd = os.open(path, os.O_RDONLY)
+        piece = FileSlice(fd, 0, 10_000, functools.partial(os.close, fd))
+        with pytest.raises(ConnectionError, match="truncated"):
+            await protocol.write([b"framing", piece])
+        protocol.transport.close()
+        await closed
+        listener.close()
+        return bytes(received), piece
+
+    with caplog.at_level(logging.WARNING, logger="logstore.server"):
+        received, piece = asyncio.run(asyncio.wait_for(send(), 10))
+    assert received == b"framing" + b"x" * 5000
+    assert "truncated to 5000 bytes during the send" in caplog.text
+    with pytest.raises(LogClosedError):
+        piece.fileno()
 
 
 # ---------------------------------------------------------------- budgets, at the wire

@@ -17,10 +17,10 @@ from collections.abc import Callable, Sequence
 from logstore.clean_shutdown import NO_BROKER_EPOCH
 from logstore.server import error_codes as ec
 from logstore.server.kraft.controller_api import METADATA_TOPIC_ID
-from logstore.server.kraft.controller_channel import ControllerChannel, ControllerUnreachableError
 from logstore.server.kraft.metadata_image import MetadataImage
 from logstore.server.kraft.metadata_log import MetadataLog
 from logstore.server.kraft.metadata_records import METADATA_VERSION_LEVEL
+from logstore.server.kraft.node_channel import NodeChannel, NodeUnreachableError
 from logstore.server.kraft.quorum_config import Endpoint
 from logstore.server.messages.controller_apis import (
     BrokerHeartbeatRequest,
@@ -66,8 +66,8 @@ class BrokerLifecycle:
         self._on_metadata = on_metadata
         self._interval_s = heartbeat_interval_ms / 1000
         client = f"broker-{node_id}"
-        self._heartbeats = ControllerChannel(*controller, client)
-        self._fetches = ControllerChannel(*controller, client)
+        self._heartbeats = NodeChannel(*controller, client)
+        self._fetches = NodeChannel(*controller, client)
         self.broker_epoch = NO_BROKER_EPOCH
         self.fenced = True
         self.unfenced = asyncio.Event()
@@ -121,7 +121,7 @@ class BrokerLifecycle:
         while True:
             try:
                 response = await self._heartbeats.send(request, REGISTRATION_VERSION, BrokerRegistrationResponse)
-            except ControllerUnreachableError as exc:
+            except NodeUnreachableError as exc:
                 log.info("broker %d: registration failed, retrying: %s", self.node_id, exc)
                 await asyncio.sleep(RETRY_S)
                 continue
@@ -135,12 +135,12 @@ class BrokerLifecycle:
     async def _beat_quietly(self) -> None:
         try:
             await self.heartbeat()
-        except ControllerUnreachableError as exc:
+        except NodeUnreachableError as exc:
             log.info("broker %d: heartbeat failed: %s", self.node_id, exc)
 
     async def heartbeat(self, *, want_shut_down: bool = False) -> bool:
         """Send one heartbeat now; returns whether the broker is fenced after it.
-        Raises ControllerUnreachableError when the controller does not answer."""
+        Raises NodeUnreachableError when the controller does not answer."""
         request = BrokerHeartbeatRequest(version=HEARTBEAT_VERSION, broker_id=self.node_id,
                                          broker_epoch=self.broker_epoch, current_metadata_offset=self.metadata_offset,
                                          want_fence=False, want_shut_down=want_shut_down)
@@ -160,7 +160,7 @@ class BrokerLifecycle:
         while True:
             try:
                 await self.fetch()
-            except ControllerUnreachableError as exc:
+            except NodeUnreachableError as exc:
                 log.info("broker %d: metadata fetch failed: %s", self.node_id, exc)
                 await asyncio.sleep(RETRY_S)
 
@@ -204,7 +204,7 @@ class BrokerLifecycle:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self.broker_epoch != NO_BROKER_EPOCH:
-            with contextlib.suppress(ControllerUnreachableError, TimeoutError):
+            with contextlib.suppress(NodeUnreachableError, TimeoutError):
                 await asyncio.wait_for(self.heartbeat(want_shut_down=True), SHUTDOWN_HEARTBEAT_S)
         await self._heartbeats.close()
         await self._fetches.close()

@@ -1,6 +1,6 @@
 """The KRaft side of a `logstore serve` node, by its `process.roles`: the active controller
 and the controller listener it answers on (controller), and the broker's registration,
-heartbeats and metadata (broker). KafkaServer opens it after its own listener, closes it first."""
+heartbeats, metadata and replica fetching (broker). KafkaServer opens it after its own listener, closes it first."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from logstore.server.kraft.metadata_image import MetadataImage
 from logstore.server.kraft.metadata_log import MetadataLog
 from logstore.server.kraft.quorum_config import PLAINTEXT, Endpoint
 from logstore.server.kraft.quorum_controller import QuorumController
+from logstore.server.kraft.replica_fetcher import ReplicaFetcher
 
 CONTROLLER_BUDGET_BYTES = 64 * 1024 * 1024
 REGISTRATION_TIMEOUT_S = 60  # initial.broker.registration.timeout.ms
@@ -42,6 +43,7 @@ class ClusterNode:
         self.controller: QuorumController | None = None
         self.lifecycle: BrokerLifecycle | None = None
         self.view: ClusterView | None = None
+        self.fetcher: ReplicaFetcher | None = None
         self.controller_port: int | None = None
         self._api: ControllerApi | None = None
         self._server: asyncio.AbstractServer | None = None
@@ -107,8 +109,9 @@ class ClusterNode:
             self._local_log = MetadataLog(self._data_dir, node_id, self._clock)
             self._local_log.replay_into(image)
         listener = quorum.broker_listeners[0].name
-        self.view = ClusterView(image, node_id, listener, address)
+        self.view = ClusterView(image, node_id, listener, address, ctx.manager.get)
         ctx.cluster = self.view
+        self.fetcher = ReplicaFetcher(node_id, image, ctx.manager.get, listener, ctx.disk)
         self.lifecycle = BrokerLifecycle(
             node_id, self._meta.cluster_id, parse_kafka_uuid(self._meta.directory_id), address, [Endpoint(listener, ctx.host, ctx.port)],
             image, heartbeat_interval_ms=quorum.heartbeat_interval_ms, local_log=self._local_log, offset=offset,
@@ -120,6 +123,8 @@ class ClusterNode:
     def _metadata_changed(self) -> None:
         if self.view is not None and self._ctx is not None:
             self.view.open_hosted_partitions(self._ctx.topics)
+        if self.fetcher is not None:
+            self.fetcher.update()
 
     async def check_timers(self) -> None:
         """Heartbeat now (broker role), then fence the brokers whose sessions ran out on the
@@ -134,6 +139,8 @@ class ClusterNode:
         close the controller listener and the metadata logs."""
         if self._fencing is not None:
             self._fencing.cancel()
+        if self.fetcher is not None:
+            await self.fetcher.close()
         if self.lifecycle is not None:
             await self.lifecycle.close()
         if self.view is not None:

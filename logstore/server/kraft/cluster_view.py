@@ -1,20 +1,26 @@
 """What a broker of a KRaft cluster tells its clients, read from the metadata image it
 replays: Metadata lists every unfenced registered broker and each partition's leader, replicas
-and ISR; CreateTopics is forwarded to the active controller (as Kafka's brokers forward it); and
-the partitions the metadata places on this broker are opened in its data directory."""
+and ISR; CreateTopics is forwarded to the active controller (as Kafka's brokers forward it); the
+partitions the metadata places on this broker are opened in its data directory, and served
+only where this broker leads them (at the controller's leader epoch)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import uuid
+from collections.abc import Callable
+from concurrent.futures import Executor
 from typing import Any
 
-from logstore.errors import InvalidTopicError
+from logstore.errors import InvalidTopicError, NotLeaderOrFollowerError
+from logstore.log import Log
 from logstore.log_files import validate_topic
+from logstore.log_results import AppendInfo, FetchResult
 from logstore.server import error_codes as ec
-from logstore.server.kraft.controller_channel import ControllerChannel, ControllerUnreachableError
 from logstore.server.kraft.metadata_image import TOPIC_RESOURCE, MetadataImage, TopicInfo
+from logstore.server.kraft.node_channel import NodeChannel, NodeUnreachableError
+from logstore.server.partition_access import LocalPartition, PartitionAccess
 from logstore.server.protocol import Request, admin
 from logstore.server.topics import INTERNAL_TOPICS, Topics
 
@@ -25,14 +31,19 @@ ZERO_UUID = uuid.UUID(int=0)
 
 class ClusterView:
     """Broker `node_id`'s view of the cluster through `image`; `listener` is the listener name
-    clients use, `controller` the address CreateTopics is forwarded to."""
+    clients use, `controller` the address CreateTopics is forwarded to, `logs` this broker's
+    log of a partition (None when it holds none)."""
 
-    def __init__(self, image: MetadataImage, node_id: int, listener: str, controller: tuple[str, int]):
+    def __init__(self, image: MetadataImage, node_id: int, listener: str, controller: tuple[str, int],
+                 logs: Callable[[str, int], Log | None] = lambda _topic, _partition: None):
         self.image = image
+        self._logs = logs
         self.node_id = node_id
         self._listener = listener
-        self._channel = ControllerChannel(*controller, f"broker-{node_id}-forwarding")
+        self._channel = NodeChannel(*controller, f"broker-{node_id}-forwarding")
         self._creating: set[asyncio.Task] = set()
+        # (topic, partition) -> follower -> the offset it fetched from last, where this broker leads
+        self._follower_offsets: dict[tuple[str, int], dict[int, int]] = {}
 
     def brokers(self) -> list[tuple[int, str, int, str | None]]:
         """(id, host, port, rack) of every unfenced broker on the clients' listener."""
@@ -91,7 +102,7 @@ class ClusterView:
             timeout_ms=30_000, validate_only=False)
         try:
             await self._channel.send(request, CREATE_TOPICS_VERSION, admin.CreateTopicsResponse)
-        except ControllerUnreachableError as exc:  # the client's next Metadata asks again
+        except NodeUnreachableError as exc:  # the client's next Metadata asks again
             log.info("auto-creation of %s not forwarded: %s", name, exc)
 
     def _topic(self, cls: Any, info: TopicInfo, operations: frozenset[int] | None) -> Any:
@@ -104,6 +115,43 @@ class ClusterView:
             for index, p in sorted(info.partitions.items())]
         return entry(error_code=ec.NONE, name=info.name, topic_id=info.topic_id, is_internal=info.name in INTERNAL_TOPICS,
                      partitions=partitions, authorized_operations=operations)
+
+    def partition_access(self, log: Log, disk: Executor) -> PartitionAccess:
+        """How clients reach a partition held here: led at the epoch the controller gave, or,
+        where another broker leads, refused with NOT_LEADER_OR_FOLLOWER. A partition the
+        metadata does not know (a coordinator topic this node keeps alone) is led here."""
+        info = self.image.topic(log.topic)
+        state = None if info is None else info.partitions.get(log.partition)
+        if state is None:
+            return LocalPartition(log, disk)
+        if state.leader != self.node_id:
+            return FollowerPartition(log.topic, log.partition, state.leader)
+        alone = state.isr == [self.node_id]  # no follower to wait for: committed once appended
+        if log.high_watermark_follows_log_end != alone:
+            log.high_watermark_follows_log_end = alone
+            if alone:
+                log.high_watermark = log.log_end_offset
+        return LocalPartition(log, disk, leader_epoch=state.leader_epoch)
+
+    def replica_fetched(self, replica: int, fetched: list[tuple[str, int, int]]) -> bool:
+        """A follower fetched these (topic, partition, offset)s: it holds everything below each
+        offset. Where this broker leads, the high watermark moves up to the smallest offset the
+        ISR holds (Kafka's Partition.maybeIncrementLeaderHW); True when one moved."""
+        moved = False
+        for topic, partition, offset in fetched:
+            info = self.image.topic(topic)
+            state = None if info is None else info.partitions.get(partition)
+            log = self._logs(topic, partition)
+            if state is None or log is None or state.leader != self.node_id:
+                continue
+            held = self._follower_offsets.setdefault((topic, partition), {})
+            held[replica] = offset
+            ends = [log.log_end_offset] + [held.get(r, -1) for r in state.isr if r != self.node_id]
+            high = min(ends)
+            if high > log.high_watermark:
+                log.high_watermark = high
+                moved = True
+        return moved
 
     async def forward(self, req: Request) -> Any:
         """Send a client's request to the active controller and return its answer."""
@@ -122,3 +170,25 @@ class ClusterView:
             task.cancel()
         await asyncio.gather(*self._creating, return_exceptions=True)
         await self._channel.close()
+
+
+class FollowerPartition:
+    """A partition this broker holds but does not lead: every client request for it is
+    answered NOT_LEADER_OR_FOLLOWER (its offsets unknown, -1), sending the client to the leader."""
+
+    __slots__ = ("leader", "partition", "topic")
+    log_start_offset = log_end_offset = high_watermark = last_stable_offset = -1
+
+    def __init__(self, topic: str, partition: int, leader: int):
+        self.topic, self.partition, self.leader = topic, partition, leader
+
+    def _refuse(self, *_args: Any, **_kwargs: Any) -> Any:
+        raise NotLeaderOrFollowerError(f"{self.topic}-{self.partition} is led by broker {self.leader}, not this one")
+
+    async def append(self, records: Any) -> AppendInfo:
+        return self._refuse()
+
+    async def read(self, offset: int, max_bytes: int, *, isolation: str, min_one_batch: bool) -> FetchResult:
+        return self._refuse()
+
+    offset_for_timestamp = end_offset_for_epoch = delete_records_before = _refuse

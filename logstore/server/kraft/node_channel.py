@@ -1,5 +1,6 @@
-"""A broker's connection to the active controller (Kafka's NodeToControllerChannelManager,
-reduced): Kafka requests sent one at a time over one TCP connection, reopened after a failure."""
+"""A broker's connection to another node, the active controller or a partition's leader
+(Kafka's NodeToControllerChannelManager and fetcher connections, reduced): Kafka requests sent one
+at a time over one TCP connection, reopened after a failure."""
 
 from __future__ import annotations
 
@@ -11,12 +12,12 @@ from logstore.server.protocol import ApiMessage
 _SIZE = struct.Struct(">i")
 
 
-class ControllerUnreachableError(ConnectionError):
-    """The controller did not answer (refused, closed, or a response that does not decode)."""
+class NodeUnreachableError(ConnectionError):
+    """The node did not answer (refused, closed, or a response that does not decode)."""
 
 
-class ControllerChannel:
-    """Requests to the controller at (`host`, `port`), as client `client_id`."""
+class NodeChannel:
+    """Requests to the node at (`host`, `port`), as client `client_id`."""
 
     def __init__(self, host: str, port: int, client_id: str):
         self.host, self.port = host, port
@@ -27,7 +28,7 @@ class ControllerChannel:
 
     async def send(self, request: ApiMessage, version: int, response_class: type[ApiMessage]) -> ApiMessage:
         """Send `request` at `version` and return its response, decoded as `response_class`;
-        ControllerUnreachableError when the connection fails (the next send reconnects)."""
+        NodeUnreachableError when the connection fails (the next send reconnects)."""
         async with self._lock:
             self._correlation += 1
             request.with_header(correlation_id=self._correlation, client_id=self._client_id)
@@ -41,7 +42,7 @@ class ControllerChannel:
                 return response_class.decode(frame, version=version, header=True)
             except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
                 await self.close()
-                raise ControllerUnreachableError(f"controller {self.host}:{self.port}: {exc!r}") from exc
+                raise NodeUnreachableError(f"node {self.host}:{self.port}: {exc!r}") from exc
 
     async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         if self._streams is None:

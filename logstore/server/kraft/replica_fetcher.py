@@ -1,0 +1,190 @@
+"""Followers copy their leaders' records over Kafka's protocol (Kafka's ReplicaFetcherThread,
+reduced): for every partition placed on this broker and led by another, Fetch from the leader as
+replica `node_id` (ReplicaId, the current leader epoch), append what comes keeping its offsets
+and epochs; when the leader epoch changes, first ask the leader where the follower's latest
+epoch ends (OffsetForLeaderEpoch) and truncate what diverged, as Kafka's followers do.
+
+One task per leader broker, each fetching all of that leader's partitions in one request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+from collections.abc import Callable
+from concurrent.futures import Executor
+from typing import NamedTuple
+
+from logstore.epoch import UNDEFINED_EPOCH
+from logstore.errors import CorruptRecordError, InvalidRecordError
+from logstore.log import Log
+from logstore.replication.follower import truncation_offset
+from logstore.replication.partition import EpochEndOffset
+from logstore.server import error_codes as ec
+from logstore.server.kraft.metadata_image import MetadataImage
+from logstore.server.kraft.node_channel import NodeChannel, NodeUnreachableError
+from logstore.server.protocol import consumer
+
+log = logging.getLogger("logstore.server")
+FETCH_VERSION, EPOCH_VERSION = 12, 4
+FETCH_MAX_WAIT_MS = 500
+FETCH_MAX_BYTES = 8 * 1024 * 1024
+PARTITION_MAX_BYTES = 1024 * 1024
+RETRY_S = 0.1
+
+
+class Followed(NamedTuple):
+    """A partition this broker follows: its local log and the leadership it follows."""
+
+    topic: str
+    partition: int
+    log: Log
+    leader_epoch: int
+
+
+class _Epochs(NamedTuple):
+    """What replication.follower.truncation_offset reads of a partition: its log and epochs."""
+
+    log: Log
+    epochs: object
+
+
+class ReplicaFetcher:
+    """The follower side of broker `node_id`: `image` says who leads what; `local_log(topic,
+    partition)` gives this broker's log of a partition (None when not placed here); `listener`
+    is the listener name leaders are reached on; `disk` runs appends and truncations."""
+
+    def __init__(self, node_id: int, image: MetadataImage, local_log: Callable[[str, int], Log | None],
+                 listener: str, disk: Executor):
+        self.node_id = node_id
+        self._image = image
+        self._local_log = local_log
+        self._listener = listener
+        self._disk = disk
+        self._tasks: dict[int, asyncio.Task] = {}
+        self._channels: dict[int, NodeChannel] = {}
+        self._truncated: dict[tuple[str, int], int] = {}  # partition -> leader epoch reconciled with
+
+    def followed(self, leader: int) -> list[Followed]:
+        """The partitions placed here that `leader` leads now."""
+        out = []
+        for info in list(self._image.topics.values()):
+            for index, p in sorted(info.partitions.items()):
+                if p.leader == leader and leader != self.node_id and self.node_id in p.replicas:
+                    local = self._local_log(info.name, index)
+                    if local is not None:
+                        out.append(Followed(info.name, index, local, p.leader_epoch))
+        return out
+
+    def update(self) -> None:
+        """Start fetching from every leader of a partition placed here (after each metadata replay)."""
+        leaders = {p.leader for info in list(self._image.topics.values()) for p in info.partitions.values()
+                   if p.leader >= 0 and p.leader != self.node_id and self.node_id in p.replicas}
+        loop = asyncio.get_running_loop()
+        for leader in leaders:
+            task = self._tasks.get(leader)
+            if task is None or task.done():
+                self._tasks[leader] = loop.create_task(self._follow(leader))
+
+    async def _follow(self, leader: int) -> None:
+        while True:
+            followed = self.followed(leader)
+            if not followed:
+                return
+            channel = self._channel(leader)
+            if channel is None:
+                await asyncio.sleep(RETRY_S)
+                continue
+            try:
+                diverging = [f for f in followed if self._truncated.get((f.topic, f.partition)) != f.leader_epoch]
+                if diverging:
+                    await self._truncate(channel, diverging)
+                else:
+                    await self._fetch(channel, followed)
+            except NodeUnreachableError as exc:
+                log.info("broker %d: fetching from broker %d failed: %s", self.node_id, leader, exc)
+                await asyncio.sleep(RETRY_S)
+
+    def _channel(self, leader: int) -> NodeChannel | None:
+        info = self._image.brokers.get(leader)
+        endpoint = None if info is None else next((e for e in info.endpoints if e["name"] == self._listener), None)
+        if endpoint is None:
+            return None
+        channel = self._channels.get(leader)
+        if channel is None or (channel.host, channel.port) != (endpoint["host"], endpoint["port"]):
+            channel = self._channels[leader] = NodeChannel(endpoint["host"], endpoint["port"],
+                                                           f"replica-fetcher-{self.node_id}")
+        return channel
+
+    async def _truncate(self, channel: NodeChannel, followed: list[Followed]) -> None:
+        """Reconcile each log with its leader's epochs (OffsetForLeaderEpoch), cutting what diverged."""
+        cls = consumer.OffsetForLeaderEpochRequest
+        topics: dict[str, list] = {}
+        for f in followed:
+            latest = f.log.leader_epoch_cache.latest_epoch()
+            topics.setdefault(f.topic, []).append(cls.OffsetForLeaderTopic.OffsetForLeaderPartition(
+                partition=f.partition, current_leader_epoch=f.leader_epoch,
+                leader_epoch=UNDEFINED_EPOCH if latest is None else latest))
+        request = cls(version=EPOCH_VERSION, replica_id=self.node_id, topics=[
+            cls.OffsetForLeaderTopic(topic=t, partitions=ps) for t, ps in topics.items()])
+        response = await channel.send(request, EPOCH_VERSION, consumer.OffsetForLeaderEpochResponse)
+        answers = {(t.topic, p.partition): p for t in response.topics for p in t.partitions}
+        for f in followed:
+            answer = answers.get((f.topic, f.partition))
+            if answer is None or answer.error_code != ec.NONE:
+                continue
+            if f.log.leader_epoch_cache.latest_epoch() is not None:
+                offset, _done = truncation_offset(EpochEndOffset(answer.leader_epoch, answer.end_offset),
+                                                  _Epochs(f.log, f.log.leader_epoch_cache))
+                await self._on_disk(f.log.truncate_to, offset)
+            self._truncated[(f.topic, f.partition)] = f.leader_epoch
+
+    async def _fetch(self, channel: NodeChannel, followed: list[Followed]) -> None:
+        """One Fetch of every followed partition of one leader, appended as follower."""
+        cls = consumer.FetchRequest
+        topics: dict[str, list] = {}
+        for f in followed:
+            topics.setdefault(f.topic, []).append(cls.FetchTopic.FetchPartition(
+                partition=f.partition, current_leader_epoch=f.leader_epoch, fetch_offset=f.log.log_end_offset,
+                last_fetched_epoch=f.log.leader_epoch_cache.latest_epoch() or UNDEFINED_EPOCH,
+                log_start_offset=f.log.log_start_offset, partition_max_bytes=PARTITION_MAX_BYTES))
+        request = cls(version=FETCH_VERSION, replica_id=self.node_id, max_wait_ms=FETCH_MAX_WAIT_MS, min_bytes=1,
+                      max_bytes=FETCH_MAX_BYTES, isolation_level=0, session_id=0, session_epoch=-1,
+                      topics=[cls.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
+                      forgotten_topics_data=[], rack_id="")
+        response = await channel.send(request, FETCH_VERSION, consumer.FetchResponse)
+        by_key = {(f.topic, f.partition): f for f in followed}
+        for topic in response.responses:
+            for p in topic.partitions:
+                f = by_key.get((topic.topic, p.partition_index))
+                if f is None:
+                    continue
+                if p.error_code == ec.OFFSET_OUT_OF_RANGE:
+                    self._truncated.pop((f.topic, f.partition), None)  # reconcile again with the leader
+                elif p.error_code == ec.NONE:
+                    if p.records:
+                        await self._append(f, bytes(p.records))
+                    # a follower's high watermark is the leader's, as far as it has the records
+                    f.log.high_watermark_follows_log_end = False
+                    f.log.high_watermark = min(p.high_watermark, f.log.log_end_offset)
+
+    async def _append(self, f: Followed, records: bytes) -> None:
+        try:
+            await self._on_disk(f.log.append_as_follower, records)
+        except (InvalidRecordError, CorruptRecordError) as exc:
+            log.error("broker %d: records fetched for %s-%d refused: %s", self.node_id, f.topic, f.partition, exc)
+            self._truncated.pop((f.topic, f.partition), None)
+
+    async def _on_disk(self, function: Callable, *args: object) -> object:
+        return await asyncio.get_running_loop().run_in_executor(self._disk, functools.partial(function, *args))
+
+    async def close(self) -> None:
+        """Stop every fetch and close the connections to the leaders."""
+        for task in self._tasks.values():
+            task.cancel()
+        await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+        for channel in self._channels.values():
+            with contextlib.suppress(Exception):
+                await channel.close()
