@@ -80,7 +80,7 @@ class DataApi:
     # ------------------------------------------------------------------ fetch
 
     async def _fetch_partition(self, cls: Any, topic: str, partition: int, offset: int, max_bytes: int,
-                         committed: bool, min_one_batch: bool) -> tuple[Any, int]:
+                         isolation: str, min_one_batch: bool) -> tuple[Any, int]:
         """The response entry of one partition and the bytes it carries (past `max_bytes` only
         for one whole first batch, with `min_one_batch`)."""
         entry = cls.FetchableTopicResponse.PartitionData
@@ -93,7 +93,7 @@ class DataApi:
             result = None
             if max_bytes > 0 or min_one_batch:
                 result = await target.read(offset, max_bytes, min_one_batch=min_one_batch,
-                                           isolation="read_committed" if committed else "high_watermark")
+                                           isolation=isolation)
             error = ec.NONE
         except OffsetOutOfRangeError:
             result, error = None, ec.OFFSET_OUT_OF_RANGE
@@ -101,7 +101,7 @@ class DataApi:
             result, error = None, ec.for_exception(exc)
         records = b"" if result is None else result.records
         aborted = None
-        if committed and result is not None:
+        if isolation == "read_committed" and result is not None:
             aborted = [entry.AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
                        for a in result.aborted_transactions]
         return entry(partition_index=partition, error_code=error, high_watermark=target.high_watermark,
@@ -111,7 +111,9 @@ class DataApi:
     async def fetch(self, req: Request) -> Any:
         body = req.body
         cls = req.spec.response
-        committed = body.isolation_level == READ_COMMITTED
+        # a follower (ReplicaId >= 0) reads up to the log end, a consumer up to the high watermark
+        isolation = "log_end" if body.replica_id >= 0 else \
+            "read_committed" if body.isolation_level == READ_COMMITTED else "high_watermark"
         wanted = [(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes)
                   for t in body.topics for p in t.partitions]
         forgotten = [(t.topic, p) for t in body.forgotten_topics_data for p in t.partitions]
@@ -123,10 +125,15 @@ class DataApi:
             targets = [(t, p, SessionPartition(o, m)) for t, p, o, m in wanted]
         else:
             targets = [(t, p, s) for (t, p), s in session.partitions.items()]
+        # a follower's fetch offsets say what it holds: the high watermark may move, waking consumers
+        fetched = [(t, p, s.fetch_offset) for t, p, s in targets]
+        if body.replica_id >= 0 and self._ctx.cluster is not None and \
+                self._ctx.cluster.replica_fetched(body.replica_id, fetched):
+            self._ctx.data.notify()
         deadline = time.monotonic() + max(body.max_wait_ms, 0) / 1000
         while True:
             watched = self._ctx.data.watch()
-            topics, total, errors = await self._fetch_round(cls, targets, body.max_bytes, committed, full)
+            topics, total, errors = await self._fetch_round(cls, targets, body.max_bytes, isolation, full)
             remaining = deadline - time.monotonic()
             # Kafka's ReplicaManager answers at once when no partition is asked for or min_bytes
             # (zero or negative included) is met; otherwise it waits up to max_wait_ms
@@ -139,7 +146,7 @@ class DataApi:
         return req.response(throttle_time_ms=0, error_code=ec.NONE,
                             session_id=session.session_id if session else 0, responses=topics)
 
-    async def _fetch_round(self, cls: Any, targets: list, max_bytes: int, committed: bool,
+    async def _fetch_round(self, cls: Any, targets: list, max_bytes: int, isolation: str,
                      full: bool) -> tuple[list, int, bool]:
         by_topic: dict[str, list] = {}
         total = 0
@@ -150,7 +157,7 @@ class DataApi:
             # up to min(partition_max_bytes, what the response has left); only until one partition
             # has returned data may a read go past that, by one whole batch
             limit = min(state.max_bytes, budget) if state.max_bytes > 0 else 0
-            data, size = await self._fetch_partition(cls, topic, partition, state.fetch_offset, limit, committed,
+            data, size = await self._fetch_partition(cls, topic, partition, state.fetch_offset, limit, isolation,
                                                min_one_batch=total == 0 and state.max_bytes > 0)
             changed = (size > 0 or data.error_code != ec.NONE or data.high_watermark != state.high_watermark
                        or data.last_stable_offset != state.last_stable_offset

@@ -53,7 +53,7 @@ class PartitionAccess(Protocol):
 
     async def read(self, offset: int, max_bytes: int, *, isolation: str, min_one_batch: bool) -> FetchResult:
         """Whole batches from `offset` as a consumer at `isolation` may see them
-        ('high_watermark' or 'read_committed'); raises OffsetOutOfRangeError. The records are
+        ('high_watermark' or 'read_committed'; a follower: 'log_end'); raises OffsetOutOfRangeError. The records are
         bytes, or a FileSlice to send from the segment file (the caller closes it)."""
         ...
 

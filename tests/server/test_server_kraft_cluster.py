@@ -291,12 +291,17 @@ def segment_bytes(node: KafkaServer, topic: str, partition: int) -> bytes:
     return (node.manager.get(topic, partition).dir / "00000000000000000000.log").read_bytes()
 
 
-def replicated(cluster: Cluster, topic: str, partition: int, end: int, timeout_s: float = 10) -> None:
-    """Wait until every running node's replica of the partition ends at `end`."""
+def every_replica(cluster: Cluster, topic: str, partition: int, holds, timeout_s: float = 10) -> None:
+    """Wait until `holds(log)` is true of every running node's replica of the partition."""
     deadline = time.monotonic() + timeout_s
-    while any(n.manager.get(topic, partition).log_end_offset < end for n in cluster.nodes.values()):
-        assert time.monotonic() < deadline, "the followers did not fetch the leader's records"
+    while not all(holds(n.manager.get(topic, partition)) for n in cluster.nodes.values()):
+        assert time.monotonic() < deadline, "the replicas did not get there"
         time.sleep(0.01)
+
+
+def replicated(cluster: Cluster, topic: str, partition: int, end: int) -> None:
+    """Wait until every running node's replica of the partition ends at `end`."""
+    every_replica(cluster, topic, partition, lambda log: log.log_end_offset >= end)
 
 
 def test_followers_copy_the_leader_byte_for_byte_and_a_returning_leader_follows_its_successor(cluster):
@@ -321,3 +326,24 @@ def test_followers_copy_the_leader_byte_for_byte_and_a_returning_leader_follows_
     assert len(copies) == 1
     batches = list(iter_batches(copies.pop()))
     assert [(b.base_offset, b.partition_leader_epoch) for b in batches] == [(0, 0), (1, 0), (2, 0), (3, 1), (4, 1)]
+
+
+def settled(cluster: Cluster, topic: str, partition: int, high_watermark: int) -> None:
+    """Wait until every running node's replica has the partition's high watermark at `high_watermark`."""
+    every_replica(cluster, topic, partition, lambda log: log.high_watermark == high_watermark)
+
+
+def test_the_high_watermark_moves_as_the_isr_fetches_and_reaches_the_followers(cluster):
+    create_topic(cluster.nodes[1].port, "orders", 3, 3)
+    cluster.caught_up()
+    partitions = cluster.controller.image.topic("orders").partitions
+    index, leader = next((i, p.leader) for i, p in sorted(partitions.items()) if p.leader != 1)
+    for value in (b"a", b"b"):
+        assert produce(cluster.nodes[leader].port, "orders", index, value) == 0
+    settled(cluster, "orders", index, 2)  # the followers fetched past both: committed, and told so
+    follower = next(n for n in (2, 3) if n != leader)
+    cluster.stop(follower)  # fenced: it leaves the ISR, and the leader stops waiting for it
+    cluster.caught_up()
+    assert follower not in cluster.controller.image.topic("orders").partitions[index].isr
+    assert produce(cluster.nodes[leader].port, "orders", index, b"c") == 0
+    settled(cluster, "orders", index, 3)

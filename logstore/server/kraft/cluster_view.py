@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Any
 
@@ -30,14 +31,19 @@ ZERO_UUID = uuid.UUID(int=0)
 
 class ClusterView:
     """Broker `node_id`'s view of the cluster through `image`; `listener` is the listener name
-    clients use, `controller` the address CreateTopics is forwarded to."""
+    clients use, `controller` the address CreateTopics is forwarded to, `logs` this broker's
+    log of a partition (None when it holds none)."""
 
-    def __init__(self, image: MetadataImage, node_id: int, listener: str, controller: tuple[str, int]):
+    def __init__(self, image: MetadataImage, node_id: int, listener: str, controller: tuple[str, int],
+                 logs: Callable[[str, int], Log | None] = lambda _topic, _partition: None):
         self.image = image
+        self._logs = logs
         self.node_id = node_id
         self._listener = listener
         self._channel = NodeChannel(*controller, f"broker-{node_id}-forwarding")
         self._creating: set[asyncio.Task] = set()
+        # (topic, partition) -> follower -> the offset it fetched from last, where this broker leads
+        self._follower_offsets: dict[tuple[str, int], dict[int, int]] = {}
 
     def brokers(self) -> list[tuple[int, str, int, str | None]]:
         """(id, host, port, rack) of every unfenced broker on the clients' listener."""
@@ -120,7 +126,32 @@ class ClusterView:
             return LocalPartition(log, disk)
         if state.leader != self.node_id:
             return FollowerPartition(log.topic, log.partition, state.leader)
+        alone = state.isr == [self.node_id]  # no follower to wait for: committed once appended
+        if log.high_watermark_follows_log_end != alone:
+            log.high_watermark_follows_log_end = alone
+            if alone:
+                log.high_watermark = log.log_end_offset
         return LocalPartition(log, disk, leader_epoch=state.leader_epoch)
+
+    def replica_fetched(self, replica: int, fetched: list[tuple[str, int, int]]) -> bool:
+        """A follower fetched these (topic, partition, offset)s: it holds everything below each
+        offset. Where this broker leads, the high watermark moves up to the smallest offset the
+        ISR holds (Kafka's Partition.maybeIncrementLeaderHW); True when one moved."""
+        moved = False
+        for topic, partition, offset in fetched:
+            info = self.image.topic(topic)
+            state = None if info is None else info.partitions.get(partition)
+            log = self._logs(topic, partition)
+            if state is None or log is None or state.leader != self.node_id:
+                continue
+            held = self._follower_offsets.setdefault((topic, partition), {})
+            held[replica] = offset
+            ends = [log.log_end_offset] + [held.get(r, -1) for r in state.isr if r != self.node_id]
+            high = min(ends)
+            if high > log.high_watermark:
+                log.high_watermark = high
+                moved = True
+        return moved
 
     async def forward(self, req: Request) -> Any:
         """Send a client's request to the active controller and return its answer."""

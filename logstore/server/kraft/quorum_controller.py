@@ -29,7 +29,7 @@ from logstore.server import error_codes as ec
 from logstore.server.kraft import metadata_records as mr
 from logstore.server.kraft.broker_sessions import BrokerSessions
 from logstore.server.kraft.isr_change import isr_change_error
-from logstore.server.kraft.metadata_image import TOPIC_RESOURCE, MetadataImage, PartitionInfo
+from logstore.server.kraft.metadata_image import TOPIC_RESOURCE, MetadataImage
 from logstore.server.kraft.metadata_log import MetadataLog
 from logstore.server.kraft.quorum_config import SESSION_TIMEOUT_MS, SNAPSHOT_RECORD_BYTES
 from logstore.server.topics import TopicExistsError
@@ -251,8 +251,3 @@ class QuorumController:
         if not dirs:
             return MIGRATING_DIRECTORY
         return dirs[0] if len(dirs) == 1 else UNASSIGNED_DIRECTORY
-
-    def partition(self, topic: str, partition_id: int) -> PartitionInfo | None:
-        info = self.image.topic(topic)
-        return None if info is None else info.partitions.get(partition_id)
-

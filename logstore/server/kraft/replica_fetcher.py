@@ -163,8 +163,12 @@ class ReplicaFetcher:
                     continue
                 if p.error_code == ec.OFFSET_OUT_OF_RANGE:
                     self._truncated.pop((f.topic, f.partition), None)  # reconcile again with the leader
-                elif p.error_code == ec.NONE and p.records:
-                    await self._append(f, bytes(p.records))
+                elif p.error_code == ec.NONE:
+                    if p.records:
+                        await self._append(f, bytes(p.records))
+                    # a follower's high watermark is the leader's, as far as it has the records
+                    f.log.high_watermark_follows_log_end = False
+                    f.log.high_watermark = min(p.high_watermark, f.log.log_end_offset)
 
     async def _append(self, f: Followed, records: bytes) -> None:
         try:
