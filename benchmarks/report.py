@@ -91,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
         info = bench.get("extra_info", {})
         if "p99_ms" in info:
             print(f"latency {bench_short(bench)}: p50 {info['p50_ms']} ms, p99 {info['p99_ms']} ms")
+        if "cpu_s" in info:
+            print(f"cpu {bench_short(bench)}: {info['cpu_s']} s (all its processes, per round)")
         if "interleaved" in info:
             ratios = info["interleaved"]
             print(f"{bench_short(bench)} vs {ratios['baseline']} in interleaved rounds: "

@@ -60,6 +60,10 @@ class DescriptorAccount(Protocol):
 
     def touch(self) -> None: ...
 
+    def close(self, fd: int) -> None:
+        """Close the counted descriptor `fd` (later, while it is pinned) and `release` it."""
+        ...
+
 
 class _Uncounted:
     """The account of an index used on its own: nothing is counted."""
@@ -72,6 +76,10 @@ class _Uncounted:
 
     def touch(self) -> None:
         """Nothing to count."""
+
+    def close(self, fd: int) -> None:
+        """Close `fd` now: nothing pins it."""
+        os.close(fd)
 
 
 UNCOUNTED = _Uncounted()

@@ -26,6 +26,7 @@ limit and how to raise it (`ulimit -n`, RLIMIT_NOFILE).
 
 from __future__ import annotations
 
+import os
 import resource
 import threading
 from collections import OrderedDict
@@ -57,7 +58,7 @@ class DescriptorHolder(Protocol):
 class SegmentDescriptors:
     """One segment's account in the pool: descriptors held, pins, and who used it last."""
 
-    __slots__ = ("pool", "holder", "state", "held", "pins", "guard", "thread", "guarded", "seen")
+    __slots__ = ("pool", "holder", "state", "held", "pins", "guard", "thread", "guarded", "seen", "closing")
 
     def __init__(self, pool: DescriptorPool, holder: DescriptorHolder, state: np.ndarray) -> None:
         """An empty account of `holder`, whose appends move `state[SIZE]` (they count as use)."""
@@ -71,6 +72,7 @@ class SegmentDescriptors:
         self.thread = threading.get_ident()
         self.guarded = False
         self.seen = 0  # state[SIZE] when last placed in the pool's order
+        self.closing: list[int] = []  # descriptors closed by their file while pinned
 
     def acquire(self) -> None:
         """Count one more descriptor, giving back another segment's first when the pool is full;
@@ -80,6 +82,16 @@ class SegmentDescriptors:
     def release(self) -> None:
         """Count one descriptor less."""
         self.pool.release(self)
+
+    def close(self, fd: int) -> None:
+        """Close `fd` and count it released; while the account is pinned (a send from it is under
+        way) that waits for the last unpin, so the number is not reused under the send."""
+        with self.pool.lock:
+            if self.pins:
+                self.closing.append(fd)
+                return
+        os.close(fd)
+        self.release()
 
     def adopt(self, guard: threading.RLock | None) -> None:
         """From now on the segment is used under `guard` (its Log's lock); whoever used it
@@ -162,7 +174,8 @@ class DescriptorPool:
     @contextmanager
     def pinned(self, account: SegmentDescriptors) -> Iterator[SegmentDescriptors]:
         """Keep `account`'s descriptors (those it holds and those it opens meanwhile) until the
-        `with` ends: for a send or read outside the segment's Log lock."""
+        `with` ends: for a send or read outside the segment's Log lock. A file closed meanwhile
+        (its segment deleted) closes its descriptor at the last unpin."""
         with self.lock:
             account.pins += 1
         try:
@@ -170,6 +183,12 @@ class DescriptorPool:
         finally:
             with self.lock:
                 account.pins -= 1
+                closing: list[int] = []
+                if not account.pins:
+                    closing, account.closing = account.closing, []
+            for fd in closing:
+                os.close(fd)
+                self.release(account)
 
     def _give_back_one(self, requester: SegmentDescriptors | None) -> bool:
         """Make the least recently used segment that may give its descriptors back do so; one

@@ -244,8 +244,7 @@ class FileRecords:
         self._state.writable = False
         if fd is not None:
             self._state.fd = None
-            os.close(fd)
-            self._account.release()
+            self._account.close(fd)  # after the last pin, should a send from it be under way
 
     def rename_to(self, path: Path) -> None:
         """Rename the file (open or closed) to `path`."""

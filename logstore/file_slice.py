@@ -4,9 +4,9 @@ it to `sendfile`, so record bytes go from the page cache to the socket without p
 through Python objects.
 
 A slice holds the segment's `.log` descriptor pinned in the descriptor pool
-(logstore.descriptor_pool), so the pool does not give it back while the send is under way; its
-holder closes it once sent, which unpins it. As in Kafka, a segment removed from the log is
-closed only `file.delete.delay.ms` later, which is what keeps a send in flight safe from it.
+(logstore.descriptor_pool): the pool does not give it back, and a segment closed or deleted
+meanwhile closes it only at the last unpin, so its number is not reused under the send. The
+holder closes the slice once sent, which unpins it.
 """
 
 from __future__ import annotations

@@ -148,6 +148,46 @@ def test_read_only_open_keeps_the_ascending_prefix_and_changes_no_byte(tmp_path)
     assert path.read_bytes() == before
 
 
+class CountingAccount:
+    """A descriptor account that counts what the index holds."""
+
+    def __init__(self):
+        self.held = 0
+
+    def acquire(self):
+        self.held += 1
+
+    def release(self):
+        self.held -= 1
+
+    def touch(self):
+        pass
+
+
+def test_an_unloaded_index_gives_its_descriptor_back_and_keeps_its_entries(tmp_path):
+    account = CountingAccount()
+    path = tmp_path / "00000000000000001000.index"
+    idx = OffsetIndex(path, BASE, 800, account=account)
+    idx.append(BASE + 1, 10)
+    assert account.held == 1
+    assert idx.unload() and account.held == 0 and not idx.is_loaded
+    idx.append(BASE + 2, 20)  # maps the file again, with its one entry, not 100 "full" slots
+    assert account.held == 1 and idx.lookup(BASE + 5) == OffsetPosition(BASE + 2, 20)
+    idx.unload()
+    idx.close()  # trims without mapping the file again
+    assert account.held == 0 and path.stat().st_size == 16
+    assert list(OffsetIndex(path, BASE, 800).entries()["position"]) == [10, 20]
+
+
+def test_a_preallocated_index_holds_no_descriptor_until_used(tmp_path):
+    account = CountingAccount()
+    path = tmp_path / "00000000000000001000.index"
+    idx = OffsetIndex(path, BASE, 800, account=account)
+    idx.preallocate()
+    assert path.stat().st_size == 800 and account.held == 0
+    assert idx.entry_count == 0 and idx.max_entries == 100 and account.held == 1
+
+
 def test_opening_is_lazy_until_first_use(tmp_path):
     path = tmp_path / "00000000000000001000.index"
     idx = OffsetIndex(path, BASE, 800)

@@ -1,6 +1,6 @@
 """Log.read with zero_copy: a FileSlice of the segment file over exactly the batches the
 bytes read returns, found from the index and batch headers, its descriptor pinned in the
-descriptor pool until the slice is closed."""
+descriptor pool until the slice is closed, even past the deletion of its segment."""
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -60,3 +60,19 @@ def test_a_slice_keeps_its_descriptor_while_the_pool_gives_back_the_others(tmp_p
             assert not first.descriptors.held  # unpinned once closed
         finally:
             pool.resize(capacity)
+
+
+def test_a_slice_outlives_the_deletion_of_its_segment(tmp_path):
+    with Log.open(tmp_path / "t-0", CONFIG, clock=ManualClock(NOW)) as log:
+        for _ in range(20):
+            log.append(batch(5, value=b"x" * 100))
+        expected = bytes(log.read(0, 1000).records)
+        sliced = log.read(0, 1000, zero_copy=True).records
+        first = log.segments[0]
+        log.delete_segments(log.segments[:-1])
+        log.delete_expired_files(NOW + 10**9)
+        assert not list(log.dir.glob("00000000000000000000.log*"))
+        with sliced:
+            assert first.descriptors.held  # closed by the deletion, kept open while pinned
+            assert sliced.read() == expected
+        assert not first.descriptors.held
