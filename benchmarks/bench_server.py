@@ -49,11 +49,13 @@ def logstore_process(tmp_path_factory):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     process = subprocess.Popen([sys.executable, "-m", "logstore", "serve", str(data), "--listen", "127.0.0.1:0"],
                                cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
-    match = re.search(r" on (\S+:\d+) ", process.stderr.readline())
-    assert match, "logstore serve did not start"
-    yield process, warmed(match.group(1))
-    process.send_signal(signal.SIGTERM)
-    process.wait(60)
+    try:
+        match = re.search(r" on (\S+:\d+) ", process.stderr.readline())
+        assert match, "logstore serve did not start"
+        yield process, warmed(match.group(1))
+    finally:  # also when the warm-up failed: the server must not outlive the session
+        process.send_signal(signal.SIGTERM)
+        process.wait(60)
 
 
 @pytest.fixture(scope="module")

@@ -15,8 +15,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple, TypeAlias
 
-import numpy as np
-
 from index import NO_TIMESTAMP, TimestampOffset
 from index.base import OUT_OF_DESCRIPTORS, UNCOUNTED, DescriptorAccount, fsync_path
 from logstore import _read_kernels
@@ -143,7 +141,7 @@ class FileRecords:
         end = self._state.size
         position = start
         while True:
-            chunk = np.frombuffer(self.read(position, HEADER_SCAN_CHUNK), np.uint8)
+            chunk = self.read(position, HEADER_SCAN_CHUNK)
             status, at, last, size = _read_kernels.find_batch(chunk, end - position, target)
             position += at
             if status == _read_kernels.FOUND:

@@ -436,12 +436,11 @@ class Log(LogRemoval):
             if max_offset is not None:
                 limit = min(max_offset, limit)
             hw = self._high_watermark
-            empty = FetchResult(b"", offset, hw, start, end)
-            if offset >= limit:
-                return empty
-            found = self._local.read(offset, max_bytes, limit, end, min_one_batch, zero_copy=zero_copy)
+            found = None
+            if offset < limit:
+                found = self._local.read(offset, max_bytes, limit, end, min_one_batch, zero_copy=zero_copy)
             if found is None:
-                return empty
+                return FetchResult(b"", offset, hw, start, end)
             data, first = found
             aborted = ()
             if isolation == "read_committed":

@@ -354,7 +354,7 @@ class LogSegment(SegmentFiles):
             return SegmentReadResult(b"", start_offset, mapping.position, False)
         fetch_size = min(max_position - mapping.position, adjusted)
         data = self.read_bytes(mapping.position, fetch_size + V2_HEADER_SIZE)
-        end, next_offset, last, size = whole_batches(np.frombuffer(data, np.uint8), fetch_size)
+        end, next_offset, last, size = whole_batches(data, fetch_size)
         if next_offset >= 0 and size > 0:
             self._following = (next_offset, LogOffsetPosition(last, mapping.position + end, size))
         return SegmentReadResult(

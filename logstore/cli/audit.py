@@ -336,7 +336,8 @@ def _cell(value: Any) -> str:
 
 def reclaimable_png(tables: dict[str, list[dict]]) -> bytes:
     """A PNG bar chart of what each report would reclaim per partition, in MiB, each bar
-    labelled with its MiB and its share of the partition; partitions in numeric order."""
+    labelled with its MiB and its share of the partition; partitions in numeric order (the
+    TERMINAL_PARTITIONS with the most to reclaim, of more)."""
     import io
 
     require("plot", "matplotlib")
@@ -356,7 +357,9 @@ def reclaimable_png(tables: dict[str, list[dict]]) -> bytes:
     ax.set_xticks([x + width * (len(tables) - 1) / 2 for x in range(len(labels))])
     ax.set_xticklabels(labels, rotation=60, ha="right", fontsize=8)
     ax.set_ylabel("reclaimable MiB")
-    ax.set_title("What compaction and retention would reclaim, per partition")
+    partitions = len({(r["topic"], int(r["partition"])) for rows in tables.values() for r in rows})
+    ax.set_title("What compaction and retention would reclaim, per partition" + (
+        f" (the {len(labels)} with the most, of {partitions})" if len(labels) < partitions else ""))
     if total == 0:
         ax.set_ylim(0, 1)
         ax.text(0.5, 0.5, "nothing to reclaim", transform=ax.transAxes, ha="center", va="center",
@@ -374,13 +377,22 @@ def reclaimable_png(tables: dict[str, list[dict]]) -> bytes:
 
 def chart_series(tables: dict[str, list[dict]]) -> tuple[list[str], dict[str, list[tuple[int, int]]]]:
     """The partitions in numeric order (a-2 before a-10), and per report the (reclaimable
-    bytes, partition bytes) of each."""
-    keys = sorted({(r["topic"], int(r["partition"])) for rows in tables.values() for r in rows})
-    series = {}
-    for kind, rows in sorted(tables.items()):
-        by_key = {(r["topic"], int(r["partition"])): r for r in rows}
-        series[kind] = [((by_key[k][RECLAIMED_COLUMN[kind]] or 0, by_key[k].get("log_bytes") or 0)
-                         if k in by_key else (0, 0)) for k in keys]
+    bytes, partition bytes) of each; of more than TERMINAL_PARTITIONS partitions, those with the
+    most to reclaim (all reports together), as the terminal shows them."""
+    by_kind = {kind: {(r["topic"], int(r["partition"])): r for r in rows}
+               for kind, rows in sorted(tables.items())}
+
+    def reclaim(kind: str, key: tuple[str, int]) -> int:
+        row = by_kind[kind].get(key)
+        return (row[RECLAIMED_COLUMN[kind]] or 0) if row else 0
+
+    keys = sorted({key for rows in by_kind.values() for key in rows})
+    if len(keys) > TERMINAL_PARTITIONS:
+        most = sorted(keys, key=lambda k: (-sum(reclaim(kind, k) for kind in by_kind), k))
+        keys = sorted(most[:TERMINAL_PARTITIONS])
+    series = {kind: [(reclaim(kind, k), (rows[k].get("log_bytes") or 0) if k in rows else 0)
+                     for k in keys]
+              for kind, rows in by_kind.items()}
     return [f"{topic}-{partition}" for topic, partition in keys], series
 
 

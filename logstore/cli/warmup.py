@@ -82,7 +82,8 @@ def warm_log(directory: Path, name: str, *, compressed: bool) -> Path:
             end = log.log_end_offset
             log.append_as_follower(build_legacy_entry([Record(end, NOW, b"f", b"5")], magic=round_ % 2))
             clock.advance(1000)
-        log.read(log.read(0).next_offset)  # a sequential reader's second fetch
+        # A sequential reader: one batch (a view of what was read), then the rest (the bytes read).
+        log.read(log.read(log.read(0, 1).next_offset).next_offset)
         list(log.records())
         log.offset_for_timestamp(NOW + 10)
         log.high_watermark = log.log_end_offset

@@ -14,6 +14,7 @@ from logstore.server.fetch_sessions import FetchSessionCache, FetchSessionError,
 from logstore.server.protocol import Request
 
 READ_COMMITTED = 1
+ACKS_ALL = -1
 NO_OFFSET = -1
 
 
@@ -38,7 +39,7 @@ class DataApi:
 
     # ------------------------------------------------------------------ produce
 
-    async def _append(self, topic: str, partition: int, records: Any, acks: int) -> AppendOutcome:
+    async def _append(self, topic: str, partition: int, records: Any, acks: int, timeout_s: float) -> AppendOutcome:
         """One partition's append, as its Produce response reports it."""
         if topic in self._ctx.topics and self._ctx.topics.is_internal(topic):
             return AppendOutcome(ec.INVALID_TOPIC_EXCEPTION)
@@ -50,11 +51,16 @@ class DataApi:
         if records is None or len(records) == 0:
             return AppendOutcome(ec.INVALID_RECORD, log_start=target.log_start_offset)
         try:
+            if acks == ACKS_ALL:
+                target.check_acks_all()
             info = await target.append(records)
         except LogstoreError as exc:
             record_errors = exc.record_errors if isinstance(exc, RecordValidationError) else ()
             return AppendOutcome(ec.for_exception(exc), log_start=target.log_start_offset, message=str(exc),
                                  record_errors=record_errors)
+        if acks == ACKS_ALL and not await target.acknowledged(info.last_offset + 1, timeout_s):
+            return AppendOutcome(ec.REQUEST_TIMED_OUT, info.first_offset, info.log_append_time,
+                                 target.log_start_offset)
         return AppendOutcome(ec.NONE, info.first_offset, info.log_append_time, target.log_start_offset)
 
     async def produce(self, req: Request) -> Any:
@@ -65,7 +71,7 @@ class DataApi:
         for topic in body.topic_data:
             partitions = []
             for p in topic.partition_data:
-                out = await self._append(topic.name, p.index, p.records, body.acks)
+                out = await self._append(topic.name, p.index, p.records, body.acks, max(body.timeout_ms, 0) / 1000)
                 partitions.append(entry(
                     index=p.index, error_code=out.error, base_offset=out.base_offset,
                     log_append_time_ms=out.log_append_time, log_start_offset=out.log_start, error_message=out.message,

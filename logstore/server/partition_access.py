@@ -51,6 +51,16 @@ class PartitionAccess(Protocol):
         """Append a client's batches as the leader; raises the LogstoreError that refused them."""
         ...
 
+    def check_acks_all(self) -> None:
+        """Before an acks=all append: raises NotEnoughReplicasError when the ISR is smaller than
+        `min.insync.replicas` (nothing is written then)."""
+        ...
+
+    async def acknowledged(self, end_offset: int, timeout_s: float) -> bool:
+        """After an acks=all append: whether every in-sync replica held the records below
+        `end_offset` within `timeout_s` (Kafka's delayed produce; False: REQUEST_TIMED_OUT)."""
+        ...
+
     async def read(self, offset: int, max_bytes: int, *, isolation: str, min_one_batch: bool) -> FetchResult:
         """Whole batches from `offset` as a consumer at `isolation` may see them
         ('high_watermark' or 'read_committed'; a follower: 'log_end'); raises OffsetOutOfRangeError. The records are
@@ -109,6 +119,13 @@ class LocalPartition:
     async def append(self, records: Any) -> AppendInfo:
         append = functools.partial(self._log.append, records, leader_epoch=self._leader_epoch)
         return await asyncio.get_running_loop().run_in_executor(self._disk, append)
+
+    def check_acks_all(self) -> None:
+        """A partition no other node holds: its ISR is this node, whatever min.insync.replicas says."""
+
+    async def acknowledged(self, end_offset: int, timeout_s: float) -> bool:
+        """Alone, appended is committed."""
+        return True
 
     async def read(self, offset: int, max_bytes: int, *, isolation: str, min_one_batch: bool) -> FetchResult:
         read = functools.partial(self._read, offset, max_bytes, isolation=isolation, min_one_batch=min_one_batch)

@@ -13,7 +13,13 @@ import time
 import pytest
 
 from logstore.cli import main
-from logstore.cli.audit import bar_label, chart_series, reclaimable_png, stored_configs
+from logstore.cli.audit import (
+    TERMINAL_PARTITIONS,
+    bar_label,
+    chart_series,
+    reclaimable_png,
+    stored_configs,
+)
 from logstore.manager import LogManager
 from tests.support.paths import KAFKA_LOGDIR, REPO_ROOT
 
@@ -27,6 +33,19 @@ def test_the_chart_orders_partitions_numerically_in_mib_and_share():
     labels, series = chart_series({"retention": rows})
     assert labels == ["a-0", "a-1", "a-2", "a-10"]
     assert [bar_label(b, n) for b, n in series["retention"]] == ["", "1.00 (25%)", "2.00 (50%)", "10.00 (250%)"]
+
+
+def test_the_chart_of_a_large_fleet_shows_the_partitions_with_most_to_reclaim():
+    retention = [{"topic": "a", "partition": p, "bytes_reclaimed": (p * 7919) % 1000,
+                  "log_bytes": 1000} for p in range(200)]
+    compaction = [{"topic": "a", "partition": p, "bytes_removable": p % 3, "log_bytes": 1000}
+                  for p in range(200)]
+    labels, series = chart_series({"retention": retention, "compaction": compaction})
+    total = {p: (p * 7919) % 1000 + p % 3 for p in range(200)}
+    most = sorted(sorted(range(200), key=lambda p: (-total[p], p))[:TERMINAL_PARTITIONS])
+    assert labels == [f"a-{p}" for p in most]
+    assert [b for b, _ in series["retention"]] == [(p * 7919) % 1000 for p in most]
+    assert [b for b, _ in series["compaction"]] == [p % 3 for p in most]
 
 
 def test_the_chart_of_nothing_reclaimable_is_still_drawn():

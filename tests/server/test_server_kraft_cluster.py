@@ -110,10 +110,14 @@ def cluster(tmp_path: Path):
     cluster.close()
 
 
-def create_topic(port: int, name: str, partitions: int, replication_factor: int) -> CreateTopicsResponse:
+def create_topic(port: int, name: str, partitions: int, replication_factor: int,
+                 configs: dict[str, str] | None = None) -> CreateTopicsResponse:
     with WireClient(port) as client:
+        entries = [CreateTopicsRequest.CreatableTopic.CreatableTopicConfig(name=k, value=v)
+                   for k, v in (configs or {}).items()]
         topic = CreateTopicsRequest.CreatableTopic(name=name, num_partitions=partitions,
-                                                   replication_factor=replication_factor, assignments=[], configs=[])
+                                                   replication_factor=replication_factor, assignments=[],
+                                                   configs=entries)
         return client.call(CreateTopicsRequest(version=7, topics=[topic], timeout_ms=30_000, validate_only=False),
                            CreateTopicsResponse[7])
 
@@ -257,12 +261,12 @@ def test_a_controller_only_node_runs_the_quorum_without_being_a_broker(tmp_path)
     assert not list((tmp_path / "controller").glob("orders-*"))
 
 
-def produce(port: int, topic: str, partition: int, value: bytes) -> int:
+def produce(port: int, topic: str, partition: int, value: bytes, acks: int = 1) -> int:
     """Produce one record to `topic`-`partition` at node `port`: the error code."""
     request = ProduceRequest[7]
     batch = build_batch([Record(0, NOW, None, value)])
     with WireClient(port) as client:
-        response = client.call(request(transactional_id=None, acks=1, timeout_ms=1000, topic_data=[
+        response = client.call(request(transactional_id=None, acks=acks, timeout_ms=10_000, topic_data=[
             request.TopicProduceData(name=topic, partition_data=[
                 request.TopicProduceData.PartitionProduceData(index=partition, records=batch)])]), ProduceResponse[7])
     return response.responses[0].partition_responses[0].error_code
@@ -347,3 +351,17 @@ def test_the_high_watermark_moves_as_the_isr_fetches_and_reaches_the_followers(c
     assert follower not in cluster.controller.image.topic("orders").partitions[index].isr
     assert produce(cluster.nodes[leader].port, "orders", index, b"c") == 0
     settled(cluster, "orders", index, 3)
+
+
+def test_acks_all_is_answered_once_the_isr_holds_the_records_and_refused_below_min_isr(cluster):
+    create_topic(cluster.nodes[1].port, "orders", 3, 3, {"min.insync.replicas": "3"})
+    cluster.caught_up()
+    partitions = cluster.controller.image.topic("orders").partitions
+    index, leader = next((i, p.leader) for i, p in sorted(partitions.items()) if p.leader != 1)
+    assert produce(cluster.nodes[leader].port, "orders", index, b"a", acks=-1) == 0
+    assert cluster.nodes[leader].manager.get("orders", index).high_watermark == 1  # committed when answered
+    cluster.stop(next(n for n in (2, 3) if n != leader))  # fenced: the ISR falls to 2 of 3
+    cluster.caught_up()
+    assert produce(cluster.nodes[leader].port, "orders", index, b"b", acks=-1) == 19  # NOT_ENOUGH_REPLICAS
+    assert cluster.nodes[leader].manager.get("orders", index).log_end_offset == 1  # nothing was written
+    assert produce(cluster.nodes[leader].port, "orders", index, b"c", acks=1) == 0

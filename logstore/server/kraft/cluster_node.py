@@ -109,7 +109,7 @@ class ClusterNode:
             self._local_log = MetadataLog(self._data_dir, node_id, self._clock)
             self._local_log.replay_into(image)
         listener = quorum.broker_listeners[0].name
-        self.view = ClusterView(image, node_id, listener, address, ctx.manager.get)
+        self.view = ClusterView(image, node_id, listener, address, ctx.manager.get, ctx.data)
         ctx.cluster = self.view
         self.fetcher = ReplicaFetcher(node_id, image, ctx.manager.get, listener, ctx.disk)
         self.lifecycle = BrokerLifecycle(

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Any
 
-from logstore.errors import InvalidTopicError, NotLeaderOrFollowerError
+from logstore.errors import InvalidTopicError, NotEnoughReplicasError, NotLeaderOrFollowerError
 from logstore.log import Log
 from logstore.log_files import validate_topic
 from logstore.log_results import AppendInfo, FetchResult
@@ -35,9 +35,10 @@ class ClusterView:
     log of a partition (None when it holds none)."""
 
     def __init__(self, image: MetadataImage, node_id: int, listener: str, controller: tuple[str, int],
-                 logs: Callable[[str, int], Log | None] = lambda _topic, _partition: None):
+                 logs: Callable[[str, int], Log | None] = lambda _topic, _partition: None, data: Any = None):
         self.image = image
         self._logs = logs
+        self._data = data  # the node's DataSignal: notified, among others, when a high watermark moves
         self.node_id = node_id
         self._listener = listener
         self._channel = NodeChannel(*controller, f"broker-{node_id}-forwarding")
@@ -131,7 +132,7 @@ class ClusterView:
             log.high_watermark_follows_log_end = alone
             if alone:
                 log.high_watermark = log.log_end_offset
-        return LocalPartition(log, disk, leader_epoch=state.leader_epoch)
+        return LeaderPartition(log, disk, state.leader_epoch, len(state.isr), self._data)
 
     def replica_fetched(self, replica: int, fetched: list[tuple[str, int, int]]) -> bool:
         """A follower fetched these (topic, partition, offset)s: it holds everything below each
@@ -192,3 +193,33 @@ class FollowerPartition:
         return self._refuse()
 
     offset_for_timestamp = end_offset_for_epoch = delete_records_before = _refuse
+
+
+class LeaderPartition(LocalPartition):
+    """A partition this broker leads in a cluster: acks=all appends need `min.insync.replicas`
+    in the ISR (of `isr_size` now) and are answered once the high watermark passes them, which
+    the node's `data` signal announces (followers' fetches move it)."""
+
+    __slots__ = ("_data", "_isr_size")
+
+    def __init__(self, log: Log, disk: Executor, leader_epoch: int, isr_size: int, data: Any):
+        super().__init__(log, disk, leader_epoch)
+        self._isr_size = isr_size
+        self._data = data
+
+    def check_acks_all(self) -> None:
+        required = self._log.config.min_insync_replicas
+        if self._isr_size < required:
+            raise NotEnoughReplicasError(f"{self.topic}-{self.partition} has {self._isr_size} in-sync replicas, "
+                                         f"min.insync.replicas is {required}")
+
+    async def acknowledged(self, end_offset: int, timeout_s: float) -> bool:
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while True:
+            watched = self._data.watch()
+            if self._log.high_watermark >= end_offset:
+                return True
+            remaining = deadline - asyncio.get_running_loop().time()
+            if remaining <= 0:
+                return False
+            await self._data.wait(remaining, watched)
