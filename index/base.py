@@ -138,7 +138,7 @@ class AbstractIndex:
         self._meta = np.zeros(META_SIZE, np.int64) if meta is None else meta
         self._meta[:] = 0
         self._meta[WRITABLE] = writable
-        self._path = Path(path)
+        self._path = path if isinstance(path, Path) else Path(path)  # parsing a long path costs
         self._base_offset = base_offset
         self._max_index_size = max_index_size
         self._writable = writable
@@ -151,6 +151,7 @@ class AbstractIndex:
         self._bytes = np.empty(0, dtype=np.uint8)
         self._view = np.empty(0, dtype=self.ENTRY_DTYPE)
         self._length = 0
+        self._size_on_load: int | None = None  # a resize asked for before the first mapping
 
     # ----------------------------------------------------------------- counters (in `_meta`)
 
@@ -293,6 +294,9 @@ class AbstractIndex:
         self._loaded = True
         self._unloaded = False
         self._meta[LOADED] = 1
+        if self._size_on_load is not None:
+            size, self._size_on_load = self._size_on_load, None
+            self.resize(size)
 
     def _map(self, length: int) -> None:
         """Map the first `length` bytes of the file (nothing when 0) and build the numpy views."""
@@ -397,6 +401,14 @@ class AbstractIndex:
         os.truncate(self._path, rounded)
         self._entries = min(self._entries, rounded // self.ENTRY_SIZE)
         return True
+
+    def resize_on_load(self, new_size: int) -> None:
+        """`resize(new_size)` now if its entry count is known, else at the first mapping: a
+        reopened active segment's indexes regrow without being read by the open (Kafka's LazyIndex)."""
+        if (self._loaded or self._unloaded) and not self._closed:
+            self.resize(new_size)
+        else:
+            self._size_on_load = new_size
 
     def trim_to_valid_size(self) -> None:
         """Shrink the file to exactly its valid entries (no-op when never loaded or read-only);

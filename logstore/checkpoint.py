@@ -71,9 +71,10 @@ def read_checkpoint(
     Integer fields are read as Java longs. A missing file reads as no entries; a malformed one
     raises CorruptCheckpointError naming the line.
     """
-    p = Path(path)
+    p = path
     try:
-        text = p.read_text(encoding="utf-8")
+        with open(path, "rb") as file:
+            text = file.read().decode("utf-8")
     except FileNotFoundError:
         return []
     except UnicodeDecodeError as exc:

@@ -51,7 +51,7 @@ class LeaderEpochFileCache:
     """
 
     def __init__(self, path: Path | str | None, *, read_only: bool = False):
-        self.path = Path(path) if path is not None else None
+        self.path = None if path is None else path if isinstance(path, Path) else Path(path)
         self.read_only = read_only
         self._entries: list[EpochEntry] = []
         if self.path is not None:
@@ -64,7 +64,8 @@ class LeaderEpochFileCache:
     @classmethod
     def in_dir(cls, log_dir: Path | str, *, read_only: bool = False) -> LeaderEpochFileCache:
         """The cache of a partition directory (`<dir>/leader-epoch-checkpoint`)."""
-        return cls(Path(log_dir) / CHECKPOINT_FILE_NAME, read_only=read_only)
+        directory = log_dir if isinstance(log_dir, Path) else Path(log_dir)
+        return cls(directory / CHECKPOINT_FILE_NAME, read_only=read_only)
 
     # ---- updates -------------------------------------------------------------------------
 
@@ -127,15 +128,19 @@ class LeaderEpochFileCache:
         """Drop entries wholly before `start_offset`; the epoch covering it restarts there.
 
         Exclusive like Kafka's: an entry starting exactly at `start_offset` is kept (rewritten
-        to itself). Returns the removed entries.
+        to itself). Returns the removed entries; the file is rewritten only when the entries
+        changed (every open of a log calls this with its unchanged start).
         """
         keep = 0
         while keep < len(self._entries) and self._entries[keep].start_offset <= start_offset:
             keep += 1
         removed = self._entries[:keep]
         if removed:
-            self._entries[:keep] = [EpochEntry(removed[-1].epoch, start_offset)]
-            self.flush()
+            covering = EpochEntry(removed[-1].epoch, start_offset)
+            changed = removed != [covering]
+            self._entries[:keep] = [covering]
+            if changed:
+                self.flush()
         return removed
 
     def clear_and_flush(self) -> None:

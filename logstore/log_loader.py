@@ -26,10 +26,13 @@ from logstore.log_files import (
     CLEAN_SHUTDOWN_FILE,
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
+    INDEX_SUFFIX,
     INDEX_SUFFIXES,
     LOG_SUFFIX,
     OFFSET_DIGITS,
+    SNAPSHOT_SUFFIX,
     SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
     is_segment_log_name,
     offset_from_file_name,
@@ -39,6 +42,11 @@ from logstore.partition_state import PartitionState
 from logstore.read_only_recovery import recover_read_only
 from logstore.segment import LogSegment
 from logstore.segment_options import SegmentOptions, roll_jitter_ms
+
+# Names of files an interrupted delete, clean or swap left (removed or completed on open).
+_TEMP_SUFFIXES = (DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX)
+# A segment without both of these is recovered (Kafka's sanityCheck finds no offset index).
+_INDEX_FILES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
 
 
 @dataclass(slots=True)
@@ -87,6 +95,11 @@ def check_writable_config(config: LogConfig) -> None:
                 f"{index.ENTRY_SIZE}-byte entry of a {index.KIND}")
 
 
+def _list_files(directory: Path) -> dict[str, os.DirEntry[str]]:
+    """The regular files of `directory` by name: the one listing an open reads."""
+    return {entry.name: entry for entry in os.scandir(directory) if entry.is_file()}
+
+
 def _index_files_look_sane(segment: LogSegment) -> bool:
     """Both index files exist and hold whole entries (checked with stat, without mapping them)."""
     for index in (segment.offset_index, segment.time_index):
@@ -112,20 +125,26 @@ class LogLoader:
         self._load_state = load_state
         self._segments: list[LogSegment] = []
         self._recovered_bytes = 0
+        self._recovered: set[int] = set()  # base offsets of the segments recovered
 
     def load(self) -> LoadedLog:
         """Temp files, swaps, segment files, recovery; then the log's offsets. Loading a
         read-only log changes no byte: it recovers in memory and shows what Kafka's recovery keeps
         (unless `raw`); FileNotFoundError if it holds no segments."""
         state = self._load_state
+        listing = _list_files(self._dir)
         if self._read_only:
-            segments = sorted(self._load_segments_read_only(), key=lambda s: s.base_offset)
+            segments = self._load_segments_read_only(listing)
             if not state.raw and not state.clean_shutdown:
                 segments, self._recovered_bytes = recover_read_only(segments, state.recovery_point)
         else:
-            self._complete_swaps(self._remove_temp_files())
-            segments, corrupt_txn_indexes = self._load_segment_files()
+            if any(name.endswith(_TEMP_SUFFIXES) for name in listing):
+                self._complete_swaps(self._remove_temp_files(listing))
+                listing = _list_files(self._dir)
+            segments, corrupt_txn_indexes = self._load_segment_files(listing)
         self._segments = sorted(segments, key=lambda s: s.base_offset)
+        if state.clean_shutdown and not state.raw and self._segments:
+            self._end_from_snapshot(self._segments[-1], listing)
         if not self._read_only:
             # Kafka recovers a segment on any index problem rather than failing the load; once
             # the segment is live, its .txnindex is refilled from the ABORT markers.
@@ -142,7 +161,8 @@ class LogLoader:
         active = self._segments[-1]
         log_end = active.next_offset
         if not self._read_only:
-            active.resize_indexes(self._config.segment_index_bytes)
+            for index in (active.offset_index, active.time_index):
+                index.resize_on_load(self._config.segment_index_bytes)
             active.roll_jitter_ms = roll_jitter_ms(self._config)
         log_start = max(state.log_start_offset, self._segments[0].base_offset)
         recovery_point = log_end if state.clean_shutdown else min(max(state.recovery_point, 0), log_end)
@@ -164,18 +184,30 @@ class LogLoader:
         return LogSegment.open(self._dir, base_offset,
                                SegmentOptions.of(self._config, self._clock, read_only=self._read_only))
 
-    def _load_segments_read_only(self) -> list[LogSegment]:
-        return [self._open_segment(offset_from_file_name(name))
-                for name in sorted(os.listdir(self._dir)) if is_segment_log_name(name)]
+    def _load_segments_read_only(self, listing: dict[str, os.DirEntry[str]]) -> list[LogSegment]:
+        return [self._open_segment(offset_from_file_name(name)) for name in sorted(listing)
+                if is_segment_log_name(name)]
 
-    def _remove_temp_files(self) -> list[Path]:
+    def _end_from_snapshot(self, active: LogSegment, listing: dict[str, os.DirEntry[str]]) -> None:
+        """After a clean shutdown, take the active segment's next offset from the producer
+        snapshot the close wrote at the log end (its name), so the open reads neither its index
+        nor its last batches; an empty segment ends at its base. Without such a snapshot (or
+        when the segment was recovered) the next offset is read from the segment on first use."""
+        if active.base_offset in self._recovered:
+            return
+        if active.size == 0:
+            active.assume_next_offset(active.base_offset)
+            return
+        snapshots = [offset_from_file_name(name) for name in listing if name.endswith(SNAPSHOT_SUFFIX)]
+        end = max((offset for offset in snapshots if offset is not None), default=-1)
+        if end > active.base_offset:
+            active.assume_next_offset(end)
+
+    def _remove_temp_files(self, listing: dict[str, os.DirEntry[str]]) -> list[Path]:
         """Delete `.deleted` and `.cleaned` files and `.swap` files of an unfinished clean."""
         swap_files, cleaned_files = [], []
         min_cleaned = LONG_MAX
-        for entry in os.scandir(self._dir):
-            if not entry.is_file():
-                continue
-            name = entry.name
+        for name, entry in listing.items():
             if name.endswith(DELETED_SUFFIX):
                 os.unlink(entry.path)
             elif name.endswith(CLEANED_SUFFIX):
@@ -224,13 +256,15 @@ class LogLoader:
                 os.replace(entry.path, entry.path[: -len(SWAP_SUFFIX)])
         fsync_dir(self._dir)
 
-    def _load_segment_files(self) -> tuple[list[LogSegment], list[LogSegment]]:
-        """(segments, those whose `.txnindex` is corrupt); recovers segments with missing or
-        corrupt offset/time indexes, except the corrupt-txnindex ones, recovered once live."""
-        names = sorted(e.name for e in os.scandir(self._dir) if e.is_file())
-        present = set(names)
+    def _load_segment_files(self, listing: dict[str, os.DirEntry[str]]) -> tuple[list[LogSegment], list[LogSegment]]:
+        """(segments, those whose `.txnindex` is corrupt); recovers segments with missing
+        offset/time indexes, and after an unclean shutdown corrupt ones, except the
+        corrupt-txnindex segments, recovered once live. After a clean shutdown no index is
+        opened: as Kafka, only their presence is checked (in the listing)."""
+        present = listing
+        clean = self._load_state.clean_shutdown
         segments, corrupt_txn = [], []
-        for name in names:
+        for name in sorted(listing):
             base = offset_from_file_name(name)
             if base is None:
                 continue
@@ -242,10 +276,11 @@ class LogLoader:
                 segment = self._open_segment(base)
                 if segment_file_name(base, TXN_INDEX_SUFFIX) in present and not segment.txn_index.is_sound():
                     corrupt_txn.append(segment)
-                elif not _index_files_look_sane(segment):
+                elif any(segment_file_name(base, suffix) not in present for suffix in _INDEX_FILES) \
+                        or (not clean and not _index_files_look_sane(segment)):
                     self._recover_segment(segment)
                 segments.append(segment)
-        if segments and (not corrupt_txn or corrupt_txn[-1] is not segments[-1]):
+        if segments and not clean and (not corrupt_txn or corrupt_txn[-1] is not segments[-1]):
             # Older segments' indexes stay unmapped until first use (fast open of thousands of
             # segments); the active one is checked in full, as Kafka checks every segment.
             try:
@@ -255,6 +290,7 @@ class LogLoader:
         return segments, corrupt_txn
 
     def _recover_segment(self, segment: LogSegment) -> int:
+        self._recovered.add(segment.base_offset)
         self._state.recovering_segment(self._segments, segment)
         dropped = segment.recover(on_batch=self._state.recovered_batch)
         self._recovered_bytes += dropped

@@ -184,6 +184,7 @@ class LogManager:
         start_offsets = read_offsets_checkpoint(self._dir / LOG_START_OFFSET_CHECKPOINT)
         high_watermarks = read_offsets_checkpoint(self._dir / REPLICATION_OFFSET_CHECKPOINT)
         stored = read_topic_configs(self._dir)
+        topic_configs: dict[str, LogConfig] = {}
         now = self._clock.time_ms()
         for entry in sorted(os.scandir(self._dir), key=lambda e: e.name):
             if not entry.is_dir():
@@ -208,7 +209,9 @@ class LogManager:
             path = Path(entry.path)
             values = stored.get(key[0])
             if values is not None:
-                config, origin = self._default_config.with_overrides(values), ORIGIN_STORED
+                if key[0] not in topic_configs:  # one LogConfig per topic, shared by its partitions
+                    topic_configs[key[0]] = self._default_config.with_overrides(values)
+                config, origin = topic_configs[key[0]], ORIGIN_STORED
             else:
                 config, origin = self._default_config, None if has_data(path) else ORIGIN_NEW
             self._logs[key] = self._open_log(path, config, state, origin)

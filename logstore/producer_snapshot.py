@@ -38,14 +38,18 @@ SNAPSHOT_ENTRY_SIZE = SNAPSHOT_ENTRY_DTYPE.itemsize  # 46
 SNAPSHOT_CRC_END = 6  # the CRC covers bytes [6, end)
 
 
+def _as_path(path: Path | str) -> Path:
+    return path if isinstance(path, Path) else Path(path)  # Path(path) parses it again
+
+
 def snapshot_path(log_dir: Path | str, offset: int) -> Path:
     """`<dir>/<offset, 20 digits>.snapshot`."""
-    return Path(log_dir) / segment_file_name(offset, SNAPSHOT_SUFFIX)
+    return _as_path(log_dir) / segment_file_name(offset, SNAPSHOT_SUFFIX)
 
 
 def list_snapshot_files(log_dir: Path | str) -> dict[int, Path]:
     """{offset: path} of the regular `*.snapshot` files in a directory."""
-    directory = Path(log_dir)
+    directory = _as_path(log_dir)
     try:
         entries = list(os.scandir(directory))
     except (FileNotFoundError, NotADirectoryError):

@@ -64,7 +64,7 @@ class ProducerStateManager:
         clock: object | None = None,
         read_only: bool = False,
     ):
-        self.log_dir = Path(log_dir)
+        self.log_dir = log_dir if isinstance(log_dir, Path) else Path(log_dir)
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.clock = clock if clock is not None else SystemClock()
         self.read_only = read_only
@@ -332,7 +332,6 @@ class ProducerStateManager:
         """Delete snapshots that match no segment, except the largest stray one when it lies
         past the last segment's base (the one written at clean shutdown)."""
         bases = set(segment_base_offsets)
-        self._snapshots = list_snapshot_files(self.log_dir)
         stray: int | None = None
         for offset in sorted(self._snapshots):
             if offset not in bases:

@@ -158,6 +158,11 @@ class LogSegment(SegmentFiles):
             self._state.next_offset = self.read_next_offset()
         return self._state.next_offset
 
+    def assume_next_offset(self, next_offset: int) -> None:
+        """Take `next_offset` as the offset after the last batch without reading the segment
+        (a clean shutdown's producer snapshot names the log end)."""
+        self._state.next_offset = next_offset
+
     def read_next_offset(self) -> int:
         """Scan from the last offset-index entry to the last batch: its last offset + 1."""
         next_offset = self._base_offset

@@ -37,7 +37,7 @@ class SegmentFiles:
 
     def __init__(self, directory: str | os.PathLike[str], base_offset: int, options: SegmentOptions) -> None:
         """Describe the files (with `options.file_suffix`); nothing is opened until used."""
-        self._dir = Path(directory)
+        self._dir = directory if isinstance(directory, Path) else Path(directory)
         self._base_offset = base_offset
         read_only, file_suffix, max_index_size = options.read_only, options.file_suffix, options.max_index_size
         self._state = SegmentState(base_offset, writable=not read_only)

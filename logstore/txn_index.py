@@ -80,7 +80,7 @@ class TransactionIndex:
 
     def __init__(self, start_offset: int, path: Path | str):
         self.start_offset = start_offset
-        self.path = Path(path)
+        self.path = path if isinstance(path, Path) else Path(path)
         self._last_offset: int | None = None
         self._last_offset_known = False
         self._memory: bytearray | None = None  # entries held here instead of in the file

@@ -109,6 +109,18 @@ def test_truncate_from_start_rewrites_the_covering_epoch_and_is_exclusive(tmp_pa
     assert checkpoint_bytes(tmp_path) == b"0\n1\n3 20\n"
 
 
+def test_truncate_from_start_where_an_epoch_starts_leaves_the_file_alone(tmp_path):
+    # Every open moves the start to where it already is: rewriting (and fsyncing) the
+    # checkpoint then cost most of a reopen.
+    cache = cache_with(tmp_path, (1, 0), (2, 10))
+    before = (tmp_path / CHECKPOINT_FILE_NAME).stat().st_ino
+    assert cache.truncate_from_start(0) == [(1, 0)]
+    assert cache.entries() == [(1, 0), (2, 10)]
+    assert (tmp_path / CHECKPOINT_FILE_NAME).stat().st_ino == before  # not replaced
+    cache.truncate_from_start(3)
+    assert LeaderEpochFileCache.in_dir(tmp_path).entries() == [(1, 3), (2, 10)]
+
+
 def test_epoch_for_offset_and_neighbours(tmp_path):
     cache = cache_with(tmp_path, (1, 5), (3, 10), (4, 20))
     assert cache.epoch_for_offset(0) is None
