@@ -29,8 +29,6 @@ from logstore.replication.partition import (
 from logstore.replication.transport import (
     FetchRequest,
     InProcessTransport,
-    PartitionServer,
-    TcpTransport,
     Transport,
 )
 
@@ -48,11 +46,9 @@ __all__ = [
     "Follower",
     "InProcessTransport",
     "Partition",
-    "PartitionServer",
     "ReplicaLogInfo",
     "ReplicaState",
     "Step",
-    "TcpTransport",
     "Transport",
     "UncleanRecoveryStrategy",
     "assign_replicas",

@@ -1,6 +1,6 @@
 """Replication on real Log directories: retention on the leader reaching every follower in one
-fetch, the HW checkpoint, follower threads with acks=all producers, and the loopback TCP
-transport between PartitionServers (threads in one process, sockets on 127.0.0.1)."""
+fetch, the HW checkpoint, follower threads with acks=all producers, and a failover whose
+survivors end with the same batches on disk."""
 
 from __future__ import annotations
 
@@ -15,13 +15,7 @@ from logstore.policies import RetentionPass
 from logstore.replication.controller import Controller
 from logstore.replication.follower import Follower, Step
 from logstore.replication.partition import Partition
-from logstore.replication.transport import (
-    FetchRequest,
-    InProcessTransport,
-    PartitionServer,
-    TcpTransport,
-    Transport,
-)
+from logstore.replication.transport import FetchRequest, InProcessTransport, Transport
 from retention import apply_retention
 
 CONFIG = {"segment.bytes": 400, "file.delete.delay.ms": 0, "min.insync.replicas": 2,
@@ -163,23 +157,21 @@ def test_follower_threads_commit_acks_all_appends(tmp_path: Path) -> None:
         p.close()
 
 
-def test_tcp_transport_replicates_between_partition_servers(tmp_path: Path) -> None:
+def test_a_failover_on_disk_leaves_the_survivors_with_the_same_batches(tmp_path: Path) -> None:
     clock = ManualClock(1_000_000)
     parts = _open_three(tmp_path, clock)
-    servers = {p.replica_id: PartitionServer([p]) for p in parts}
-    transports = [TcpTransport({i: s.address for i, s in servers.items()}) for _ in parts]
+    transport = InProcessTransport()
+    for p in parts:
+        transport.register(p)
+    controller, followers = _start(parts, transport)
     try:
-        controller = Controller([0, 1, 2])
-        for p in parts:
-            controller.startup(p)
-        followers = {p.replica_id: Follower(p, transports[p.replica_id]) for p in parts}
         _rounds(followers, 2)
         assert controller.isr == {0, 1, 2}
         handle = parts[0].append([(b"k", b"v%d" % i) for i in range(5)])
         _rounds(followers, 2)
         assert handle.is_committed
         controller.fail(0)
-        servers[0].close()
+        transport.unregister(0, "orders", 0)  # its broker went down
         assert controller.leader == 1
         assert followers[2].step() is Step.TRUNCATED
         second = parts[1].append([(b"k", b"after failover")])
@@ -187,17 +179,12 @@ def test_tcp_transport_replicates_between_partition_servers(tmp_path: Path) -> N
         assert second.is_committed
         assert [r.value for r in parts[2].log.records()] == [r.value for r in parts[1].log.records()]
         with pytest.raises(ReplicaNotAvailableError):
-            transports[2].fetch(0, FetchRequest("orders", 0, 2, 0, 100, 1, 0, 0))
+            transport.fetch(0, FetchRequest("orders", 0, 2, 0, 100, 1, 0, 0))
         with pytest.raises(FencedLeaderEpochError):
-            transports[2].fetch(1, FetchRequest("orders", 0, 2, 0, 100, 0, 0, 0))
+            transport.fetch(1, FetchRequest("orders", 0, 2, 0, 100, 0, 0, 0))
         with pytest.raises(ReplicaNotAvailableError):
-            transports[2].fetch(1, FetchRequest("other", 0, 2, 0, 100, 1, 0, 0))
+            transport.fetch(1, FetchRequest("other", 0, 2, 0, 100, 1, 0, 0))
     finally:
-        for t in transports:
-            t.close()
-        for i, s in servers.items():
-            if i != 0:
-                s.close()
         for p in parts:
             p.close()
     for i in (1, 2):
