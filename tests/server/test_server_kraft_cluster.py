@@ -310,7 +310,9 @@ def replicated(cluster: Cluster, topic: str, partition: int, end: int) -> None:
     every_replica(cluster, topic, partition, lambda log: log.log_end_offset >= end)
 
 
-def test_followers_copy_the_leader_byte_for_byte_and_a_returning_leader_follows_its_successor(cluster):
+def three_records_replicated(cluster: Cluster) -> tuple[int, int]:
+    """A topic "orders" of 3 partitions on every node, and 3 records replicated in one led by a
+    broker that is not the controller: (that partition, its leader)."""
     create_topic(cluster.nodes[1].port, "orders", 3, 3)
     cluster.caught_up()
     partitions = cluster.controller.image.topic("orders").partitions
@@ -318,6 +320,11 @@ def test_followers_copy_the_leader_byte_for_byte_and_a_returning_leader_follows_
     for value in (b"a", b"b", b"c"):
         assert produce(cluster.nodes[first].port, "orders", index, value) == 0
     replicated(cluster, "orders", index, 3)
+    return index, first
+
+
+def test_followers_copy_the_leader_byte_for_byte_and_a_returning_leader_follows_its_successor(cluster):
+    index, first = three_records_replicated(cluster)
     assert len({segment_bytes(n, "orders", index) for n in cluster.nodes.values()}) == 1
 
     cluster.stop(first)
@@ -385,13 +392,7 @@ def fetch_partition(port: int, topic: str, partition: int, offset: int, current_
 
 
 def test_a_returning_leader_with_unreplicated_records_truncates_them_on_its_successors_diverging_epoch(cluster):
-    create_topic(cluster.nodes[1].port, "orders", 3, 3)
-    cluster.caught_up()
-    partitions = cluster.controller.image.topic("orders").partitions
-    index, first = next((i, p.leader) for i, p in sorted(partitions.items()) if p.leader != 1)
-    for value in (b"a", b"b", b"c"):
-        assert produce(cluster.nodes[first].port, "orders", index, value) == 0
-    replicated(cluster, "orders", index, 3)
+    index, first = three_records_replicated(cluster)
     directory = cluster.nodes[first].manager.get("orders", index).dir
     cluster.stop(first)
     cluster.caught_up()
