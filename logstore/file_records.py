@@ -78,7 +78,10 @@ class FileRecords:
         self.closed = False
         self._needs_sync = False  # written through a descriptor since given back: flush() fsyncs
         self._written_behind = 0  # bytes write_behind() has already sent to the disk
-        state.size = path.stat().st_size if path.exists() else 0
+        try:
+            state.size = os.stat(path).st_size
+        except FileNotFoundError:
+            state.size = 0
 
     def require_open(self) -> None:
         """Raise LogClosedError once closed."""

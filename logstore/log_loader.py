@@ -126,6 +126,7 @@ class LogLoader:
         self._segments: list[LogSegment] = []
         self._recovered_bytes = 0
         self._recovered: set[int] = set()  # base offsets of the segments recovered
+        self._options: SegmentOptions | None = None  # what the live segments open with
 
     def load(self) -> LoadedLog:
         """Temp files, swaps, segment files, recovery; then the log's offsets. Loading a
@@ -181,8 +182,10 @@ class LogLoader:
         self._state.epochs.clear_and_flush()
 
     def _open_segment(self, base_offset: int) -> LogSegment:
-        return LogSegment.open(self._dir, base_offset,
-                               SegmentOptions.of(self._config, self._clock, read_only=self._read_only))
+        """The segment whose `.log` the listing showed (so not checked for again)."""
+        if self._options is None:
+            self._options = SegmentOptions.of(self._config, self._clock, read_only=self._read_only)
+        return LogSegment(self._dir, base_offset, self._options)
 
     def _load_segments_read_only(self, listing: dict[str, os.DirEntry[str]]) -> list[LogSegment]:
         return [self._open_segment(offset_from_file_name(name)) for name in sorted(listing)
