@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from logstore.checkpoint import read_checkpoint, write_checkpoint
-from logstore.errors import CorruptCheckpointError
+from logstore.errors import CorruptCheckpointError, FencedLeaderEpochError, UnknownLeaderEpochError
 from logstore.records.header import INT32_MAX, NO_PARTITION_LEADER_EPOCH
 
 CHECKPOINT_FILE_NAME = "leader-epoch-checkpoint"
@@ -23,6 +23,18 @@ UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
 # The epochs a leader may stamp: Kafka's are int32, and -1 is none.
 EPOCHS = range(NO_PARTITION_LEADER_EPOCH, INT32_MAX + 1)
+
+
+def check_current_leader_epoch(requested: int, leader_epoch: int, where: str) -> None:
+    """Kafka's checkCurrentLeaderEpoch: a request at an older leader epoch than `where`'s is fenced
+    (FencedLeaderEpochError), at a newer one it is early (UnknownLeaderEpochError); -1 skips the check."""
+    if requested == UNDEFINED_EPOCH:
+        return
+    if requested < leader_epoch:
+        raise FencedLeaderEpochError(f"{where}: request epoch {requested} is older than the leader epoch {leader_epoch}")
+    if requested > leader_epoch:
+        raise UnknownLeaderEpochError(f"{where}: request epoch {requested} is newer than the known leader epoch "
+                                      f"{leader_epoch}")
 
 
 def epoch_argument(value: Any) -> int:
@@ -226,6 +238,16 @@ class LeaderEpochFileCache:
         if not floor:
             return requested_epoch, higher.start_offset
         return floor[-1].epoch, higher.start_offset
+
+    def diverging(self, last_fetched_epoch: int, fetch_offset: int, log_end_offset: int) -> tuple[int, int] | None:
+        """A leader's answer to a follower that fetches at `fetch_offset` after `last_fetched_epoch`
+        (KIP-320's DivergingEpoch): (epoch, end offset) where their logs part, or None if they agree."""
+        if last_fetched_epoch == UNDEFINED_EPOCH:
+            return None
+        epoch, end = self.end_offset_for(last_fetched_epoch, log_end_offset)
+        if end != UNDEFINED_EPOCH_OFFSET and (epoch < last_fetched_epoch or end < fetch_offset):
+            return epoch, end
+        return None
 
     def epoch_entries_in_range(self, start_offset: int, end_offset: int) -> list[EpochEntry]:
         """The entries covering [start_offset, end_offset), clipped like the truncations."""

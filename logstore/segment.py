@@ -64,6 +64,9 @@ class LogSegment(SegmentFiles):
         # The batch after the last read's end, with the offset that read ends at (offsets from
         # there to the batch's last one start in it); forgotten whenever the file shrinks.
         self._following: tuple[int, LogOffsetPosition] | None = None
+        #: How many times truncate_to has run: a reader outside the Log's lock (the cleaner)
+        #: compares it to tell a segment cut and regrown since it read it.
+        self.truncations = 0
 
     @property
     def index_interval_bytes(self) -> int:
@@ -497,6 +500,7 @@ class LogSegment(SegmentFiles):
         Regrows the indexes to `max_index_size` (the segment becomes active again).
         """
         self._require_writable("truncate")
+        self.truncations += 1
         mapping = self.translate_offset(offset)
         self._offset_index.truncate_to(offset)
         self._time_index.truncate_to(offset)

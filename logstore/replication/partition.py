@@ -24,15 +24,13 @@ from logstore.checkpoint import (
 from logstore.clean_shutdown import NO_BROKER_EPOCH, read_marker
 from logstore.clock import Clock
 from logstore.config import LogConfig
-from logstore.epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochFileCache
+from logstore.epoch import UNDEFINED_EPOCH, LeaderEpochFileCache, check_current_leader_epoch
 from logstore.errors import (
-    FencedLeaderEpochError,
     FetchOffsetOutOfRangeError,
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
-    UnknownLeaderEpochError,
 )
 from logstore.log import Log
 from logstore.log_like import LogLike
@@ -404,16 +402,8 @@ class Partition:
     # ------------------------------------------------------------------ leader: fetch
 
     def _check_epoch(self, current_leader_epoch: int) -> None:
-        if current_leader_epoch == UNDEFINED_EPOCH:
-            return
-        if current_leader_epoch < self.leader_epoch:
-            raise FencedLeaderEpochError(
-                f"{self.topic}-{self.partition}: request epoch {current_leader_epoch} is older than "
-                f"the leader's epoch {self.leader_epoch}")
-        if current_leader_epoch > self.leader_epoch:
-            raise UnknownLeaderEpochError(
-                f"{self.topic}-{self.partition}: request epoch {current_leader_epoch} is newer than "
-                f"the epoch {self.leader_epoch} known to replica {self.replica_id}")
+        check_current_leader_epoch(current_leader_epoch, self.leader_epoch,
+                                   f"{self.topic}-{self.partition} on replica {self.replica_id}")
 
     def offsets_for_leader_epoch(self, current_leader_epoch: int, leader_epoch: int) -> EpochEndOffset:
         """Kafka's OffsetsForLeaderEpoch on the leader: the largest epoch <= `leader_epoch` and
@@ -452,10 +442,9 @@ class Partition:
                     f"(assigned: {list(self.assigned)})")
             log = self.log
             start, end = log.log_start_offset, log.log_end_offset
-            if last_fetched_epoch != UNDEFINED_EPOCH:
-                epoch, epoch_end = self.epochs.end_offset_for(last_fetched_epoch, end)
-                if epoch_end != UNDEFINED_EPOCH_OFFSET and (epoch < last_fetched_epoch or epoch_end < fetch_offset):
-                    return FetchResponse(b"", log.high_watermark, start, end, EpochEndOffset(epoch, epoch_end))
+            diverging = self.epochs.diverging(last_fetched_epoch, fetch_offset, end)
+            if diverging is not None:
+                return FetchResponse(b"", log.high_watermark, start, end, EpochEndOffset(*diverging))
             if fetch_offset < start or fetch_offset > end:
                 raise FetchOffsetOutOfRangeError(
                     f"fetch offset {fetch_offset} from replica {replica_id} is out of range for "

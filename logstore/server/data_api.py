@@ -16,6 +16,7 @@ from logstore.server.protocol import Request
 READ_COMMITTED = 1
 ACKS_ALL = -1
 NO_OFFSET = -1
+NO_EPOCHS = (-1, -1)  # a fetch's (current leader epoch, last fetched epoch) when it sends none
 
 
 class AppendOutcome(NamedTuple):
@@ -28,6 +29,11 @@ class AppendOutcome(NamedTuple):
     log_start: int = -1
     message: str | None = None
     record_errors: tuple[tuple[int, str], ...] = ()
+
+
+def _epoch_end_offset(entry: Any, diverging: tuple[int, int] | None) -> Any:
+    """Fetch's DivergingEpoch field: None (not written) when the logs agree."""
+    return None if diverging is None else entry.EpochEndOffset(epoch=diverging[0], end_offset=diverging[1])
 
 
 class DataApi:
@@ -86,18 +92,22 @@ class DataApi:
     # ------------------------------------------------------------------ fetch
 
     async def _fetch_partition(self, cls: Any, topic: str, partition: int, offset: int, max_bytes: int,
-                         isolation: str, min_one_batch: bool) -> tuple[Any, int]:
+                         isolation: str, min_one_batch: bool, epochs: tuple[int, int] = NO_EPOCHS) -> tuple[Any, int]:
         """The response entry of one partition and the bytes it carries (past `max_bytes` only
-        for one whole first batch, with `min_one_batch`)."""
+        for one whole first batch, with `min_one_batch`). `epochs`: the fetch's current leader
+        epoch, checked first, and last fetched epoch, answered with a diverging epoch (KIP-320)."""
         entry = cls.FetchableTopicResponse.PartitionData
         target = self._ctx.partition(topic, partition)
         if target is None:
             return entry(partition_index=partition, error_code=ec.UNKNOWN_TOPIC_OR_PARTITION, high_watermark=-1,
                          last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None,
                          preferred_read_replica=-1, records=b""), 0
+        diverging = None
         try:
             result = None
-            if max_bytes > 0 or min_one_batch:
+            target.check_leader_epoch(epochs[0])
+            diverging = target.diverging_epoch(offset, epochs[1])  # then no records: the follower truncates
+            if diverging is None and (max_bytes > 0 or min_one_batch):
                 result = await target.read(offset, max_bytes, min_one_batch=min_one_batch,
                                            isolation=isolation)
             error = ec.NONE
@@ -112,7 +122,8 @@ class DataApi:
                        for a in result.aborted_transactions]
         return entry(partition_index=partition, error_code=error, high_watermark=target.high_watermark,
                      last_stable_offset=target.last_stable_offset, log_start_offset=target.log_start_offset,
-                     aborted_transactions=aborted, preferred_read_replica=-1, records=records), len(records)
+                     aborted_transactions=aborted, preferred_read_replica=-1, records=records,
+                     diverging_epoch=_epoch_end_offset(entry, diverging)), len(records)
 
     async def fetch(self, req: Request) -> Any:
         body = req.body
@@ -122,6 +133,8 @@ class DataApi:
             "read_committed" if body.isolation_level == READ_COMMITTED else "high_watermark"
         wanted = [(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes)
                   for t in body.topics for p in t.partitions]
+        epochs = {(t.topic, p.partition): (getattr(p, "current_leader_epoch", -1), getattr(p, "last_fetched_epoch", -1))
+                  for t in body.topics for p in t.partitions}
         forgotten = [(t.topic, p) for t in body.forgotten_topics_data for p in t.partitions]
         try:
             session, full = self._sessions.resolve(body.session_id, body.session_epoch, wanted, forgotten)
@@ -139,7 +152,7 @@ class DataApi:
         deadline = time.monotonic() + max(body.max_wait_ms, 0) / 1000
         while True:
             watched = self._ctx.data.watch()
-            topics, total, errors = await self._fetch_round(cls, targets, body.max_bytes, isolation, full)
+            topics, total, errors = await self._fetch_round(cls, targets, body.max_bytes, isolation, full, epochs)
             remaining = deadline - time.monotonic()
             # Kafka's ReplicaManager answers at once when no partition is asked for or min_bytes
             # (zero or negative included) is met; otherwise it waits up to max_wait_ms
@@ -153,7 +166,7 @@ class DataApi:
                             session_id=session.session_id if session else 0, responses=topics)
 
     async def _fetch_round(self, cls: Any, targets: list, max_bytes: int, isolation: str,
-                     full: bool) -> tuple[list, int, bool]:
+                     full: bool, epochs: dict[tuple[str, int], tuple[int, int]]) -> tuple[list, int, bool]:
         by_topic: dict[str, list] = {}
         total = 0
         errors = False
@@ -164,7 +177,8 @@ class DataApi:
             # has returned data may a read go past that, by one whole batch
             limit = min(state.max_bytes, budget) if state.max_bytes > 0 else 0
             data, size = await self._fetch_partition(cls, topic, partition, state.fetch_offset, limit, isolation,
-                                               min_one_batch=total == 0 and state.max_bytes > 0)
+                                               min_one_batch=total == 0 and state.max_bytes > 0,
+                                               epochs=epochs.get((topic, partition), NO_EPOCHS))
             changed = (size > 0 or data.error_code != ec.NONE or data.high_watermark != state.high_watermark
                        or data.last_stable_offset != state.last_stable_offset
                        or data.log_start_offset != state.log_start_offset)
@@ -172,7 +186,8 @@ class DataApi:
                 by_topic.setdefault(topic, []).append(data)
             total += size
             budget = max(budget - size, 0)
-            errors = errors or data.error_code != ec.NONE
+            # as Kafka's ReplicaManager, an error or a diverging epoch is answered at once
+            errors = errors or data.error_code != ec.NONE or data.diverging_epoch is not None
         return [cls.FetchableTopicResponse(topic=t, partitions=ps) for t, ps in by_topic.items()], total, errors
 
     # ------------------------------------------------------------------ offsets

@@ -50,6 +50,7 @@ OPERATION_NOT_ATTEMPTED = 55
 KAFKA_STORAGE_ERROR = 56
 UNKNOWN_PRODUCER_ID = 59
 FENCED_LEADER_EPOCH = 74
+UNKNOWN_LEADER_EPOCH = 75
 STALE_BROKER_EPOCH = 77
 NON_EMPTY_GROUP = 68
 GROUP_ID_NOT_FOUND = 69
@@ -95,6 +96,8 @@ _ENGINE_ERRORS: tuple[tuple[type[BaseException], int], ...] = (
     (errors.InvalidConfigError, INVALID_CONFIG),
     (errors.NotLeaderOrFollowerError, NOT_LEADER_OR_FOLLOWER),
     (errors.NotEnoughReplicasError, NOT_ENOUGH_REPLICAS),
+    (errors.FencedLeaderEpochError, FENCED_LEADER_EPOCH),
+    (errors.UnknownLeaderEpochError, UNKNOWN_LEADER_EPOCH),
     (errors.DescriptorLimitError, KAFKA_STORAGE_ERROR),  # Kafka's answer to an IOException of the log
 )
 

@@ -5,9 +5,9 @@ Records that are a FileSlice of a segment file stay one: the connection sends th
 file with sendfile (Kafka's FileRecords.transferTo), the framing written around them.
 
 Byte for byte what kafka-python's FetchResponse encoder writes for versions 4 to 12 (Kafka's
-FetchResponse.json), tested against it; partitions carry no tagged fields (DivergingEpoch,
-CurrentLeader and SnapshotId are for followers and KIP-951 clients, which a single node does
-not serve).
+FetchResponse.json), tested against it; of a partition's tagged fields only DivergingEpoch
+is written, for a follower whose log parts from its leader's (CurrentLeader and SnapshotId are
+for KIP-951 clients and the metadata log's snapshots, which these fetches do not serve).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ _TOP_V7 = struct.Struct(">ihi")  # throttle time, error code, session id
 _PARTITION = struct.Struct(">ihqq")  # index, error code, high watermark, last stable offset
 _I64 = struct.Struct(">q")
 _ABORTED = struct.Struct(">qq")  # producer id, first offset
+_DIVERGING = struct.Struct(">BBBiqB")  # one tagged field, tag 0, its size 13: epoch, end offset, no tags
 NO_TAGS = b"\x00"
 INLINE_RECORDS_BYTES = 4096  # smaller records are copied into the surrounding piece
 
@@ -64,7 +65,7 @@ def encode_fetch_response(version: int, correlation_id: int, response: Any) -> l
                     pieces += (out, records)
                     out = bytearray()
             if flexible:
-                out += NO_TAGS
+                _partition_tags(out, p)
         if flexible:
             out += NO_TAGS
     if flexible:
@@ -72,6 +73,15 @@ def encode_fetch_response(version: int, correlation_id: int, response: Any) -> l
     pieces.append(out)
     _I32.pack_into(pieces[0], 0, sum(map(len, pieces)) - 4)
     return pieces
+
+
+def _partition_tags(out: bytearray, p: Any) -> None:
+    """A partition's tagged fields: DivergingEpoch (tag 0) when it is not its default (-1, -1)."""
+    diverging = getattr(p, "diverging_epoch", None)
+    if diverging is None or diverging.end_offset < 0:
+        out += NO_TAGS
+    else:
+        out += _DIVERGING.pack(1, 0, _DIVERGING.size - 3, diverging.epoch, diverging.end_offset, 0)
 
 
 def _length(out: bytearray, n: int, flexible: bool) -> None:

@@ -15,6 +15,7 @@ import functools
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any, Protocol
 
+from logstore.epoch import check_current_leader_epoch
 from logstore.file_slice import FileSlice
 from logstore.log import Log
 from logstore.log_results import AppendInfo, FetchResult
@@ -65,6 +66,16 @@ class PartitionAccess(Protocol):
         """Whole batches from `offset` as a consumer at `isolation` may see them
         ('high_watermark' or 'read_committed'; a follower: 'log_end'); raises OffsetOutOfRangeError. The records are
         bytes, or a FileSlice to send from the segment file (the caller closes it)."""
+        ...
+
+    def check_leader_epoch(self, current_leader_epoch: int) -> None:
+        """A request's CurrentLeaderEpoch against this partition's: raises FencedLeaderEpochError
+        (older), UnknownLeaderEpochError (newer); -1 passes."""
+        ...
+
+    def diverging_epoch(self, fetch_offset: int, last_fetched_epoch: int) -> tuple[int, int] | None:
+        """A follower's fetch whose last fetched epoch parts from this log before `fetch_offset`:
+        the (epoch, end offset) it should truncate by (Fetch's DivergingEpoch), else None."""
         ...
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
@@ -140,6 +151,12 @@ class LocalPartition:
             with records:
                 return result._replace(records=records.read())
         return result
+
+    def check_leader_epoch(self, current_leader_epoch: int) -> None:
+        check_current_leader_epoch(current_leader_epoch, self._leader_epoch, f"{self.topic}-{self.partition}")
+
+    def diverging_epoch(self, fetch_offset: int, last_fetched_epoch: int) -> tuple[int, int] | None:
+        return self._log.leader_epoch_cache.diverging(last_fetched_epoch, fetch_offset, self._log.log_end_offset)
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         return self._log.offset_for_timestamp(timestamp)

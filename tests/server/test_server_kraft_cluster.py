@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
+from kafka.protocol.consumer import FetchRequest, FetchResponse
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
+from logstore import Log
 from logstore.clock import ManualClock
 from logstore.partition_metadata import read_partition_metadata
 from logstore.records import Record, build_batch, iter_batches
@@ -308,7 +310,9 @@ def replicated(cluster: Cluster, topic: str, partition: int, end: int) -> None:
     every_replica(cluster, topic, partition, lambda log: log.log_end_offset >= end)
 
 
-def test_followers_copy_the_leader_byte_for_byte_and_a_returning_leader_follows_its_successor(cluster):
+def three_records_replicated(cluster: Cluster) -> tuple[int, int]:
+    """A topic "orders" of 3 partitions on every node, and 3 records replicated in one led by a
+    broker that is not the controller: (that partition, its leader)."""
     create_topic(cluster.nodes[1].port, "orders", 3, 3)
     cluster.caught_up()
     partitions = cluster.controller.image.topic("orders").partitions
@@ -316,6 +320,11 @@ def test_followers_copy_the_leader_byte_for_byte_and_a_returning_leader_follows_
     for value in (b"a", b"b", b"c"):
         assert produce(cluster.nodes[first].port, "orders", index, value) == 0
     replicated(cluster, "orders", index, 3)
+    return index, first
+
+
+def test_followers_copy_the_leader_byte_for_byte_and_a_returning_leader_follows_its_successor(cluster):
+    index, first = three_records_replicated(cluster)
     assert len({segment_bytes(n, "orders", index) for n in cluster.nodes.values()}) == 1
 
     cluster.stop(first)
@@ -365,3 +374,46 @@ def test_acks_all_is_answered_once_the_isr_holds_the_records_and_refused_below_m
     assert produce(cluster.nodes[leader].port, "orders", index, b"b", acks=-1) == 19  # NOT_ENOUGH_REPLICAS
     assert cluster.nodes[leader].manager.get("orders", index).log_end_offset == 1  # nothing was written
     assert produce(cluster.nodes[leader].port, "orders", index, b"c", acks=1) == 0
+
+
+def fetch_partition(port: int, topic: str, partition: int, offset: int, current_leader_epoch: int,
+                    last_fetched_epoch: int = -1):
+    """One Fetch v12 of `topic`-`partition` at node `port`: the partition's answer."""
+    request = FetchRequest[12]
+    with WireClient(port) as client:
+        response = client.call(request(
+            replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=0,
+            session_epoch=-1, forgotten_topics_data=[], rack_id="", topics=[request.FetchTopic(topic=topic, partitions=[
+                request.FetchTopic.FetchPartition(partition=partition, current_leader_epoch=current_leader_epoch,
+                                                  fetch_offset=offset, last_fetched_epoch=last_fetched_epoch,
+                                                  log_start_offset=-1, partition_max_bytes=1 << 20)])]),
+            FetchResponse[12])
+    return response.responses[0].partitions[0]
+
+
+def test_a_returning_leader_with_unreplicated_records_truncates_them_on_its_successors_diverging_epoch(cluster):
+    index, first = three_records_replicated(cluster)
+    directory = cluster.nodes[first].manager.get("orders", index).dir
+    cluster.stop(first)
+    cluster.caught_up()
+    successor = cluster.controller.image.topic("orders").partitions[index].leader
+    for value in (b"d", b"e"):
+        assert produce(cluster.nodes[successor].port, "orders", index, value) == 0
+    port = cluster.nodes[successor].port
+    assert fetch_partition(port, "orders", index, 0, 0).error_code == 74  # FENCED_LEADER_EPOCH
+    assert fetch_partition(port, "orders", index, 0, 2).error_code == 75  # UNKNOWN_LEADER_EPOCH
+    answer = fetch_partition(port, "orders", index, 6, 1, last_fetched_epoch=0)
+    assert (answer.error_code, answer.diverging_epoch.epoch, answer.diverging_epoch.end_offset) == (0, 0, 3)
+    assert not answer.records  # nothing to append before the follower truncates
+    assert fetch_partition(port, "orders", index, 3, 1, last_fetched_epoch=0).diverging_epoch is None
+
+    log = Log.open(directory)  # the old leader had written three more records in epoch 0 that no one fetched
+    for value in (b"x", b"y", b"z"):
+        log.append(build_batch([Record(0, NOW, None, value)]), leader_epoch=0)
+    log.close()
+    cluster.start(first)
+    cluster.caught_up()
+    expected = segment_bytes(cluster.nodes[successor], "orders", index)
+    every_replica(cluster, "orders", index, lambda log: (log.dir / "00000000000000000000.log").read_bytes() == expected)
+    batches = list(iter_batches(expected))
+    assert [(b.base_offset, b.partition_leader_epoch) for b in batches] == [(0, 0), (1, 0), (2, 0), (3, 1), (4, 1)]

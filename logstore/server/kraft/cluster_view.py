@@ -13,6 +13,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Any
 
+from logstore.epoch import check_current_leader_epoch
 from logstore.errors import InvalidTopicError, NotEnoughReplicasError, NotLeaderOrFollowerError
 from logstore.log import Log
 from logstore.log_files import validate_topic
@@ -126,7 +127,7 @@ class ClusterView:
         if state is None:
             return LocalPartition(log, disk)
         if state.leader != self.node_id:
-            return FollowerPartition(log.topic, log.partition, state.leader)
+            return FollowerPartition(log.topic, log.partition, state.leader, state.leader_epoch)
         alone = state.isr == [self.node_id]  # no follower to wait for: committed once appended
         if log.high_watermark_follows_log_end != alone:
             log.high_watermark_follows_log_end = alone
@@ -175,13 +176,17 @@ class ClusterView:
 
 class FollowerPartition:
     """A partition this broker holds but does not lead: every client request for it is
-    answered NOT_LEADER_OR_FOLLOWER (its offsets unknown, -1), sending the client to the leader."""
+    answered NOT_LEADER_OR_FOLLOWER (its offsets unknown, -1), sending the client to the leader;
+    one at another leader epoch than `leader_epoch` is fenced or early first, as in Kafka."""
 
-    __slots__ = ("leader", "partition", "topic")
+    __slots__ = ("leader", "leader_epoch", "partition", "topic")
     log_start_offset = log_end_offset = high_watermark = last_stable_offset = -1
 
-    def __init__(self, topic: str, partition: int, leader: int):
-        self.topic, self.partition, self.leader = topic, partition, leader
+    def __init__(self, topic: str, partition: int, leader: int, leader_epoch: int):
+        self.topic, self.partition, self.leader, self.leader_epoch = topic, partition, leader, leader_epoch
+
+    def check_leader_epoch(self, current_leader_epoch: int) -> None:
+        check_current_leader_epoch(current_leader_epoch, self.leader_epoch, f"{self.topic}-{self.partition}")
 
     def _refuse(self, *_args: Any, **_kwargs: Any) -> Any:
         raise NotLeaderOrFollowerError(f"{self.topic}-{self.partition} is led by broker {self.leader}, not this one")
@@ -192,7 +197,7 @@ class FollowerPartition:
     async def read(self, offset: int, max_bytes: int, *, isolation: str, min_one_batch: bool) -> FetchResult:
         return self._refuse()
 
-    offset_for_timestamp = end_offset_for_epoch = delete_records_before = _refuse
+    offset_for_timestamp = end_offset_for_epoch = delete_records_before = diverging_epoch = _refuse
 
 
 class LeaderPartition(LocalPartition):

@@ -1,8 +1,10 @@
 """Followers copy their leaders' records over Kafka's protocol (Kafka's ReplicaFetcherThread,
 reduced): for every partition placed on this broker and led by another, Fetch from the leader as
-replica `node_id` (ReplicaId, the current leader epoch), append what comes keeping its offsets
-and epochs; when the leader epoch changes, first ask the leader where the follower's latest
-epoch ends (OffsetForLeaderEpoch) and truncate what diverged, as Kafka's followers do.
+replica `node_id` (ReplicaId, the current leader epoch, the last fetched epoch), append what comes
+keeping its offsets and epochs. Where the leader answers that the follower's log diverges from
+its own (DivergingEpoch, KIP-320) the follower truncates there and fetches again, as Kafka's
+followers do; a log without epochs first asks the leader (OffsetForLeaderEpoch), which cuts it
+back to its high watermark.
 
 One task per leader broker, each fetching all of that leader's partitions in one request.
 """
@@ -49,6 +51,12 @@ class _Epochs(NamedTuple):
 
     log: Log
     epochs: object
+
+
+def _last_fetched_epoch(log: Log) -> int:
+    """The epoch of the follower's last batch, which the leader checks its own log against."""
+    latest = log.leader_epoch_cache.latest_epoch()
+    return UNDEFINED_EPOCH if latest is None else latest
 
 
 class ReplicaFetcher:
@@ -98,11 +106,12 @@ class ReplicaFetcher:
                 await asyncio.sleep(RETRY_S)
                 continue
             try:
-                diverging = [f for f in followed if self._truncated.get((f.topic, f.partition)) != f.leader_epoch]
-                if diverging:
-                    await self._truncate(channel, diverging)
-                else:
-                    await self._fetch(channel, followed)
+                unreconciled = [f for f in followed if f.log.leader_epoch_cache.latest_epoch() is None
+                                and self._truncated.get((f.topic, f.partition)) != f.leader_epoch]
+                if unreconciled:
+                    await self._truncate(channel, unreconciled)
+                elif not await self._fetch(channel, followed):
+                    await asyncio.sleep(RETRY_S)  # a leader epoch the leader does not share: metadata first
             except NodeUnreachableError as exc:
                 log.info("broker %d: fetching from broker %d failed: %s", self.node_id, leader, exc)
                 await asyncio.sleep(RETRY_S)
@@ -119,14 +128,12 @@ class ReplicaFetcher:
         return channel
 
     async def _truncate(self, channel: NodeChannel, followed: list[Followed]) -> None:
-        """Reconcile each log with its leader's epochs (OffsetForLeaderEpoch), cutting what diverged."""
+        """Reconcile logs without epochs with their leader (OffsetForLeaderEpoch), cutting what diverged."""
         cls = consumer.OffsetForLeaderEpochRequest
         topics: dict[str, list] = {}
         for f in followed:
-            latest = f.log.leader_epoch_cache.latest_epoch()
             topics.setdefault(f.topic, []).append(cls.OffsetForLeaderTopic.OffsetForLeaderPartition(
-                partition=f.partition, current_leader_epoch=f.leader_epoch,
-                leader_epoch=UNDEFINED_EPOCH if latest is None else latest))
+                partition=f.partition, current_leader_epoch=f.leader_epoch, leader_epoch=UNDEFINED_EPOCH))
         request = cls(version=EPOCH_VERSION, replica_id=self.node_id, topics=[
             cls.OffsetForLeaderTopic(topic=t, partitions=ps) for t, ps in topics.items()])
         response = await channel.send(request, EPOCH_VERSION, consumer.OffsetForLeaderEpochResponse)
@@ -135,20 +142,24 @@ class ReplicaFetcher:
             answer = answers.get((f.topic, f.partition))
             if answer is None or answer.error_code != ec.NONE:
                 continue
-            if f.log.leader_epoch_cache.latest_epoch() is not None:
-                offset, _done = truncation_offset(EpochEndOffset(answer.leader_epoch, answer.end_offset),
-                                                  _Epochs(f.log, f.log.leader_epoch_cache))
-                await self._on_disk(f.log.truncate_to, offset)
+            await self._truncate_by(f, EpochEndOffset(answer.leader_epoch, answer.end_offset))
             self._truncated[(f.topic, f.partition)] = f.leader_epoch
 
-    async def _fetch(self, channel: NodeChannel, followed: list[Followed]) -> None:
-        """One Fetch of every followed partition of one leader, appended as follower."""
+    async def _truncate_by(self, f: Followed, leader: EpochEndOffset) -> None:
+        """Cut `f`'s log where it parts from the leader's (epoch, end offset) (Kafka's
+        getOffsetTruncationState; an incomplete cut is finished by the next fetch's answer)."""
+        offset, _done = truncation_offset(leader, _Epochs(f.log, f.log.leader_epoch_cache))
+        await self._on_disk(f.log.truncate_to, offset)
+
+    async def _fetch(self, channel: NodeChannel, followed: list[Followed]) -> bool:
+        """One Fetch of every followed partition of one leader, appended as follower; False when
+        the leader refused a partition's leader epoch (fenced or not known there yet)."""
         cls = consumer.FetchRequest
         topics: dict[str, list] = {}
         for f in followed:
             topics.setdefault(f.topic, []).append(cls.FetchTopic.FetchPartition(
                 partition=f.partition, current_leader_epoch=f.leader_epoch, fetch_offset=f.log.log_end_offset,
-                last_fetched_epoch=f.log.leader_epoch_cache.latest_epoch() or UNDEFINED_EPOCH,
+                last_fetched_epoch=_last_fetched_epoch(f.log),
                 log_start_offset=f.log.log_start_offset, partition_max_bytes=PARTITION_MAX_BYTES))
         request = cls(version=FETCH_VERSION, replica_id=self.node_id, max_wait_ms=FETCH_MAX_WAIT_MS, min_bytes=1,
                       max_bytes=FETCH_MAX_BYTES, isolation_level=0, session_id=0, session_epoch=-1,
@@ -156,6 +167,7 @@ class ReplicaFetcher:
                       forgotten_topics_data=[], rack_id="")
         response = await channel.send(request, FETCH_VERSION, consumer.FetchResponse)
         by_key = {(f.topic, f.partition): f for f in followed}
+        agreed = True
         for topic in response.responses:
             for p in topic.partitions:
                 f = by_key.get((topic.topic, p.partition_index))
@@ -163,12 +175,17 @@ class ReplicaFetcher:
                     continue
                 if p.error_code == ec.OFFSET_OUT_OF_RANGE:
                     self._truncated.pop((f.topic, f.partition), None)  # reconcile again with the leader
+                elif p.error_code in (ec.FENCED_LEADER_EPOCH, ec.UNKNOWN_LEADER_EPOCH):
+                    agreed = False
+                elif p.error_code == ec.NONE and p.diverging_epoch is not None:
+                    await self._truncate_by(f, EpochEndOffset(p.diverging_epoch.epoch, p.diverging_epoch.end_offset))
                 elif p.error_code == ec.NONE:
                     if p.records:
                         await self._append(f, bytes(p.records))
                     # a follower's high watermark is the leader's, as far as it has the records
                     f.log.high_watermark_follows_log_end = False
                     f.log.high_watermark = min(p.high_watermark, f.log.log_end_offset)
+        return agreed
 
     async def _append(self, f: Followed, records: bytes) -> None:
         try:
