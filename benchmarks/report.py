@@ -91,6 +91,13 @@ def main(argv: list[str] | None = None) -> int:
         info = bench.get("extra_info", {})
         if "p99_ms" in info:
             print(f"latency {bench_short(bench)}: p50 {info['p50_ms']} ms, p99 {info['p99_ms']} ms")
+        if "ms_per_partition" in info:
+            print(f"scale {bench_short(bench)}: {info['ms_per_partition']} ms per partition "
+                  f"({info['cpu_ms_per_partition']} ms of CPU); descriptors "
+                  f"{info['fds_after_reopen']} after the reopen, {info['fds_peak_after_reads']} at most after "
+                  f"reading every partition; {info['rss_kib_per_partition']} KiB resident per partition")
+        if "first_metadata_s" in info:
+            print(f"{bench_short(bench)}: first Metadata answered after {info['first_metadata_s']} s")
         if "cpu_s" in info:
             print(f"cpu {bench_short(bench)}: {info['cpu_s']} s (all its processes, per round)")
         if "interleaved" in info:

@@ -49,7 +49,7 @@ from logstore.checkpoint import (
     write_offsets_checkpoint,
 )
 from logstore.config import LogConfig
-from logstore.errors import LogCleaningAbortedError, UnknownTopicConfigError
+from logstore.errors import CorruptRecordError, LogCleaningAbortedError, UnknownTopicConfigError
 from logstore.log_files import CLEANED_SUFFIX, INDEX_SUFFIXES, LOG_SUFFIX, segment_file_name
 from logstore.log_like import SegmentedLogLike
 from logstore.records.header import CONTROL_BIT, INT32_MAX, V2_HEADER_SIZE
@@ -133,8 +133,16 @@ def segment_chunks(segment: LogSegment) -> Iterator[dec.DecodedBatches]:
     """A (non-active) segment decoded a chunk of whole batches at a time
     (`decode.decode_chunks`). Bytes after its last complete batch raise CorruptRecordError:
     recovery would have truncated them, so they are corruption, never silently left out of a
-    cleaned copy."""
-    return dec.decode_chunks(segment.log_path, segment_base=segment.base_offset, size=segment.size)
+    cleaned copy. A segment deleted or truncated meanwhile (retention, a follower's truncation)
+    aborts the clean instead: LogCleaningAbortedError, not a report of damage."""
+    truncations = segment.truncations
+    try:
+        yield from dec.decode_chunks(segment.log_path, segment_base=segment.base_offset, size=segment.size)
+    except (FileNotFoundError, CorruptRecordError) as e:
+        if isinstance(e, CorruptRecordError) and segment.truncations == truncations:
+            raise
+        raise LogCleaningAbortedError(
+            f"segment {segment.log_path} was deleted or truncated while being cleaned") from e
 
 
 class DecodeCache:
@@ -408,6 +416,7 @@ class Cleaner:
             self.write_checkpoint(log, rng.first_dirty_offset)
         start, upper = rng.first_dirty_offset, rng.first_uncleanable_offset
         segments = list(log.segments)
+        read_as = {id(s): s.truncations for s in segments}  # to tell a segment cut meanwhile
         if start >= upper:
             result.end_offset = start
             result.elapsed_s = cleaning_clock() - started
@@ -453,7 +462,7 @@ class Cleaner:
         for group in groups:
             self._check_abort()
             self._clean_group(log, [to_clean[i] for i in group], now, upper, producers, tracker,
-                              legacy_horizon, result, removed, dry_run, cache)
+                              legacy_horizon, result, removed, dry_run, cache, read_as)
         result.removed_by_reason = {name: int(removed[i]) for i, name in enumerate(REASON_NAMES) if i}
         if not dry_run:
             self.write_checkpoint(log, end)
@@ -463,7 +472,7 @@ class Cleaner:
     def _clean_group(self, log: SegmentedLogLike, group: list[LogSegment], now: int, upper: int,
                      producers: Mapping[int, ProducerLastRecord], tracker: TxnTracker,
                      legacy_horizon: int, result: CleanResult, removed: np.ndarray, dry_run: bool,
-                     cache: DecodeCache) -> None:
+                     cache: DecodeCache, read_as: Mapping[int, int]) -> None:
         cfg = log.config
         cleaned = None
         if not dry_run:
@@ -487,11 +496,12 @@ class Cleaner:
             cleaned.on_become_inactive_segment()
             cleaned.flush()
             cleaned.set_last_modified_ms(group[-1].last_modified_ms)
-            live = {id(s) for s in log.segments}
-            if not all(id(s) in live for s in group):
-                raise LogCleaningAbortedError(
-                    f"segments of {log.topic}-{log.partition} changed while being cleaned")
-            log.replace_segments([cleaned], group)
+            with log.locked():  # the check and the swap as one step to truncation and retention
+                live = {id(s) for s in log.segments}
+                if not all(id(s) in live and s.truncations == read_as[id(s)] for s in group):
+                    raise LogCleaningAbortedError(
+                        f"segments of {log.topic}-{log.partition} changed while being cleaned")
+                log.replace_segments([cleaned], group)
         except BaseException:
             if cleaned is not None:
                 cleaned.close()

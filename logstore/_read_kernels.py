@@ -2,8 +2,9 @@
 that finding where a fetch starts and ends costs no Python per batch.
 
 `find_batch` is LogSegment.translate_offset's walk (Kafka's FileRecords.searchForOffsetWithSize)
-over a chunk of the `.log` file; `whole_batches` finds the end of the complete batches of a
-buffer (what Log.read returns), the offset after them and the batch that follows. Entries of any magic are walked:
+over a chunk of the `.log` file; `whole_batches` finds the end of the whole batches a fetch
+returns (Log.read's bytes and zero-copy slices alike), the offset after them and the batch
+that follows. Entries of any magic are walked:
 magic 2 batches end at base offset + last offset delta, legacy entries at their offset field.
 What they cannot decide (an impossible header, bytes they were not given) they report, so the
 caller reads more or lets the Python scan raise the error with the file's name and position.
@@ -29,6 +30,8 @@ FOUND = 0  # (position, last offset, size) of the batch holding the target
 MORE = 1  # the buffer ends before the header at `position`: read on from there
 PAST_END = 2  # no complete batch from there on holds the target (the file's end or a torn tail)
 CORRUPT = 3  # an impossible size or magic at `position`
+
+NO_MAX_OFFSET = (1 << 63) - 1  # whole_batches() max_offset of a read bounded by bytes only
 
 _V2_LAST_OFFSET_END = LAST_OFFSET_DELTA_OFFSET + 4  # bytes of a v2 header up to its last offset delta
 _LEGACY_V0_MIN = LEGACY_MIN_MESSAGE[0]
@@ -91,25 +94,36 @@ def find_batch(buf, end, target):
     return PAST_END, position, 0, 0
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _header_in(buf, pos):
+    """Whether `buf` holds the entry header at `pos` as far as a walk reads it: up to the magic,
+    and for a v2 batch up to its last offset delta."""
+    if pos + MAGIC_OFFSET >= len(buf):
+        return False
+    return buf[pos + MAGIC_OFFSET] != 2 or pos + _V2_LAST_OFFSET_END <= len(buf)
+
+
 @njit(cache=True, nogil=True)
-def whole_batches(buf, limit):
-    """The complete entries at the start of `buf[:limit]` and the entry after them:
-    (end, next offset, following last offset, following size). `end` is the position after
-    the last complete entry, `next offset` its last offset + 1 (-1 when there is none); the
-    following entry's last offset and size come from its header when `buf` holds it (past
-    `limit` too), else -1. The walk stops before an entry with an impossible size or magic
-    (-1 for the following entry): a read from there raises, as a consumer finds it."""
-    total = min(limit, len(buf))
+def whole_batches(buf, limit, max_offset):
+    """The entries from the start of `buf` that end by byte `limit` and whose last offsets are
+    below `max_offset`, and the entry after them: (end, next offset, following last offset,
+    following size). `end` is the position after the last such entry, `next offset` its last
+    offset + 1 (-1 when there is none); the following entry's last offset and size come from
+    its header, else -1. Only headers are read: `buf` holds the entries' bytes (a read) or just
+    a chunk from the start of the file range (a zero-copy slice), and the walk stops where the
+    next header is not in `buf` (the caller reads on from `end`) or is impossible (-1 for the
+    following entry): a read from there raises, as a consumer finds it."""
     position, next_offset = 0, -1
-    while position + LOG_OVERHEAD <= total:
+    while position + LOG_OVERHEAD <= limit and _header_in(buf, position):
         size = _entry_size(buf, position)
         if size < 0:
             return position, next_offset, -1, -1
-        if position + size > total:
-            break
-        next_offset = _last_offset(buf, position) + 1
+        last = _last_offset(buf, position)
+        if position + size > limit or last >= max_offset:
+            return position, next_offset, last, size
+        next_offset = last + 1
         position += size
-    if position + _V2_LAST_OFFSET_END <= len(buf):
+    if _header_in(buf, position):
         size = _entry_size(buf, position)
         if size > 0:
             return position, next_offset, _last_offset(buf, position), size

@@ -103,13 +103,9 @@ class LocalLog:
         segments = self.segments
         for i in range(self.segment_index(offset), len(segments)):
             segment = segments[i]
-            max_position = None
-            if limit < log_end:
-                mapping = segment.translate_offset(limit)
-                max_position = mapping.position if mapping is not None else None
             try:
-                found = (segment.slice if zero_copy else segment.read)(offset, max_bytes, max_position,
-                                                                       min_one_batch)
+                found = (segment.slice if zero_copy else segment.read)(
+                    offset, max_bytes, None, min_one_batch, max_offset=limit if limit < log_end else None)
             except LogClosedError:
                 raise OffsetOutOfRangeError(
                     f"offset {offset} of {self.name} was deleted during the read") from None

@@ -8,7 +8,7 @@ import functools
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from logstore._read_kernels import whole_batches
+from logstore._read_kernels import NO_MAX_OFFSET, whole_batches
 from logstore.file_slice import FileSlice
 from logstore.records import RecordBatch, iter_batches
 
@@ -49,5 +49,5 @@ class FetchResult(NamedTuple):
         """The offset after the last batch in `records` (`first_offset` when empty): where a
         sequential reader fetches next, found by a compiled walk over the batch headers. Like
         `batches()`, for records read as bytes (not a zero_copy FileSlice)."""
-        next_offset = whole_batches(self.records, len(self.records))[1]
+        next_offset = whole_batches(self.records, len(self.records), NO_MAX_OFFSET)[1]
         return self.first_offset if next_offset < 0 else next_offset

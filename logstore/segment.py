@@ -17,7 +17,7 @@ import numpy as np
 from index import NO_TIMESTAMP, TimestampOffset
 from index.base import MAX_RELATIVE_OFFSET
 from logstore import _segment_kernels as segment_kernels
-from logstore._read_kernels import whole_batches
+from logstore._read_kernels import NO_MAX_OFFSET, whole_batches
 from logstore.errors import (
     CorruptRecordError,
     IndexOffsetOverflowError,
@@ -30,6 +30,7 @@ from logstore.file_records import (
     nbytes_of,
 )
 from logstore.file_slice import FileSlice
+from logstore.log_input_stream import HEADER_SCAN_CHUNK
 from logstore.records import BatchHeader, RecordBatch, read_batch, read_batch_header
 from logstore.records.header import V2_HEADER_SIZE
 from logstore.segment_files import SegmentFiles
@@ -63,6 +64,9 @@ class LogSegment(SegmentFiles):
         # The batch after the last read's end, with the offset that read ends at (offsets from
         # there to the batch's last one start in it); forgotten whenever the file shrinks.
         self._following: tuple[int, LogOffsetPosition] | None = None
+        #: How many times truncate_to has run: a reader outside the Log's lock (the cleaner)
+        #: compares it to tell a segment cut and regrown since it read it.
+        self.truncations = 0
 
     @property
     def index_interval_bytes(self) -> int:
@@ -335,9 +339,12 @@ class LogSegment(SegmentFiles):
         max_size: int,
         max_position: int | None = None,
         min_one_message: bool = True,
+        *,
+        max_offset: int | None = None,
     ) -> SegmentReadResult | None:
-        """Read whole batches from the one holding `start_offset`, at most `max_size` bytes and
-        not past `max_position` (default: the end); None if `start_offset` is past the end.
+        """Read whole batches from the one holding `start_offset`, at most `max_size` bytes, not
+        past `max_position` (default: the end) and only batches whose last offsets are below
+        `max_offset`; None if `start_offset` is past the end.
 
         With `min_one_message` the first batch is returned whole even if larger than `max_size`.
         The read takes the next batch's header along, so a read that starts where it stopped
@@ -348,15 +355,15 @@ class LogSegment(SegmentFiles):
         if first is None:
             return None
         mapping, adjusted = first
-        if max_position is None:
-            max_position = self._state.size
         if adjusted == 0:
             return SegmentReadResult(b"", start_offset, mapping.position, False)
-        fetch_size = min(max_position - mapping.position, adjusted)
+        if max_offset is not None:  # the pread stops at the batch holding it, not at max_size
+            bounding = self.translate_offset(max_offset, mapping.position)
+            if bounding is not None:
+                max_position = bounding.position if max_position is None else min(max_position, bounding.position)
+        fetch_size = min(self._bound(mapping, adjusted, max_position) - mapping.position, adjusted)
         data = self.read_bytes(mapping.position, fetch_size + V2_HEADER_SIZE)
-        end, next_offset, last, size = whole_batches(data, fetch_size)
-        if next_offset >= 0 and size > 0:
-            self._following = (next_offset, LogOffsetPosition(last, mapping.position + end, size))
+        end = self._walk(data, mapping.position, min(fetch_size, len(data)), max_offset)[0]
         return SegmentReadResult(
             data if end == len(data) else memoryview(data)[:end],
             start_offset,
@@ -370,28 +377,41 @@ class LogSegment(SegmentFiles):
         max_size: int,
         max_position: int | None = None,
         min_one_message: bool = True,
+        *,
+        max_offset: int | None = None,
     ) -> FileSlice | None:
         """The batches `read` would return, as a FileSlice of the `.log` file instead of bytes:
-        only batch headers are read (the caller closes it). None if `start_offset` is past the end."""
+        only batch headers are read, in chunks, by the same walk (the caller closes it). None if
+        `start_offset` is past the end."""
         first = self._first_batch(start_offset, max_size, min_one_message)
         if first is None:
             return None
         mapping, adjusted = first
-        bound = min(self._state.size if max_position is None else max_position, mapping.position + adjusted)
-        end = self._whole_batches_end(mapping.position, bound)
-        return self.file_slice(mapping.position, end - mapping.position)
+        bound = self._bound(mapping, adjusted, max_position)
+        entry = self._offset_index.lookup_position(bound)  # the batches before it end by `bound`
+        if max_offset is not None and entry.offset >= max_offset:
+            entry = self._offset_index.lookup(max_offset)  # the batches before it end below max_offset
+        position = max(mapping.position, entry.position)
+        while True:
+            requested = min(HEADER_SCAN_CHUNK, bound - position + V2_HEADER_SIZE)
+            chunk = self.read_bytes(position, requested)
+            end, size = self._walk(chunk, position, bound - position, max_offset)
+            position += end
+            if size > 0 or end == 0 or len(chunk) < requested:  # found where they end, or the file's end
+                return self.file_slice(mapping.position, position - mapping.position)
 
-    def _whole_batches_end(self, start: int, bound: int) -> int:
-        """The end of the last whole batch from `start` that ends by `bound`: every batch before
-        the offset index's last entry at or below `bound` does, so only the few headers after
-        that entry are read."""
-        end = max(start, self._offset_index.lookup_position(bound).position)
-        for position, header in self.batch_headers(end):
-            following = position + header.size_in_bytes
-            if following > bound:
-                break
-            end = following
-        return end
+    def _bound(self, mapping: LogOffsetPosition, adjusted: int, max_position: int | None) -> int:
+        """The byte a read from `mapping` allowed `adjusted` bytes may not pass."""
+        return min(self._state.size if max_position is None else max_position, mapping.position + adjusted)
+
+    def _walk(self, data: bytes, position: int, limit: int, max_offset: int | None) -> tuple[int, int]:
+        """(end, size of the following batch or -1) of the whole batches of `data`, read from byte
+        `position`, that end by `limit` with last offsets below `max_offset` (the compiled walk
+        both read and slice take); remembers the following batch for a sequential reader."""
+        end, next_offset, last, size = whole_batches(data, limit, NO_MAX_OFFSET if max_offset is None else max_offset)
+        if next_offset >= 0 and size > 0:
+            self._following = (next_offset, LogOffsetPosition(last, position + end, size))
+        return end, size
 
     def find_offset_by_timestamp(
         self, timestamp: int, starting_offset: int | None = None
@@ -480,6 +500,7 @@ class LogSegment(SegmentFiles):
         Regrows the indexes to `max_index_size` (the segment becomes active again).
         """
         self._require_writable("truncate")
+        self.truncations += 1
         mapping = self.translate_offset(offset)
         self._offset_index.truncate_to(offset)
         self._time_index.truncate_to(offset)

@@ -450,3 +450,37 @@ def test_garbage_after_the_last_batch_of_a_segment_stops_the_clean(tmp_path):
     assert _read(log) == before
     assert not any(p.name.endswith(".cleaned") for p in (tmp_path / "t-0").iterdir())
     log.close()
+
+
+@pytest.mark.parametrize("delete_delay_ms", [0, 60_000])
+def test_a_truncation_into_segments_being_cleaned_aborts_their_swap(tmp_path, delete_delay_ms):
+    """A follower truncates into a segment the cleaner is reading, takes new records from its
+    leader and rolls again: the segment object is the same but its bytes are not, and the swap
+    must not put the old records back over the new ones (Kafka aborts cleaning on truncation).
+    Segments the truncation deleted (at once, or renamed for later) abort the clean too."""
+    clock = ManualClock(10**12)
+    log = _open(tmp_path / "t-0", clock, **{"file.delete.delay.ms": delete_delay_ms})
+    model: dict = {}
+    _fill(log, [(b"k%d" % (i % 5), b"v%d" % i) for i in range(120)], model)
+    log.roll()
+    cleaner = Cleaner(log.config)
+    check = cleaner._check_abort
+    cut = log.segments[0].base_offset + 3
+    state = {"checks": 0}
+
+    def truncate_mid_clean():
+        state["checks"] += 1
+        if state["checks"] == 3:  # inside the first group, after its segments were read
+            log.truncate_to(cut)
+            for i in range(200):
+                log.append([(b"new%d" % (i % 7), b"n%d" % i)])
+            log.roll()
+        check()
+
+    cleaner._check_abort = truncate_mid_clean
+    expected = [(r.offset, r.key, r.value) for r in log.records()]
+    with pytest.raises(LogCleaningAbortedError, match="while being cleaned"):
+        cleaner.clean(log)
+    after = _read(log)
+    assert after[:3] == expected[:3]
+    assert [(k, v) for _, k, v in after[3:]] == [(b"new%d" % (i % 7), b"n%d" % i) for i in range(200)]

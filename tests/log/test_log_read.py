@@ -133,7 +133,9 @@ def test_a_read_after_truncation_finds_the_new_batches(tmp_path, clock):
         assert [b.records()[0].value for b in log.read(2).batches()] == [b"d" * 5]
 
 
-def test_a_read_stops_before_an_impossible_batch_size_and_the_next_names_the_file_and_position(tmp_path, clock):
+@pytest.mark.parametrize("zero_copy", [False, True])
+def test_a_read_stops_before_an_impossible_batch_size_and_the_next_names_the_file_and_position(tmp_path, clock,
+                                                                                               zero_copy):
     size = len(batch(2))
     with Log.open(tmp_path / "t-0", {"segment.bytes": 3 * size}, clock=clock) as log:
         for _ in range(6):
@@ -143,8 +145,8 @@ def test_a_read_stops_before_an_impossible_batch_size_and_the_next_names_the_fil
     damaged[size + SIZE_OFFSET: size + LOG_OVERHEAD] = (3).to_bytes(4, "big")
     path.write_bytes(damaged)
     with Log.open(tmp_path / "t-0", clock=clock, read_only=True) as log:
-        fetched = log.read(0, 10 * size)
+        fetched = log.read(0, 10 * size, zero_copy=zero_copy)
         assert len(fetched.records) == size  # the batch before the damage, as a consumer reads it
         with pytest.raises(CorruptRecordError) as caught:
-            log.read(fetched.next_offset, 10 * size)
+            log.read(2, 10 * size, zero_copy=zero_copy)
     assert caught.value.position == size and str(path) in str(caught.value)

@@ -9,10 +9,10 @@ from logstore import Log
 from logstore.clock import ManualClock
 from logstore.descriptor_pool import process_pool
 from logstore.file_slice import FileSlice
+from logstore.records import iter_batches
 from tests.log.log_builders import batch
 from tests.support.clock import NOW
 
-# Small segments and a small index interval: reads cross segments and index entries.
 CONFIG = {"segment.bytes": 4096, "index.interval.bytes": 300}
 
 
@@ -27,20 +27,56 @@ def read_both(log, offset, max_bytes, **options):
     return (bytes(plain.records), plain.first_offset), (records, sliced.first_offset)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(sizes=st.lists(st.integers(1, 12), min_size=1, max_size=30), value=st.integers(1, 200),
-       offset_pick=st.floats(0, 1), max_bytes=st.integers(0, 5000), min_one=st.booleans(),
-       isolation=st.sampled_from(["log_end", "high_watermark"]), hw_pick=st.floats(0, 1))
-def test_a_zero_copy_read_covers_the_batches_a_bytes_read_returns(tmp_path_factory, sizes, value, offset_pick,
-                                                                  max_bytes, min_one, isolation, hw_pick):
-    with Log.open(tmp_path_factory.mktemp("zc") / "t-0", CONFIG, clock=ManualClock(NOW)) as log:
+def expected_batches(appended, segment_bases, offset, max_bytes, limit, min_one):
+    """The model's answer: (base, last) of the batches a read returns, from the one holding
+    `offset`, within its segment, below `limit` and `max_bytes` (the first whole with `min_one`)."""
+    start = next(i for i, (_, last, _) in enumerate(appended) if last >= offset)
+    segment_end = min((b for b in segment_bases if b > appended[start][0]), default=None)
+    taken, total = [], 0
+    for base, last, size in appended[start:]:
+        if last >= limit or (segment_end is not None and base >= segment_end):
+            break
+        if total + size > max_bytes and not (min_one and not taken):
+            break
+        taken.append((base, last))
+        total += size
+    return taken
+
+
+# Small segments and index interval (reads cross segments and index entries), and large
+# batches (a slice's walk reads headers past its first chunk).
+LAYOUTS = [(CONFIG, 200, 5000), ({"segment.bytes": 200_000, "index.interval.bytes": 150_000}, 4000, 200_000)]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(layout=st.sampled_from(LAYOUTS), sizes=st.lists(st.integers(1, 12), min_size=1, max_size=30),
+       value_pick=st.floats(0, 1), offset_pick=st.floats(0, 1), bytes_pick=st.floats(0, 1), min_one=st.booleans(),
+       isolation=st.sampled_from(["log_end", "high_watermark"]), hw_pick=st.floats(0, 1),
+       max_offset_pick=st.none() | st.floats(0, 1.1))
+def test_a_zero_copy_read_covers_the_batches_a_bytes_read_returns(tmp_path_factory, layout, sizes, value_pick,
+                                                                  offset_pick, bytes_pick, min_one, isolation,
+                                                                  hw_pick, max_offset_pick):
+    config, max_value, max_max_bytes = layout
+    with Log.open(tmp_path_factory.mktemp("zc") / "t-0", config, clock=ManualClock(NOW)) as log:
+        appended = []
         for n in sizes:
-            log.append(batch(n, value=b"v" * value))
+            base = log.log_end_offset
+            data = batch(n, value=b"v" * max(1, int(value_pick * max_value)))
+            log.append(data)
+            appended.append((base, base + n - 1, len(data)))
         end = log.log_end_offset
         log.high_watermark = int(hw_pick * end)
         offset = int(offset_pick * end)
-        plain, sliced = read_both(log, offset, max_bytes, min_one_batch=min_one, isolation=isolation)
+        max_bytes = int(bytes_pick * max_max_bytes)
+        max_offset = None if max_offset_pick is None else int(max_offset_pick * end)
+        plain, sliced = read_both(log, offset, max_bytes, min_one_batch=min_one, isolation=isolation,
+                                  max_offset=max_offset)
         assert sliced == plain
+        limit = min(end if isolation == "log_end" else log.high_watermark,
+                    end if max_offset is None else max_offset)
+        expected = [] if offset >= limit else expected_batches(
+            appended, [s.base_offset for s in log.segments], offset, max_bytes, limit, min_one)
+        assert [(b.base_offset, b.last_offset) for b in iter_batches(plain[0])] == expected
 
 
 def test_a_slice_keeps_its_descriptor_while_the_pool_gives_back_the_others(tmp_path):

@@ -1,0 +1,198 @@
+"""Thousands of partitions in one process (issue 32), one small segment (10 records) each:
+
+- reopen of a data directory after a clean shutdown (LogManager) at 100, 1,000 and 10,000
+  partitions, beside listing the same partition directories (the floor of a reopen that reads
+  only listings); extra_info holds the time per partition and, from a fresh process, the
+  descriptors held after the reopen and after one read of every partition, and the resident
+  memory the reopen added per partition;
+- how long `logstore serve` takes on a 10,000-partition directory to answer its first Metadata
+  request, from the process start.
+
+The 10,000-partition entries are named `..._10k_...`: `-k "not 10k"` skips them in a quick run.
+``python -m benchmarks.bench_scale DIR`` prints the footprint of reopening DIR (what the
+benchmark runs in its fresh process).
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from logstore import LogManager
+from logstore.clock import ManualClock
+from logstore.log_files import CLEAN_SHUTDOWN_FILE, partition_dir_name
+
+ROOT = Path(__file__).resolve().parent.parent
+NOW = 1_700_000_000_000
+TOPIC = "scale"
+RECORDS = 10
+ROUNDS = 3
+
+
+def build_data_dir(path: Path, partitions: int) -> Path:
+    """A cleanly closed data directory of `partitions` one-segment partitions of RECORDS records:
+    one written by a LogManager, the others copies of it, then reopened and closed once so the
+    checkpoints name every partition."""
+    with LogManager(path, clock=ManualClock(NOW)) as manager:
+        manager.get_or_create(TOPIC, 0).append([(b"key", b"v" * 100)] * RECORDS)
+    first = path / partition_dir_name(TOPIC, 0)
+    for partition in range(1, partitions):
+        shutil.copytree(first, path / partition_dir_name(TOPIC, partition))
+    LogManager(path, clock=ManualClock(NOW)).close()
+    assert (path / CLEAN_SHUTDOWN_FILE).exists()
+    return path
+
+
+@pytest.fixture(scope="module")
+def data_dirs(tmp_path_factory):
+    """Data directories by partition count, built on first use."""
+    built: dict[int, Path] = {}
+
+    def get(partitions: int) -> Path:
+        if partitions not in built:
+            built[partitions] = build_data_dir(tmp_path_factory.mktemp(f"scale{partitions}"), partitions)
+        return built[partitions]
+
+    return get
+
+
+def footprint(path: Path) -> dict[str, float]:
+    """Reopen `path` in a fresh process: descriptors and resident memory it adds (see `main`)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-m", "benchmarks.bench_scale", str(path)], cwd=ROOT, env=env,
+                         check=True, capture_output=True, text=True).stdout
+    return json.loads(out)
+
+
+def tag(benchmark, role: str, partitions: int) -> None:
+    benchmark.group = f"reopen {partitions:,} partitions"
+    benchmark.extra_info.update(items=partitions, unit="partitions", role=role)
+
+
+def reopen_benchmark(benchmark, path: Path, partitions: int) -> None:
+    tag(benchmark, "ours", partitions)
+    opened: list[LogManager] = []
+
+    def setup():
+        for manager in opened:
+            manager.close()  # outside the timing: the close writes checkpoints and the marker
+        opened.clear()
+        return (), {}
+
+    cpu: list[float] = []
+
+    def run():
+        start = time.process_time()
+        opened.append(LogManager(path, clock=ManualClock(NOW)))
+        cpu.append(time.process_time() - start)
+
+    benchmark.pedantic(run, setup=setup, rounds=ROUNDS)
+    opened[0].close()
+    benchmark.extra_info["ms_per_partition"] = round(benchmark.stats.stats.median / partitions * 1e3, 4)
+    # This process's CPU: on a shared machine the wall time also counts waiting for a core.
+    benchmark.extra_info["cpu_ms_per_partition"] = round(sorted(cpu)[len(cpu) // 2] / partitions * 1e3, 4)
+    benchmark.extra_info.update(footprint(path))
+
+
+def listing_benchmark(benchmark, path: Path, partitions: int) -> None:
+    tag(benchmark, "baseline", partitions)
+
+    def run():
+        for entry in os.scandir(path):
+            if entry.is_dir():
+                for file in os.scandir(entry.path):
+                    file.stat()
+
+    benchmark.pedantic(run, rounds=ROUNDS)
+
+
+@pytest.mark.parametrize("partitions", [100, 1000])
+def test_reopen_partitions(benchmark, data_dirs, partitions):
+    reopen_benchmark(benchmark, data_dirs(partitions), partitions)
+
+
+@pytest.mark.parametrize("partitions", [100, 1000])
+def test_list_partitions(benchmark, data_dirs, partitions):
+    listing_benchmark(benchmark, data_dirs(partitions), partitions)
+
+
+def test_reopen_10k_partitions(benchmark, data_dirs):
+    reopen_benchmark(benchmark, data_dirs(10_000), 10_000)
+
+
+def test_list_10k_partitions(benchmark, data_dirs):
+    listing_benchmark(benchmark, data_dirs(10_000), 10_000)
+
+
+def first_metadata_seconds(path: Path) -> float:
+    """Seconds from starting `logstore serve` on `path` to its answer to a first Metadata request."""
+    from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+
+    from tests.support.wire import WireClient
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    start = time.perf_counter()
+    process = subprocess.Popen([sys.executable, "-m", "logstore", "serve", str(path), "--listen", "127.0.0.1:0"],
+                               cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        match = re.search(r" on \S+:(\d+) ", process.stderr.readline())
+        assert match, "logstore serve did not start"
+        with WireClient(int(match.group(1)), timeout=60) as client:
+            response = client.call(MetadataRequest[4](topics=None, allow_auto_topic_creation=False),
+                                   MetadataResponse[4])
+        elapsed = time.perf_counter() - start
+        assert sum(len(t.partitions) for t in response.topics) >= 10_000
+        return elapsed
+    finally:
+        process.terminate()
+        process.wait(120)
+
+
+def test_serve_first_metadata_10k_partitions(benchmark, data_dirs):
+    """From process start to the first Metadata answer (interpreter start and imports included)."""
+    path = data_dirs(10_000)
+    benchmark.group = "serve 10,000 partitions: first Metadata"
+    benchmark.extra_info.update(items=1, unit="starts", role="ours")
+    seconds: list[float] = []
+    benchmark.pedantic(lambda: seconds.append(first_metadata_seconds(path)), rounds=ROUNDS)
+    benchmark.extra_info["first_metadata_s"] = [round(s, 3) for s in seconds]
+
+
+def main(argv: list[str]) -> int:
+    """Reopen the data directory argv[0] and print JSON: descriptors held after the reopen and
+    after reading one batch of every partition (the peak), and resident KiB added per partition."""
+    path = Path(argv[0])
+
+    def descriptors() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    def resident_kib() -> int:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+
+    gc.collect()
+    fds, rss = descriptors(), resident_kib()
+    manager = LogManager(path, clock=ManualClock(NOW))
+    logs = manager.logs()
+    after_open, rss_open = descriptors(), resident_kib()
+    for log in logs:
+        log.read(0, 1)
+    after_read = descriptors()
+    manager.close()
+    print(json.dumps({"partitions": len(logs), "fds_after_reopen": after_open - fds,
+                      "fds_peak_after_reads": max(after_open, after_read) - fds,
+                      "rss_kib_per_partition": round((rss_open - rss) / len(logs), 2)}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
