@@ -12,7 +12,7 @@ import pytest
 from logstore.clean_shutdown import NO_BROKER_EPOCH
 from logstore.server import error_codes as ec
 from logstore.server.messages.controller_apis import AlterPartitionRequest, AlterPartitionResponse
-from tests.server.test_server_kraft_cluster import Cluster, create_topic
+from tests.server.test_server_kraft_cluster import Cluster, create_topic, eventually
 from tests.server.test_server_kraft_controller import (  # noqa: F401 (the controller and clock fixtures)
     SESSION_MS,
     beat,
@@ -112,8 +112,9 @@ def test_alter_partition_over_the_controller_listener(tmp_path):
         answer = response.topics[0].partitions[0]
         assert (response.error_code, answer.error_code, answer.isr, answer.partition_epoch) == (0, 0, [p.leader], 1)
         assert stale.error_code == ec.STALE_BROKER_EPOCH
-        cluster.caught_up()
-        metadata = cluster.metadata(2, ["orders"]).topics[0].partitions[0]
-        assert metadata.isr_nodes == [p.leader]
+        cluster.caught_up()  # every broker replays the change; the leader then adds its followers back as they fetch
+        assert all(n.cluster.view.image.topic("orders").partitions[0].partition_epoch >= 1
+                   for n in cluster.nodes.values())
+        eventually(lambda: sorted(cluster.metadata(2, ["orders"]).topics[0].partitions[0].isr_nodes) == [1, 2, 3])
     finally:
         cluster.close()

@@ -97,6 +97,14 @@ def caught_up(controller, brokers, timeout_s: float = 10) -> None:
         time.sleep(0.01)
 
 
+def eventually(condition, timeout_s: float = 10) -> None:
+    """Wait until `condition()` holds (the nodes run in their own threads)."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "the cluster did not get there"
+        time.sleep(0.01)
+
+
 def metadata(port: int, topics: list[str] | None = None) -> MetadataResponse:
     with WireClient(port) as client:
         request = MetadataRequest(version=12, topics=None if topics is None else [

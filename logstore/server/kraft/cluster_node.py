@@ -18,6 +18,7 @@ from logstore.server.context import ServerContext
 from logstore.server.kraft.broker_lifecycle import BrokerLifecycle
 from logstore.server.kraft.cluster_view import ClusterView
 from logstore.server.kraft.controller_api import CONTROLLER_APIS, ControllerApi
+from logstore.server.kraft.isr_tracker import IsrTracker
 from logstore.server.kraft.metadata_image import MetadataImage
 from logstore.server.kraft.metadata_log import MetadataLog
 from logstore.server.kraft.quorum_config import PLAINTEXT, Endpoint
@@ -27,6 +28,7 @@ from logstore.server.kraft.replica_fetcher import ReplicaFetcher
 CONTROLLER_BUDGET_BYTES = 64 * 1024 * 1024
 REGISTRATION_TIMEOUT_S = 60  # initial.broker.registration.timeout.ms
 SESSION_CHECK_S = 0.5  # how often the controller looks for expired broker sessions
+ISR_CHECK_S = 0.5  # how often a leader looks for followers past replica.lag.time.max.ms
 
 
 class ClusterNode:
@@ -44,6 +46,7 @@ class ClusterNode:
         self.lifecycle: BrokerLifecycle | None = None
         self.view: ClusterView | None = None
         self.fetcher: ReplicaFetcher | None = None
+        self.isr: IsrTracker | None = None
         self.controller_port: int | None = None
         self._api: ControllerApi | None = None
         self._server: asyncio.AbstractServer | None = None
@@ -51,6 +54,7 @@ class ClusterNode:
         self._local_log: MetadataLog | None = None
         self._ctx: ServerContext | None = None
         self._fencing: asyncio.Task | None = None
+        self._isr_checks: asyncio.Task | None = None
 
     async def open(self, ctx: ServerContext) -> None:
         """Start the roles; a broker returns once the controller has unfenced it (TimeoutError
@@ -109,7 +113,9 @@ class ClusterNode:
             self._local_log = MetadataLog(self._data_dir, node_id, self._clock)
             self._local_log.replay_into(image)
         listener = quorum.broker_listeners[0].name
-        self.view = ClusterView(image, node_id, listener, address, ctx.manager.get, ctx.data)
+        self.isr = IsrTracker(node_id, image, ctx.manager.get, self._clock, address,
+                              lambda: self.lifecycle.broker_epoch)
+        self.view = ClusterView(image, node_id, listener, address, ctx.manager.get, ctx.data, self.isr)
         ctx.cluster = self.view
         self.fetcher = ReplicaFetcher(node_id, image, ctx.manager.get, listener, ctx.disk)
         self.lifecycle = BrokerLifecycle(
@@ -118,6 +124,7 @@ class ClusterNode:
             on_metadata=self._metadata_changed)
         self._metadata_changed()
         self.lifecycle.start()
+        self._isr_checks = asyncio.get_running_loop().create_task(self._check_isr_periodically())
         await self.lifecycle.wait_unfenced(REGISTRATION_TIMEOUT_S)
 
     def _metadata_changed(self) -> None:
@@ -133,16 +140,31 @@ class ClusterNode:
             await self.lifecycle.heartbeat()
         if self.controller is not None and self.controller.check_sessions():
             self._api.changed()
+        await self._check_isr()
+
+    async def _check_isr(self) -> None:
+        """The leader's ISR check (replica.lag.time.max.ms on the clock); wakes waiting fetches
+        and acks=all produces when a high watermark moved."""
+        if self.isr is not None and await self.isr.check():
+            self._ctx.data.notify()
+
+    async def _check_isr_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(ISR_CHECK_S)
+            await self._check_isr()
 
     async def close(self) -> None:
         """Stop heartbeating (the controller fences this broker when its session runs out),
         close the controller listener and the metadata logs."""
-        if self._fencing is not None:
-            self._fencing.cancel()
+        for task in (self._fencing, self._isr_checks):
+            if task is not None:
+                task.cancel()
         if self.fetcher is not None:
             await self.fetcher.close()
         if self.lifecycle is not None:
             await self.lifecycle.close()
+        if self.isr is not None:
+            await self.isr.close()
         if self.view is not None:
             await self.view.close()
         if self._server is not None:

@@ -19,6 +19,7 @@ from logstore.log import Log
 from logstore.log_files import validate_topic
 from logstore.log_results import AppendInfo, FetchResult
 from logstore.server import error_codes as ec
+from logstore.server.kraft.isr_tracker import IsrTracker
 from logstore.server.kraft.metadata_image import TOPIC_RESOURCE, MetadataImage, TopicInfo
 from logstore.server.kraft.node_channel import NodeChannel, NodeUnreachableError
 from logstore.server.partition_access import LocalPartition, PartitionAccess
@@ -36,7 +37,8 @@ class ClusterView:
     log of a partition (None when it holds none)."""
 
     def __init__(self, image: MetadataImage, node_id: int, listener: str, controller: tuple[str, int],
-                 logs: Callable[[str, int], Log | None] = lambda _topic, _partition: None, data: Any = None):
+                 logs: Callable[[str, int], Log | None] = lambda _topic, _partition: None, data: Any = None,
+                 isr: IsrTracker | None = None):
         self.image = image
         self._logs = logs
         self._data = data  # the node's DataSignal: notified, among others, when a high watermark moves
@@ -44,8 +46,7 @@ class ClusterView:
         self._listener = listener
         self._channel = NodeChannel(*controller, f"broker-{node_id}-forwarding")
         self._creating: set[asyncio.Task] = set()
-        # (topic, partition) -> follower -> the offset it fetched from last, where this broker leads
-        self._follower_offsets: dict[tuple[str, int], dict[int, int]] = {}
+        self.isr = isr  # the followers and ISR changes of the partitions led here (a broker's)
 
     def brokers(self) -> list[tuple[int, str, int, str | None]]:
         """(id, host, port, rack) of every unfenced broker on the clients' listener."""
@@ -138,22 +139,8 @@ class ClusterView:
     def replica_fetched(self, replica: int, fetched: list[tuple[str, int, int]]) -> bool:
         """A follower fetched these (topic, partition, offset)s: it holds everything below each
         offset. Where this broker leads, the high watermark moves up to the smallest offset the
-        ISR holds (Kafka's Partition.maybeIncrementLeaderHW); True when one moved."""
-        moved = False
-        for topic, partition, offset in fetched:
-            info = self.image.topic(topic)
-            state = None if info is None else info.partitions.get(partition)
-            log = self._logs(topic, partition)
-            if state is None or log is None or state.leader != self.node_id:
-                continue
-            held = self._follower_offsets.setdefault((topic, partition), {})
-            held[replica] = offset
-            ends = [log.log_end_offset] + [held.get(r, -1) for r in state.isr if r != self.node_id]
-            high = min(ends)
-            if high > log.high_watermark:
-                log.high_watermark = high
-                moved = True
-        return moved
+        ISR holds and a follower that caught up rejoins the ISR (IsrTracker); True when one moved."""
+        return self.isr is not None and self.isr.fetched(replica, fetched)
 
     async def forward(self, req: Request) -> Any:
         """Send a client's request to the active controller and return its answer."""
