@@ -22,6 +22,7 @@ from __future__ import annotations
 import errno
 import mmap
 import os
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import ClassVar, Protocol
 
@@ -58,7 +59,9 @@ class DescriptorAccount(Protocol):
 
     def release(self) -> None: ...
 
-    def touch(self) -> None: ...
+    def touch(self) -> bool: ...
+
+    def pinned(self) -> AbstractContextManager[object]: ...
 
     def close(self, fd: int) -> None:
         """Close the counted descriptor `fd` (later, while it is pinned) and `release` it."""
@@ -74,8 +77,13 @@ class _Uncounted:
     def release(self) -> None:
         """Nothing to count."""
 
-    def touch(self) -> None:
-        """Nothing to count."""
+    def touch(self) -> bool:
+        """Nothing to count: no other thread takes anything back."""
+        return True
+
+    def pinned(self) -> AbstractContextManager[object]:
+        """Nothing to pin."""
+        return nullcontext()
 
     def close(self, fd: int) -> None:
         """Close `fd` now: nothing pins it."""

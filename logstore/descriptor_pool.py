@@ -31,7 +31,7 @@ import resource
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Protocol
 
 import numpy as np
@@ -102,16 +102,22 @@ class SegmentDescriptors:
             self.guard = guard
             self.guarded = guard is not None
 
-    def touch(self) -> None:
-        """Mark a use by this thread (call before reading the descriptor or mapping)."""
+    def touch(self) -> bool:
+        """Mark a use by this thread (call before reading the descriptor or mapping). False when
+        another thread may still take the descriptors back during the use (a segment of a Log used
+        without its lock, as the cleaner does): the use must then be `pinned()`."""
         me = threading.get_ident()
         guard = self.guard
         guarded = guard is not None and guard._is_owned()
-        if self.thread == me and self.guarded == guarded:
-            return  # unchanged: whatever the pool decided, it decided on these very values
-        with self.pool.lock:
-            self.thread = me
-            self.guarded = guarded
+        if self.thread != me or self.guarded != guarded:
+            with self.pool.lock:
+                self.thread = me
+                self.guarded = guarded
+        return guarded or guard is None
+
+    def pinned(self) -> AbstractContextManager[SegmentDescriptors]:
+        """Keep the descriptors for the `with` (see DescriptorPool.pinned)."""
+        return self.pool.pinned(self)
 
 
 class DescriptorPool:

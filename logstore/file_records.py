@@ -129,7 +129,10 @@ class FileRecords:
         size = min(size, self._state.size - position)
         if size <= 0:
             return b""
-        return os.pread(self.fd(), size, position)
+        if self._account.touch():
+            return os.pread(self.fd(), size, position)
+        with self._account.pinned():  # used without its Log's lock: keep the descriptor for the read
+            return os.pread(self.fd(), size, position)
 
     def scan(
         self, start: int, *, full: bool, max_entry_size: int | None = None

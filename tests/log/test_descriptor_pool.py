@@ -171,6 +171,49 @@ def test_a_flush_fsyncs_every_log_file_written_before_it_though_its_descriptor_w
             log.close()
 
 
+def test_a_read_outside_the_logs_lock_keeps_its_descriptor_while_a_reader_under_the_lock_takes_others(
+        tmp_path, tiny_pool, clock, monkeypatch):
+    """The cleaner reads segments without their Log's lock: a fetch under the lock that reads the
+    same segment, then others, must not close the descriptor under that read (its number would
+    be reused by the next file opened, and the read would return another segment's bytes)."""
+    with Log.open(tmp_path / "t-0", {"segment.bytes": 200}, clock=clock) as log:
+        for i in range(12):
+            log.append([(b"k", b"v%03d" % i)])
+        old, *others = log.segments
+        assert len(others) >= 3
+        expected = old.read_bytes(0, old.size)
+        real_pread, reading, go = os.pread, threading.Event(), threading.Event()
+
+        def pread(fd: int, size: int, position: int) -> bytes:
+            if threading.current_thread() is worker and not reading.is_set():
+                reading.set()  # the worker holds the descriptor's number: now the fetch runs
+                go.wait(10)
+            return real_pread(fd, size, position)
+
+        result: dict[str, object] = {}
+
+        def read_unlocked() -> None:
+            try:
+                result["data"] = old.read_bytes(0, old.size)
+            except BaseException as exc:  # noqa: BLE001 -- reported by the assertion below
+                result["error"] = exc
+
+        monkeypatch.setattr(os, "pread", pread)
+        worker = threading.Thread(target=read_unlocked)
+        worker.start()
+        try:
+            assert reading.wait(10)
+            with log.locked():
+                log.read(0)  # the fetch reads `old` under the lock, then every other segment
+                for segment in others:
+                    segment.read_bytes(0, 1)
+                    segment.offset_index.entry_count  # noqa: B018 -- maps it
+        finally:
+            go.set()
+            worker.join()
+        assert result == {"data": expected}
+
+
 def test_a_pinned_segment_keeps_its_descriptor_while_others_come_and_go(tmp_path, tiny_pool, clock):
     with LogManager(tmp_path, clock=clock) as manager:
         pinned_log = manager.get_or_create("t", 0)
