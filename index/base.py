@@ -91,6 +91,7 @@ class _Uncounted:
 
 
 UNCOUNTED = _Uncounted()
+_NOTHING_TO_HOLD = nullcontext()
 
 
 def fsync_path(path: Path) -> None:
@@ -513,11 +514,16 @@ class AbstractIndex:
             self._bytes, self.ENTRY_SIZE, pos, dtype.itemsize, self._entries, target
         )
 
+    def _held(self) -> AbstractContextManager[object]:
+        """Keep the mapping for a read by this thread: pinned in the pool when the segment is used
+        without its Log's lock (another thread could unmap it mid-read), else nothing to do."""
+        return _NOTHING_TO_HOLD if self._account.touch() else self._account.pinned()
+
     def _raw_entries(self) -> np.ndarray:
         """Valid entries as stored (relative, big-endian), a view: copy before keeping."""
-        self._ensure_loaded()
-        self._account.touch()
-        return self._view[: self._entries]
+        with self._held():  # the view, once taken, keeps the mapping itself
+            self._ensure_loaded()
+            return self._view[: self._entries]
 
     def _check_length(self) -> None:
         if self._length % self.ENTRY_SIZE != 0:

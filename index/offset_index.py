@@ -45,9 +45,10 @@ class OffsetIndex(AbstractIndex):
 
     def entry(self, n: int) -> OffsetPosition:
         """The n-th entry with an absolute offset; raises IndexError past the valid entries."""
-        if not 0 <= n < self.entry_count:
-            raise IndexError(f"entry {n} of {self.path} which has {self.entry_count} entries")
-        rel, pos = OFFSET_INDEX_ENTRY.unpack_from(self._mmap, n * self.ENTRY_SIZE)
+        with self._held():
+            if not 0 <= n < self.entry_count:
+                raise IndexError(f"entry {n} of {self.path} which has {self.entry_count} entries")
+            rel, pos = OFFSET_INDEX_ENTRY.unpack_from(self._mmap, n * self.ENTRY_SIZE)
         return OffsetPosition(self.base_offset + rel, pos)
 
     def entries(self) -> np.ndarray:
@@ -60,13 +61,15 @@ class OffsetIndex(AbstractIndex):
 
     def lookup(self, target_offset: int) -> OffsetPosition:
         """The entry with the largest offset <= target, or (base offset, 0) when there is none."""
-        return self._entry_or_start(self._largest_lower_bound_slot(target_offset - self.base_offset,
-                                                                   "relative_offset"))
+        with self._held():
+            return self._entry_or_start(self._largest_lower_bound_slot(target_offset - self.base_offset,
+                                                                       "relative_offset"))
 
     def lookup_position(self, position: int) -> OffsetPosition:
         """The entry with the largest file position <= `position`, or (base offset, 0) when there
         is none: the batches before it end at or before `position` (a fetch's upper bound)."""
-        return self._entry_or_start(self._largest_lower_bound_slot(position, "position"))
+        with self._held():
+            return self._entry_or_start(self._largest_lower_bound_slot(position, "position"))
 
     def _entry_or_start(self, slot: int) -> OffsetPosition:
         if slot < 0:

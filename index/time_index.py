@@ -61,9 +61,10 @@ class TimeIndex(AbstractIndex):
 
     def entry(self, n: int) -> TimestampOffset:
         """The n-th entry with an absolute offset; raises IndexError past the valid entries."""
-        if not 0 <= n < self.entry_count:
-            raise IndexError(f"entry {n} of {self.path} which has {self.entry_count} entries")
-        ts, rel = TIME_INDEX_ENTRY.unpack_from(self._mmap, n * self.ENTRY_SIZE)
+        with self._held():
+            if not 0 <= n < self.entry_count:
+                raise IndexError(f"entry {n} of {self.path} which has {self.entry_count} entries")
+            ts, rel = TIME_INDEX_ENTRY.unpack_from(self._mmap, n * self.ENTRY_SIZE)
         return TimestampOffset(ts, self.base_offset + rel)
 
     def entries(self) -> np.ndarray:
@@ -76,10 +77,11 @@ class TimeIndex(AbstractIndex):
 
     def lookup(self, target_timestamp: int) -> TimestampOffset:
         """The entry with the largest timestamp <= target, or (NO_TIMESTAMP, base offset)."""
-        slot = self._largest_lower_bound_slot(target_timestamp, "timestamp")
-        if slot < 0:
-            return TimestampOffset(NO_TIMESTAMP, self.base_offset)
-        ts, rel = TIME_INDEX_ENTRY.unpack_from(self._mmap, slot * self.ENTRY_SIZE)
+        with self._held():
+            slot = self._largest_lower_bound_slot(target_timestamp, "timestamp")
+            if slot < 0:
+                return TimestampOffset(NO_TIMESTAMP, self.base_offset)
+            ts, rel = TIME_INDEX_ENTRY.unpack_from(self._mmap, slot * self.ENTRY_SIZE)
         return TimestampOffset(ts, self.base_offset + rel)
 
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:

@@ -214,6 +214,50 @@ def test_a_read_outside_the_logs_lock_keeps_its_descriptor_while_a_reader_under_
         assert result == {"data": expected}
 
 
+def test_an_index_lookup_outside_the_logs_lock_keeps_its_mapping_while_a_reader_under_the_lock_takes_others(
+        tmp_path, tiny_pool, clock):
+    """As for the `.log`: an index read without the Log's lock (the cleaner's) is not unmapped
+    under it by a fetch under the lock that reads the same segment, then others."""
+    with Log.open(tmp_path / "t-0", {"segment.bytes": 400, "index.interval.bytes": 50}, clock=clock) as log:
+        for i in range(24):
+            log.append([(b"k", b"v%03d" % i)])
+        old, *others = log.segments
+        index = old.offset_index
+        expected = (index.entries().tolist(), index.lookup(old.next_offset - 1))
+        assert len(others) >= 3 and expected[0]
+        loaded, go = threading.Event(), threading.Event()
+        real_ensure_loaded = index._ensure_loaded
+
+        def ensure_loaded() -> None:
+            real_ensure_loaded()
+            if threading.current_thread() is worker and not loaded.is_set():
+                loaded.set()  # mapped for the worker: now the fetch runs
+                go.wait(10)
+
+        index._ensure_loaded = ensure_loaded
+        result: dict[str, object] = {}
+
+        def read_unlocked() -> None:
+            try:
+                result["data"] = (index.entries().tolist(), index.lookup(old.next_offset - 1))
+            except BaseException as exc:  # noqa: BLE001 -- reported by the assertion below
+                result["error"] = exc
+
+        worker = threading.Thread(target=read_unlocked)
+        worker.start()
+        try:
+            assert loaded.wait(10)
+            with log.locked():
+                log.read(0)
+                for segment in others:
+                    segment.read_bytes(0, 1)
+                    segment.offset_index.entry_count  # noqa: B018 -- maps it
+        finally:
+            go.set()
+            worker.join()
+        assert result == {"data": expected}
+
+
 def test_a_pinned_segment_keeps_its_descriptor_while_others_come_and_go(tmp_path, tiny_pool, clock):
     with LogManager(tmp_path, clock=clock) as manager:
         pinned_log = manager.get_or_create("t", 0)
