@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -81,6 +82,19 @@ def test_a_log_given_back_and_reopened_keeps_every_write_and_index_entry(tmp_pat
         assert [(s.offset_index.entry_count, s.time_index.entry_count) for s in a.segments] == entries
 
 
+def append_or_read(log: Log, model: list[bytes], op: str, partition: int, n: int) -> int:
+    """Append 1-3 records to `log` and `model`, or check `log` reads what `model` holds from an
+    offset picked by `n`; the offset read from."""
+    if op == "append":
+        batch = [b"%d-%d-%d" % (partition, len(model), i) for i in range(n % 3 + 1)]
+        log.append([(b"k", v) for v in batch])
+        model += batch
+        return len(model)
+    offset = n % (len(model) + 1)
+    assert values(log, offset) == model[offset:]
+    return offset
+
+
 OPS = st.lists(st.tuples(st.sampled_from(["append", "read", "flush", "reopen"]), st.integers(0, 2),
                          st.integers(0, 9)), max_size=30)
 
@@ -97,15 +111,11 @@ def test_logs_through_a_tiny_pool_read_what_a_list_model_holds(tmp_path_factory,
     try:
         for op, partition, n in ops:
             log = manager.get_or_create("t", partition)
-            if op == "append":
-                batch = [b"%d-%d-%d" % (partition, len(model[partition]), i) for i in range(n % 3 + 1)]
-                log.append([(b"k", v) for v in batch])
-                model[partition] += batch
-            elif op == "read":
-                offset = n % (len(model[partition]) + 1)
-                assert values(log, offset) == model[partition][offset:]
-                got = log.read(offset, max_bytes=1)  # one batch, the one holding `offset`
-                assert offset == len(model[partition]) or got.first_offset <= offset
+            if op in ("append", "read"):
+                offset = append_or_read(log, model[partition], op, partition, n)
+                if op == "read":
+                    got = log.read(offset, max_bytes=1)  # one batch, the one holding `offset`
+                    assert offset == len(model[partition]) or got.first_offset <= offset
             elif op == "flush":
                 log.flush()
             else:
@@ -147,13 +157,8 @@ def test_a_flush_fsyncs_every_log_file_written_before_it_though_its_descriptor_w
     try:
         for op, p, n in ops:
             log = logs[p]
-            if op == "append":
-                batch = [b"%d-%d-%d" % (p, len(model[p]), i) for i in range(n % 3 + 1)]
-                log.append([(b"k", v) for v in batch])
-                model[p] += batch
-            elif op == "read":
-                offset = n % (len(model[p]) + 1)
-                assert values(log, offset) == model[p][offset:]
+            if op in ("append", "read"):
+                append_or_read(log, model[p], op, p, n)
             elif op == "flush":
                 log.flush()
                 for file in sorted(paths[p].glob("*.log")):
@@ -171,6 +176,38 @@ def test_a_flush_fsyncs_every_log_file_written_before_it_though_its_descriptor_w
             log.close()
 
 
+UNLOCKED = "reader-without-the-log-lock"
+
+
+def race_with_a_fetch(log: Log, others: list, read: Callable[[], object], paused: threading.Event,
+                      go: threading.Event) -> object:
+    """Run `read` on a thread named UNLOCKED (without the log's lock); once it signals `paused`
+    (mid-read, its hook waits for `go`), fetch under the lock from the log's first segment, then
+    read and map every segment of `others` (the pool gives the first back if it may); what
+    `read` returned, or the error it raised."""
+    result: list[object] = []
+
+    def run() -> None:
+        try:
+            result.append(read())
+        except BaseException as exc:  # noqa: BLE001 -- the caller compares it
+            result.append(exc)
+
+    worker = threading.Thread(target=run, name=UNLOCKED)
+    worker.start()
+    try:
+        assert paused.wait(10)
+        with log.locked():
+            log.read(0)
+            for segment in others:
+                segment.read_bytes(0, 1)
+                segment.offset_index.entry_count  # noqa: B018 -- maps it
+    finally:
+        go.set()
+        worker.join()
+    return result[0]
+
+
 def test_a_read_outside_the_logs_lock_keeps_its_descriptor_while_a_reader_under_the_lock_takes_others(
         tmp_path, tiny_pool, clock, monkeypatch):
     """The cleaner reads segments without their Log's lock: a fetch under the lock that reads the
@@ -185,33 +222,13 @@ def test_a_read_outside_the_logs_lock_keeps_its_descriptor_while_a_reader_under_
         real_pread, reading, go = os.pread, threading.Event(), threading.Event()
 
         def pread(fd: int, size: int, position: int) -> bytes:
-            if threading.current_thread() is worker and not reading.is_set():
+            if threading.current_thread().name == UNLOCKED and not reading.is_set():
                 reading.set()  # the worker holds the descriptor's number: now the fetch runs
                 go.wait(10)
             return real_pread(fd, size, position)
 
-        result: dict[str, object] = {}
-
-        def read_unlocked() -> None:
-            try:
-                result["data"] = old.read_bytes(0, old.size)
-            except BaseException as exc:  # noqa: BLE001 -- reported by the assertion below
-                result["error"] = exc
-
         monkeypatch.setattr(os, "pread", pread)
-        worker = threading.Thread(target=read_unlocked)
-        worker.start()
-        try:
-            assert reading.wait(10)
-            with log.locked():
-                log.read(0)  # the fetch reads `old` under the lock, then every other segment
-                for segment in others:
-                    segment.read_bytes(0, 1)
-                    segment.offset_index.entry_count  # noqa: B018 -- maps it
-        finally:
-            go.set()
-            worker.join()
-        assert result == {"data": expected}
+        assert race_with_a_fetch(log, others, lambda: old.read_bytes(0, old.size), reading, go) == expected
 
 
 def test_an_index_lookup_outside_the_logs_lock_keeps_its_mapping_while_a_reader_under_the_lock_takes_others(
@@ -230,32 +247,14 @@ def test_an_index_lookup_outside_the_logs_lock_keeps_its_mapping_while_a_reader_
 
         def ensure_loaded() -> None:
             real_ensure_loaded()
-            if threading.current_thread() is worker and not loaded.is_set():
+            if threading.current_thread().name == UNLOCKED and not loaded.is_set():
                 loaded.set()  # mapped for the worker: now the fetch runs
                 go.wait(10)
 
         index._ensure_loaded = ensure_loaded
-        result: dict[str, object] = {}
-
-        def read_unlocked() -> None:
-            try:
-                result["data"] = (index.entries().tolist(), index.lookup(old.next_offset - 1))
-            except BaseException as exc:  # noqa: BLE001 -- reported by the assertion below
-                result["error"] = exc
-
-        worker = threading.Thread(target=read_unlocked)
-        worker.start()
-        try:
-            assert loaded.wait(10)
-            with log.locked():
-                log.read(0)
-                for segment in others:
-                    segment.read_bytes(0, 1)
-                    segment.offset_index.entry_count  # noqa: B018 -- maps it
-        finally:
-            go.set()
-            worker.join()
-        assert result == {"data": expected}
+        got = race_with_a_fetch(log, others, lambda: (index.entries().tolist(), index.lookup(old.next_offset - 1)),
+                                loaded, go)
+        assert got == expected
 
 
 def test_a_pinned_segment_keeps_its_descriptor_while_others_come_and_go(tmp_path, tiny_pool, clock):
