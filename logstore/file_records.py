@@ -129,8 +129,9 @@ class FileRecords:
         size = min(size, self._state.size - position)
         if size <= 0:
             return b""
-        if self._account.touch():
-            return os.pread(self.fd(), size, position)
+        if self._account.touch():  # no other thread gives the descriptor back meanwhile
+            fd = self._state.fd
+            return os.pread(self.fd() if fd is None else fd, size, position)
         with self._account.pinned():  # used without its Log's lock: keep the descriptor for the read
             return os.pread(self.fd(), size, position)
 
