@@ -120,6 +120,21 @@ def java_integer(text: str) -> int:
     return int(text)
 
 
+def property_int(props: Mapping[str, str], key: str, default: int, lo: int = 0) -> int:
+    """The integer a `.properties` mapping gives `key` (`default` when absent); InvalidConfigError
+    naming the key when it is not an integer or is below `lo`."""
+    raw = props.get(key)
+    if raw is None:
+        return default
+    try:
+        value = java_integer(raw.strip())
+    except ValueError:
+        raise InvalidConfigError(f"{key}: expected an integer, got {raw!r}") from None
+    if value < lo:
+        raise InvalidConfigError(f"{key}: must be at least {lo}, got {value}")
+    return value
+
+
 def _parse(key: ConfigKey, raw: Any) -> Any:
     """Convert `raw` (native value or string) to the key's type and check its range."""
     name = key.name

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from logstore.config import CONFIG_KEYS, LogConfig, java_integer, parse_properties
+from logstore.config import CONFIG_KEYS, LogConfig, java_integer, parse_properties, property_int
 from logstore.errors import InvalidConfigError
 from logstore.server.kraft.quorum_config import QuorumConfig
 
@@ -37,19 +37,6 @@ BROKER_TO_TOPIC = {
 }
 _UNIT_MS = {"log.retention.hours": 3_600_000, "log.retention.minutes": 60_000, "log.roll.hours": 3_600_000}
 _ENGINE_KEYS = {k.name for k in CONFIG_KEYS if k.name.startswith(("log.", "producer.", "replica."))}
-
-
-def _int(props: Mapping[str, str], key: str, default: int, lo: int = 0) -> int:
-    raw = props.get(key)
-    if raw is None:
-        return default
-    try:
-        value = java_integer(raw.strip())
-    except ValueError:
-        raise InvalidConfigError(f"{key}: expected an integer, got {raw!r}") from None
-    if value < lo:
-        raise InvalidConfigError(f"{key}: must be at least {lo}, got {value}")
-    return value
 
 
 def _bool(props: Mapping[str, str], key: str, default: bool) -> bool:
@@ -110,31 +97,31 @@ class BrokerConfig:
         for key, unit in _UNIT_MS.items():
             topic_key = "retention.ms" if "retention" in key else "segment.ms"
             if key in props and topic_key not in log_defaults:
-                log_defaults[topic_key] = _int(props, key, 0, lo=-1) * unit
+                log_defaults[topic_key] = property_int(props, key, 0, lo=-1) * unit
         LogConfig(log_defaults)  # validate now: one error naming the key
-        node_id = _int(props, "node.id", _int(props, "broker.id", 1))
+        node_id = property_int(props, "node.id", property_int(props, "broker.id", 1))
         listeners = props.get("listeners")
         return cls(
             node_id=node_id,
-            num_partitions=_int(props, "num.partitions", 1, lo=1),
+            num_partitions=property_int(props, "num.partitions", 1, lo=1),
             auto_create_topics_enable=_bool(props, "auto.create.topics.enable", True),
-            offsets_topic_num_partitions=_int(props, "offsets.topic.num.partitions", 50, lo=1),
-            transaction_state_log_num_partitions=_int(props, "transaction.state.log.num.partitions", 50, lo=1),
-            socket_request_max_bytes=_int(props, "socket.request.max.bytes", 104_857_600, lo=1024),
-            queued_max_request_bytes=_int(props, "queued.max.request.bytes", 512 * 1024 * 1024, lo=-1),
-            group_initial_rebalance_delay_ms=_int(props, "group.initial.rebalance.delay.ms", 3000),
-            group_min_session_timeout_ms=_int(props, "group.min.session.timeout.ms", 6000),
-            group_max_session_timeout_ms=_int(props, "group.max.session.timeout.ms", 1_800_000),
-            group_max_size=_int(props, "group.max.size", 2**31 - 1, lo=1),
-            group_consumer_session_timeout_ms=_int(props, "group.consumer.session.timeout.ms", 45_000, lo=1),
-            group_consumer_heartbeat_interval_ms=_int(props, "group.consumer.heartbeat.interval.ms", 5_000, lo=1),
-            group_consumer_max_size=_int(props, "group.consumer.max.size", 2**31 - 1, lo=1),
+            offsets_topic_num_partitions=property_int(props, "offsets.topic.num.partitions", 50, lo=1),
+            transaction_state_log_num_partitions=property_int(props, "transaction.state.log.num.partitions", 50, lo=1),
+            socket_request_max_bytes=property_int(props, "socket.request.max.bytes", 104_857_600, lo=1024),
+            queued_max_request_bytes=property_int(props, "queued.max.request.bytes", 512 * 1024 * 1024, lo=-1),
+            group_initial_rebalance_delay_ms=property_int(props, "group.initial.rebalance.delay.ms", 3000),
+            group_min_session_timeout_ms=property_int(props, "group.min.session.timeout.ms", 6000),
+            group_max_session_timeout_ms=property_int(props, "group.max.session.timeout.ms", 1_800_000),
+            group_max_size=property_int(props, "group.max.size", 2**31 - 1, lo=1),
+            group_consumer_session_timeout_ms=property_int(props, "group.consumer.session.timeout.ms", 45_000, lo=1),
+            group_consumer_heartbeat_interval_ms=property_int(props, "group.consumer.heartbeat.interval.ms", 5_000, lo=1),
+            group_consumer_max_size=property_int(props, "group.consumer.max.size", 2**31 - 1, lo=1),
             group_consumer_assignors=_assignors(props.get("group.consumer.assignors", "uniform,range")),
-            transaction_max_timeout_ms=_int(props, "transaction.max.timeout.ms", 900_000, lo=1),
-            offsets_retention_minutes=_int(props, "offsets.retention.minutes", 7 * 24 * 60, lo=1),
-            offsets_retention_check_interval_ms=_int(props, "offsets.retention.check.interval.ms", 600_000,
+            transaction_max_timeout_ms=property_int(props, "transaction.max.timeout.ms", 900_000, lo=1),
+            offsets_retention_minutes=property_int(props, "offsets.retention.minutes", 7 * 24 * 60, lo=1),
+            offsets_retention_check_interval_ms=property_int(props, "offsets.retention.check.interval.ms", 600_000,
                                                      lo=1),
-            offset_metadata_max_bytes=_int(props, "offset.metadata.max.bytes", 4096),
+            offset_metadata_max_bytes=property_int(props, "offset.metadata.max.bytes", 4096),
             listeners=listeners.strip() if listeners else None,
             log_defaults=log_defaults,
             quorum=QuorumConfig.from_properties(props, node_id),

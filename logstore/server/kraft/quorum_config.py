@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from logstore.config import java_integer
+from logstore.config import java_integer, property_int
 from logstore.errors import InvalidConfigError
 
 BROKER, CONTROLLER = "broker", "controller"
@@ -138,10 +138,10 @@ class QuorumConfig:
         return cls(
             node_id=node_id, process_roles=roles, voters=voters, bootstrap_servers=bootstrap,
             controller_listener_names=names, listeners=listeners,
-            heartbeat_interval_ms=_positive(props, "broker.heartbeat.interval.ms", HEARTBEAT_INTERVAL_MS),
-            session_timeout_ms=_positive(props, "broker.session.timeout.ms", SESSION_TIMEOUT_MS),
-            snapshot_record_bytes=_positive(props, "metadata.log.max.record.bytes.between.snapshots",
-                                            SNAPSHOT_RECORD_BYTES),
+            heartbeat_interval_ms=property_int(props, "broker.heartbeat.interval.ms", HEARTBEAT_INTERVAL_MS, lo=1),
+            session_timeout_ms=property_int(props, "broker.session.timeout.ms", SESSION_TIMEOUT_MS, lo=1),
+            snapshot_record_bytes=property_int(props, "metadata.log.max.record.bytes.between.snapshots",
+                                               SNAPSHOT_RECORD_BYTES, lo=1),
         )
 
 
@@ -208,16 +208,3 @@ def _listeners(text: str, protocol_map: str | None, controller_names: tuple[str,
     if len({e.name for e in endpoints}) != len(endpoints):
         raise InvalidConfigError(f"listeners: a listener name appears twice in {text!r}")
     return tuple(endpoints)
-
-
-def _positive(props: Mapping[str, str], key: str, default: int) -> int:
-    raw = props.get(key)
-    if raw is None:
-        return default
-    try:
-        value = java_integer(raw.strip())
-    except ValueError:
-        raise InvalidConfigError(f"{key}: expected an integer, got {raw!r}") from None
-    if value < 1:
-        raise InvalidConfigError(f"{key}: must be at least 1, got {value}")
-    return value
