@@ -226,7 +226,11 @@ def _first_slice(segment: LogSegment, found: FileSlice) -> tuple[FileSlice, int]
     if not found.size:
         found.close()
         return None
-    return found, _INT64.unpack(segment.read_bytes(found.position, _INT64.size))[0]
+    try:
+        return found, _INT64.unpack(segment.read_bytes(found.position, _INT64.size))[0]
+    except BaseException:
+        found.close()  # its pin, not left to the garbage collector
+        raise
 
 
 def _first_bytes(data: bytes | memoryview) -> tuple[bytes | memoryview, int] | None:

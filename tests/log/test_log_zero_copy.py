@@ -2,6 +2,7 @@
 bytes read returns, found from the index and batch headers, its descriptor pinned in the
 descriptor pool until the slice is closed, even past the deletion of its segment."""
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -112,3 +113,23 @@ def test_a_slice_outlives_the_deletion_of_its_segment(tmp_path):
             assert first.descriptors.held  # closed by the deletion, kept open while pinned
             assert sliced.read() == expected
         assert not first.descriptors.held
+
+
+def test_a_zero_copy_read_that_fails_leaves_no_descriptor_pinned(tmp_path, monkeypatch):
+    with Log.open(tmp_path / "t-0", CONFIG, clock=ManualClock(NOW)) as log:
+        for _ in range(20):
+            log.append(batch(5, value=b"x" * 100))
+        first = log.segments[0]
+
+        read_bytes = first.read_bytes
+
+        def failing_read(position, size):  # the slice is found; reading its first offset fails
+            if size == 8:
+                raise OSError(5, "Input/output error")
+            return read_bytes(position, size)
+
+        monkeypatch.setattr(first, "read_bytes", failing_read)
+        with pytest.raises(OSError, match="Input/output error") as failed:
+            log.read(0, 1000, zero_copy=True)
+        assert failed.value.__traceback__ is not None  # its frames, and what they hold, still alive
+        assert not first.descriptors.pins
