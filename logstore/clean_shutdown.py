@@ -20,7 +20,7 @@ import threading
 from pathlib import Path
 
 from logstore.checkpoint import atomic_write, fsync_dir
-from logstore.lock import LOCK_FILE_NAME, try_flock
+from logstore.lock import LOCK_FILE_NAME, open_locked, try_flock
 from logstore.log_files import CLEAN_SHUTDOWN_FILE
 from logstore.log_loader import LoadState
 
@@ -100,16 +100,7 @@ def release(data_dir: Path, broker_epoch: int | None) -> None:
 
 def _lock_shared(data_dir: Path) -> int | None:
     """A descriptor holding a shared lock on `data_dir/.lock`; None if it is held exclusively."""
-    fd = os.open(data_dir / LOCK_FILE_NAME, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        taken = try_flock(fd, fcntl.LOCK_SH)
-    except BaseException:
-        os.close(fd)
-        raise
-    if not taken:
-        os.close(fd)
-        return None
-    return fd
+    return open_locked(data_dir / LOCK_FILE_NAME, fcntl.LOCK_SH)
 
 
 def _only_holder(fd: int) -> bool:

@@ -38,6 +38,21 @@ def try_flock(fd: int, operation: int) -> bool:
     return True
 
 
+def open_locked(path: str | os.PathLike[str], operation: int) -> int | None:
+    """A descriptor of `path` (created if missing) holding the non-blocking `operation` lock
+    (LOCK_SH or LOCK_EX); None, with nothing left open, when a conflicting lock is held."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        taken = try_flock(fd, operation)
+    except BaseException:
+        os.close(fd)
+        raise
+    if not taken:
+        os.close(fd)
+        return None
+    return fd
+
+
 class DirectoryLock:
     """An exclusive, non-blocking lock on a directory, held until `release()`.
 
@@ -52,14 +67,8 @@ class DirectoryLock:
 
     def acquire(self) -> DirectoryLock:
         """Take the lock; raises LogLockedError if anyone holds it."""
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            taken = try_flock(fd, fcntl.LOCK_EX)
-        except BaseException:
-            os.close(fd)
-            raise
-        if not taken:
-            os.close(fd)
+        fd = open_locked(self.path, fcntl.LOCK_EX)
+        if fd is None:
             raise LogLockedError(f"{self.directory} is in use by another owner (lock held on {self.path})")
         self._fd = fd
         return self
