@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -86,18 +87,37 @@ def test_audit_says_which_configs_it_used_and_what_a_log_file_stands_for(spark, 
 @pytest.mark.spark
 @pytest.mark.slow
 def test_ctrl_c_during_an_audit_is_one_line_and_exit_130(tmp_path):
-    for i in range(40):  # enough work that the interrupt lands before the audit ends
+    for i in range(40):
         shutil.copytree(SAMPLES / "plain-0", tmp_path / f"plain-{i}")
     process = subprocess.Popen(
         [sys.executable, "-m", "logstore", "audit", str(tmp_path), "--report", "retention"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as a terminal starts it
-    time.sleep(6)
+    _wait_for_python_workers(process)  # the audit's Spark job is running
     os.killpg(process.pid, signal.SIGINT)  # Ctrl-C goes to the whole foreground group
     _out, err = process.communicate(timeout=120)
     assert process.returncode == 130
     lines = [line for line in err.splitlines() if not line.startswith("WARNING: Using incubator modules")]
     assert lines == ["logstore: error: interrupted"]
+
+
+def _wait_for_python_workers(process: subprocess.Popen, timeout: float = 120.0) -> None:
+    """Return once Spark has started a Python worker in the audit's process group, which it
+    does only for the audit's own job; a fixed sleep let a fast machine finish the audit first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert process.poll() is None, "the audit ended before its Spark job was seen"
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                if os.getpgid(int(pid)) != process.pid:
+                    continue
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except (OSError, ProcessLookupError):
+                continue
+            if b"pyspark.daemon" in cmdline or b"pyspark.worker" in cmdline:
+                return
+        time.sleep(0.05)
+    raise AssertionError("no Spark Python worker started within the timeout")
 
 
 def test_kafkas_internal_topics_are_audited_as_compacted_when_nothing_is_stored():
