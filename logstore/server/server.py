@@ -9,7 +9,7 @@ import os
 import threading
 from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from logstore.clock import Clock, SystemClock
 from logstore.manager import LogManager
@@ -35,7 +35,6 @@ from logstore.server.transactions import TransactionCoordinator
 from logstore.server.txn_describe_api import TxnDescribeApi
 
 UNLIMITED_QUEUE_BYTES = 2**62
-T = TypeVar("T")
 
 
 class KafkaServer:
@@ -122,18 +121,6 @@ class KafkaServer:
             asyncio.run_coroutine_threadsafe(how(), loop).result()
         thread.join()
         self._thread = None
-
-    def call(self, function: Callable[[], T]) -> T:
-        """Run `function()` on the server's thread, between requests, and return what it returns
-        (what it raises is raised here); for state only that thread may touch."""
-        loop = self._loop
-        if self._thread is None or loop is None:
-            raise RuntimeError("the server is not running")
-
-        async def run() -> T:
-            return function()
-
-        return asyncio.run_coroutine_threadsafe(run(), loop).result()
 
     def __enter__(self) -> KafkaServer:
         return self.start()

@@ -186,3 +186,21 @@ def test_a_sigkilled_node_process_loses_its_leadership_and_returns_to_follow(kaf
     eventually(lambda: values(kafka_cluster.node(1).port, "orders", partition) == [b"a", b"b"])
     kafka_cluster.node(2).start()
     kafka_cluster.wait_until_ready()
+
+
+def test_a_moved_leader_takes_the_clients_and_the_old_one_refuses_them(cluster):
+    partition, leader = led_elsewhere(cluster, "orders")
+    target = next(n for n in (2, 3) if n != leader)
+    epoch = cluster.move_leader("orders", partition, target)
+    try:
+        assert cluster.leader("orders", partition) == target
+        assert produce(cluster.node(leader).port, "orders", partition, b"old") == NOT_LEADER_OR_FOLLOWER
+        assert produce(cluster.node(target).port, "orders", partition, b"new") == 0
+
+        def last_epoch() -> int:  # of the last batch consumers see (below the high watermark)
+            answer = fetch_partition(cluster.node(target).port, "orders", partition, 0, epoch)
+            return list(iter_batches(bytes(answer.records or b"")))[-1].partition_leader_epoch
+
+        eventually(lambda: last_epoch() == epoch)  # the new leader stamped its epoch on b"new"
+    finally:
+        cluster.move_leader("orders", partition, leader)

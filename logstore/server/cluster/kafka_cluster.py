@@ -114,14 +114,19 @@ class KafkaCluster:
         return ",".join(self.nodes[n].bootstrap_servers for n in self.running_brokers())
 
     def check_timers(self) -> None:
-        """Every running in-process node's timers, at once (after driving a ManualClock)."""
-        for node in self._in_process():
-            node.server.check_timers()
+        """Every running node's timers, at once (after driving a ManualClock)."""
+        for node_id in self.nodes:
+            if self.nodes[node_id].running:
+                self._in_process_node(node_id).server.check_timers()
 
-    def _in_process(self) -> list[InProcessNode]:
-        if self.processes:
+    def _in_process_node(self, node_id: int) -> InProcessNode:
+        """Node `node_id`'s server, running in this process; ClusterFaultError in a cluster of processes."""
+        node = self.nodes[node_id]
+        if not isinstance(node, InProcessNode):
             raise ClusterFaultError("this reaches into the nodes' servers: run the cluster's nodes in this process")
-        return [n for n in self.nodes.values() if n.running]
+        if node.server is None:
+            raise ClusterFaultError(f"node {node_id} is not running")
+        return node
 
     # ------------------------------------------------------------------ what clients see
 
@@ -206,6 +211,15 @@ class KafkaCluster:
             member.hooks.add(hook)
         return hook
 
+    def move_leader(self, topic: str, partition: int, to_node: int) -> int:
+        """Move the leadership of `topic`-`partition` to `to_node` (a live in-sync replica) at the
+        controller, and wait until every running broker knows; returns the new leader epoch.
+        InvalidReplicationError when `to_node` may not lead."""
+        controller = self._in_process_node(self.controller.node_id)
+        epoch = controller.server.move_leader(topic, partition, to_node)
+        self.wait_for_leader(topic, partition, not_on=set(self.nodes) - {to_node})
+        return epoch
+
     def cut(self, a: int, b: int) -> None:
         """Cut the link between nodes `a` and `b`: replica fetches, heartbeats, AlterPartition
         and forwarding between them lose their connections until `heal(a, b)`."""
@@ -230,6 +244,7 @@ class KafkaCluster:
         return [(first, b), (second, a)]
 
     def _hooked(self, node_ids: list[int]) -> list[ClusterMember]:
+        """The nodes whose hooks a fault is installed in; ClusterFaultError for nodes in processes of their own."""
         if self.processes:
             raise ClusterFaultError("hooks and link cuts act inside the nodes' process: run the cluster's "
                                     "nodes in this process (processes=False)")
