@@ -124,6 +124,14 @@ class KafkaServer:
             raise RuntimeError("the server is not running")
         asyncio.run_coroutine_threadsafe(self._check_timers(), loop).result()
 
+    def move_leader(self, topic: str, partition: int, to_node: int) -> int:
+        """On the active controller's node: move the partition's leadership to `to_node`, a live
+        in-sync replica; returns the new leader epoch (`ClusterNode.move_leader`)."""
+        loop = self._loop
+        if self._thread is None or loop is None or self.cluster is None:
+            raise RuntimeError("the server is not a running cluster node")
+        return asyncio.run_coroutine_threadsafe(self.cluster.move_leader(topic, partition, to_node), loop).result()
+
     async def _check_timers(self) -> None:
         if self.cluster is not None:
             await self.cluster.check_timers()

@@ -9,6 +9,7 @@ import contextlib
 from pathlib import Path
 
 from logstore.clock import Clock
+from logstore.errors import InvalidReplicationError
 from logstore.kafka_uuid import parse_kafka_uuid
 from logstore.meta_properties import MetaProperties
 from logstore.server.apis import bind
@@ -75,7 +76,8 @@ class ClusterNode:
         quorum = self.quorum
         self.controller = QuorumController(self._data_dir, self._meta.node_id, self._meta.cluster_id, self._clock,
                                            session_timeout_ms=quorum.session_timeout_ms,
-                                           snapshot_record_bytes=quorum.snapshot_record_bytes)
+                                           snapshot_record_bytes=quorum.snapshot_record_bytes,
+                                           topic_defaults=self.config.log_defaults)
         self.controller.start()
         self._api = ControllerApi(self.controller, self.config.num_partitions, on_change=self._metadata_changed)
         handlers = bind(CONTROLLER_APIS, [self._api])
@@ -135,6 +137,17 @@ class ClusterNode:
             self.view.open_hosted_partitions(self._ctx.topics)
         if self.fetcher is not None:
             self.fetcher.update()
+
+    async def move_leader(self, topic: str, partition: int, to_node: int) -> int:
+        """The active controller moves the partition's leadership to `to_node`, a live in-sync
+        replica (`QuorumController.move_leader`), and wakes the brokers' metadata fetches;
+        returns the new leader epoch. InvalidReplicationError on a node without the controller
+        role, for an unknown partition or a replica that may not lead."""
+        if self.controller is None:
+            raise InvalidReplicationError(f"node {self._meta.node_id} is not the active controller")
+        epoch = self.controller.move_leader(topic, partition, to_node)
+        self._api.changed()
+        return epoch
 
     async def check_timers(self) -> None:
         """Heartbeat now (broker role), then fence the brokers whose sessions ran out on the

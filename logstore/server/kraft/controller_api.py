@@ -94,6 +94,8 @@ class ControllerApi:
             return req.response(throttle_time_ms=0, error_code=ec.INVALID_REQUEST, session_id=0, responses=[])
         topic, partition = wanted[0]
         log = self._controller.log
+        replica = body.replica_state.replica_id if req.version >= 15 else body.replica_id
+        self._controller.metadata_fetched(replica, partition.fetch_offset)
         if partition.fetch_offset >= log.end_offset:
             await self.committed.wait(body.max_wait_ms / 1000)
         data = cls.FetchableTopicResponse.PartitionData
