@@ -78,6 +78,7 @@ class KafkaServer:
         self.port: int | None = None
         self._groups: GroupCoordinator | None = None
         self._txns: TransactionCoordinator | None = None
+        self._producer_ids: ProducerIdManager | None = None
         self.cluster: ClusterNode | None = None  # the KRaft roles, when process.roles is set
         self.hooks = hooks or ControlHooks(self.config.node_id)  # fault injection: per-API hooks, cut links
         self._killed = False
@@ -212,18 +213,23 @@ class KafkaServer:
         if config.quorum is not None:
             self.cluster = ClusterNode(config, self.data_dir, meta, self._clock, hooks=self.hooks)
             await self.cluster.open(ctx)
+            if self.cluster.producer_id_blocks is not None:
+                self._producer_ids.fetch_blocks_from(self.cluster.producer_id_blocks)
         self._groups.start()
         self._txns.start()
         self.manager.start()
 
     def _build_handlers(self, ctx: ServerContext) -> dict[int, Handler]:
         self._groups = GroupCoordinator(ctx)
-        self._txns = TransactionCoordinator(ctx, self._groups, ProducerIdManager(ctx.manager))
+        self._producer_ids = ProducerIdManager(ctx.manager)
+        self._txns = TransactionCoordinator(ctx, self._groups, self._producer_ids)
         return bind(APIS, (AdminApi(ctx), DataApi(ctx), GroupApi(ctx, self._groups), TransactionApi(self._txns),
                            DescribeApi(ctx), OffsetDeleteApi(ctx, self._groups), TxnDescribeApi(ctx, self._txns),
                            ConsumerGroupApi(ctx, self._groups)))
 
     async def _shutdown(self) -> None:
+        if self._producer_ids is not None:
+            await self._producer_ids.close()
         if self.cluster is not None:
             await self.cluster.close()
         for coordinator in (self._groups, self._txns):

@@ -23,6 +23,7 @@ from logstore.server.kraft.controller_api import CONTROLLER_APIS, ControllerApi
 from logstore.server.kraft.isr_tracker import IsrTracker
 from logstore.server.kraft.metadata_image import MetadataImage
 from logstore.server.kraft.metadata_log import MetadataLog
+from logstore.server.kraft.producer_id_blocks import ProducerIdBlocks
 from logstore.server.kraft.quorum_config import PLAINTEXT, Endpoint
 from logstore.server.kraft.quorum_controller import QuorumController
 from logstore.server.kraft.replica_fetcher import ReplicaFetcher
@@ -51,6 +52,7 @@ class ClusterNode:
         self.view: ClusterView | None = None
         self.fetcher: ReplicaFetcher | None = None
         self.isr: IsrTracker | None = None
+        self.producer_id_blocks: ProducerIdBlocks | None = None  # a broker's: the controller allocates them
         self.controller_port: int | None = None
         self._api: ControllerApi | None = None
         self._server: asyncio.AbstractServer | None = None
@@ -128,6 +130,7 @@ class ClusterNode:
             node_id, self._meta.cluster_id, parse_kafka_uuid(self._meta.directory_id), address, [Endpoint(listener, ctx.host, ctx.port)],
             image, heartbeat_interval_ms=quorum.heartbeat_interval_ms, local_log=self._local_log, offset=offset,
             on_metadata=self._metadata_changed)
+        self.producer_id_blocks = ProducerIdBlocks(node_id, address, lambda: self.lifecycle.broker_epoch)
         self._metadata_changed()
         self.lifecycle.start()
         self._isr_checks = asyncio.get_running_loop().create_task(self._check_isr_periodically())
@@ -183,6 +186,8 @@ class ClusterNode:
             await (self.lifecycle.close() if controlled else self.lifecycle.abandon())
         if self.isr is not None:
             await self.isr.close()
+        if self.producer_id_blocks is not None:
+            await self.producer_id_blocks.close()
         if self.view is not None:
             await self.view.close()
         if self._server is not None:
