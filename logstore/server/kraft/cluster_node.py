@@ -16,12 +16,14 @@ from logstore.server.apis import bind
 from logstore.server.broker_config import BrokerConfig
 from logstore.server.connection import Connection, FrameProtocol, InFlightBudget
 from logstore.server.context import ServerContext
+from logstore.server.control_hooks import ControlHooks
 from logstore.server.kraft.broker_lifecycle import BrokerLifecycle
 from logstore.server.kraft.cluster_view import ClusterView
 from logstore.server.kraft.controller_api import CONTROLLER_APIS, ControllerApi
 from logstore.server.kraft.isr_tracker import IsrTracker
 from logstore.server.kraft.metadata_image import MetadataImage
 from logstore.server.kraft.metadata_log import MetadataLog
+from logstore.server.kraft.producer_id_blocks import ProducerIdBlocks
 from logstore.server.kraft.quorum_config import PLAINTEXT, Endpoint
 from logstore.server.kraft.quorum_controller import QuorumController
 from logstore.server.kraft.replica_fetcher import ReplicaFetcher
@@ -35,7 +37,8 @@ ISR_CHECK_S = 0.5  # how often a leader looks for followers past replica.lag.tim
 class ClusterNode:
     """The controller and/or broker roles of the node `config.quorum` describes."""
 
-    def __init__(self, config: BrokerConfig, data_dir: Path, meta: MetaProperties, clock: Clock):
+    def __init__(self, config: BrokerConfig, data_dir: Path, meta: MetaProperties, clock: Clock, *,
+                 hooks: ControlHooks | None = None):
         if config.quorum is None:
             raise ValueError("a ClusterNode needs process.roles")
         self.config = config
@@ -43,11 +46,13 @@ class ClusterNode:
         self._data_dir = data_dir
         self._meta = meta
         self._clock = clock
+        self._hooks = hooks  # the node's ControlHooks, asked about the controller listener's requests too
         self.controller: QuorumController | None = None
         self.lifecycle: BrokerLifecycle | None = None
         self.view: ClusterView | None = None
         self.fetcher: ReplicaFetcher | None = None
         self.isr: IsrTracker | None = None
+        self.producer_id_blocks: ProducerIdBlocks | None = None  # a broker's: the controller allocates them
         self.controller_port: int | None = None
         self._api: ControllerApi | None = None
         self._server: asyncio.AbstractServer | None = None
@@ -84,7 +89,8 @@ class ClusterNode:
 
         def serve(protocol: FrameProtocol) -> None:
             connection = Connection(protocol, apis=CONTROLLER_APIS, handlers=handlers,
-                                    max_request_bytes=self.config.socket_request_max_bytes, budget=budget)
+                                    max_request_bytes=self.config.socket_request_max_bytes, budget=budget,
+                                    hooks=self._hooks)
             task = loop.create_task(connection.serve())
             self._connections.add(task)
             task.add_done_callback(self._connections.discard)
@@ -124,6 +130,7 @@ class ClusterNode:
             node_id, self._meta.cluster_id, parse_kafka_uuid(self._meta.directory_id), address, [Endpoint(listener, ctx.host, ctx.port)],
             image, heartbeat_interval_ms=quorum.heartbeat_interval_ms, local_log=self._local_log, offset=offset,
             on_metadata=self._metadata_changed)
+        self.producer_id_blocks = ProducerIdBlocks(node_id, address, lambda: self.lifecycle.broker_epoch)
         self._metadata_changed()
         self.lifecycle.start()
         self._isr_checks = asyncio.get_running_loop().create_task(self._check_isr_periodically())
@@ -166,18 +173,21 @@ class ClusterNode:
             await asyncio.sleep(ISR_CHECK_S)
             await self._check_isr()
 
-    async def close(self) -> None:
-        """Stop heartbeating (the controller fences this broker when its session runs out),
-        close the controller listener and the metadata logs."""
+    async def close(self, *, controlled: bool = True) -> None:
+        """Stop heartbeating, telling the controller (fenced at once), close the controller
+        listener and the metadata logs. Not `controlled`, as a killed node stops: no word to the
+        controller (its session runs out) and the metadata logs are left unflushed."""
         for task in (self._fencing, self._isr_checks):
             if task is not None:
                 task.cancel()
         if self.fetcher is not None:
             await self.fetcher.close()
         if self.lifecycle is not None:
-            await self.lifecycle.close()
+            await (self.lifecycle.close() if controlled else self.lifecycle.abandon())
         if self.isr is not None:
             await self.isr.close()
+        if self.producer_id_blocks is not None:
+            await self.producer_id_blocks.close()
         if self.view is not None:
             await self.view.close()
         if self._server is not None:
@@ -190,4 +200,4 @@ class ClusterNode:
                 await self._server.wait_closed()
         for log in (self.controller.log if self.controller else None, self._local_log):
             if log is not None:
-                log.close()
+                (log.close if controlled else log.abandon)()

@@ -79,11 +79,17 @@ class MetadataImage:
         self.topics: dict[uuid.UUID, TopicInfo] = {}
         self.topic_ids: dict[str, uuid.UUID] = {}
         self.configs: dict[tuple[int, str], dict[str, str]] = {}
+        self.producer_ids: dict | None = None  # the last ProducerIdsRecord: the next block starts at its nextProducerId
         self.kept: dict[str, list[MetadataRecord]] = {}  # records of kinds logstore does not model
 
     def topic(self, name: str) -> TopicInfo | None:
         topic_id = self.topic_ids.get(name)
         return None if topic_id is None else self.topics[topic_id]
+
+    @property
+    def next_producer_id(self) -> int:
+        """The first producer id of the next block the controller hands out."""
+        return 0 if self.producer_ids is None else self.producer_ids["nextProducerId"]
 
     def unfenced_brokers(self) -> list[int]:
         return sorted(b for b in self.brokers if not self.registry.is_fenced(b))
@@ -211,6 +217,8 @@ class MetadataImage:
         for (resource_type, resource_name), configs in sorted(self.configs.items()):
             records += [("ConfigRecord", 0, {"resourceType": resource_type, "resourceName": resource_name,
                                              "name": key, "value": value}) for key, value in sorted(configs.items())]
+        if self.producer_ids is not None:
+            records.append(("ProducerIdsRecord", 0, self.producer_ids))
         for kept in self.kept.values():
             records += kept
         return records
@@ -230,4 +238,5 @@ _REPLAY = {
     "PartitionRecord": MetadataImage._partition,
     "PartitionChangeRecord": MetadataImage._partition_change,
     "ConfigRecord": MetadataImage._config,
+    "ProducerIdsRecord": lambda image, f: setattr(image, "producer_ids", dict(f)),
 }

@@ -44,6 +44,7 @@ from logstore.server.kraft.partition_change import ElectionKind, ElectionPolicy,
 from logstore.server.kraft.quorum_config import SESSION_TIMEOUT_MS, SNAPSHOT_RECORD_BYTES
 from logstore.server.topics import TopicExistsError
 
+PRODUCER_ID_BLOCK_SIZE = 1000  # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
 UNASSIGNED_DIRECTORY = uuid.UUID(int=0)  # DirectoryId.UNASSIGNED
 MIGRATING_DIRECTORY = uuid.UUID(int=2)  # DirectoryId.MIGRATING: the broker registered no directory
 MIN_INSYNC_REPLICAS = "min.insync.replicas"
@@ -321,6 +322,17 @@ class QuorumController:
             if change is not None:
                 self._commit([change])
         return error
+
+    def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> tuple[int, int]:
+        """AllocateProducerIds: (error, first id) of a block of PRODUCER_ID_BLOCK_SIZE ids that no
+        other broker gets, recorded by a ProducerIdsRecord so a restart never hands it out again.
+        STALE_BROKER_EPOCH for a broker not at its current registration."""
+        if self.is_stale(broker_id, broker_epoch):
+            return ec.STALE_BROKER_EPOCH, -1
+        start = self.image.next_producer_id
+        self._commit([("ProducerIdsRecord", 0, {"brokerId": broker_id, "brokerEpoch": broker_epoch,
+                                                "nextProducerId": start + PRODUCER_ID_BLOCK_SIZE})])
+        return ec.NONE, start
 
     # ------------------------------------------------------------------ leadership
 
