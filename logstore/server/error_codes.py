@@ -95,6 +95,7 @@ _ENGINE_ERRORS: tuple[tuple[type[BaseException], int], ...] = (
     (errors.InvalidTopicError, INVALID_TOPIC_EXCEPTION),
     (errors.InvalidConfigError, INVALID_CONFIG),
     (errors.NotLeaderOrFollowerError, NOT_LEADER_OR_FOLLOWER),
+    (errors.NotCoordinatorError, NOT_COORDINATOR),
     (errors.NotEnoughReplicasError, NOT_ENOUGH_REPLICAS),
     (errors.FencedLeaderEpochError, FENCED_LEADER_EPOCH),
     (errors.UnknownLeaderEpochError, UNKNOWN_LEADER_EPOCH),

@@ -32,6 +32,7 @@ from logstore.server.topics import Topics, reserve_descriptors
 from logstore.server.transaction_api import TransactionApi
 from logstore.server.transactions import TransactionCoordinator
 from logstore.server.txn_describe_api import TxnDescribeApi
+from logstore.server.txn_markers import TxnMarkerApi
 
 UNLIMITED_QUEUE_BYTES = 2**62
 
@@ -187,24 +188,34 @@ class KafkaServer:
         ctx.port = self.port
         if config.quorum is not None:
             self.cluster = ClusterNode(config, self.data_dir, meta, self._clock)
+            self.cluster.metadata_listeners.append(self._follow_coordinator_leaders)
             await self.cluster.open(ctx)
         self._groups.start()
         self._txns.start()
         self.manager.start()
 
+    def _follow_coordinator_leaders(self) -> None:
+        """In a cluster: the coordinators load the __consumer_offsets and __transaction_state
+        partitions this node has become the leader of and unload those it no longer leads."""
+        if self.context is not None and self.context.cluster is not None:
+            self._groups.coordinated.follow_metadata()
+            self._txns.coordinated.follow_metadata()
+
     def _build_handlers(self, ctx: ServerContext) -> dict[int, Handler]:
         self._groups = GroupCoordinator(ctx)
         self._txns = TransactionCoordinator(ctx, self._groups, ProducerIdManager(ctx.manager))
-        return bind(APIS, (AdminApi(ctx), DataApi(ctx), GroupApi(ctx, self._groups), TransactionApi(self._txns),
-                           DescribeApi(ctx), OffsetDeleteApi(ctx, self._groups), TxnDescribeApi(ctx, self._txns),
-                           ConsumerGroupApi(ctx, self._groups)))
+        return bind(APIS, (AdminApi(ctx), DataApi(ctx), GroupApi(ctx, self._groups, self._txns.coordinated),
+                           TransactionApi(self._txns, self._groups), DescribeApi(ctx), OffsetDeleteApi(ctx, self._groups),
+                           TxnDescribeApi(ctx, self._txns), ConsumerGroupApi(ctx, self._groups),
+                           TxnMarkerApi(ctx, self._groups)))
 
     async def _shutdown(self) -> None:
         if self.cluster is not None:
             await self.cluster.close()
-        for coordinator in (self._groups, self._txns):
-            if coordinator is not None:
-                coordinator.close()
+        if self._groups is not None:
+            self._groups.close()
+        if self._txns is not None:
+            await self._txns.close()
         if self._server is not None:
             self._server.close()
         for task in list(self._connections):
