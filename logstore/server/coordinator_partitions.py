@@ -127,11 +127,12 @@ class CoordinatorPartitions:
         """The partitions loaded here (in a cluster)."""
         return sorted(self._loaded)
 
-    def follow_metadata(self) -> None:
-        """Follow what the cluster's metadata now says of the topic's leaders (`follow`)."""
+    def follow_metadata(self, serving: bool = True) -> None:
+        """Follow what the cluster's metadata now says of the topic's leaders (`follow`); a
+        node not `serving` (not registered and unfenced) leads none."""
         info = self._ctx.cluster.image.topic(self.topic)
         node_id = self._ctx.node_id
-        self.follow({} if info is None else
+        self.follow({} if info is None or not serving else
                     {p: state.leader_epoch for p, state in info.partitions.items() if state.leader == node_id})
 
     def follow(self, leaders: dict[int, int]) -> None:

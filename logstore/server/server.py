@@ -196,10 +196,17 @@ class KafkaServer:
 
     def _follow_coordinator_leaders(self) -> None:
         """In a cluster: the coordinators load the __consumer_offsets and __transaction_state
-        partitions this node has become the leader of and unload those it no longer leads."""
-        if self.context is not None and self.context.cluster is not None:
-            self._groups.coordinated.follow_metadata()
-            self._txns.coordinated.follow_metadata()
+        partitions this node has become the leader of and unload those it no longer leads;
+        a broker whose current registration the metadata does not show unfenced yet (a restart
+        replaying the metadata it had) coordinates none."""
+        if self.context is None or self.context.cluster is None:
+            return
+        image, lifecycle, node_id = self.context.cluster.image, self.cluster.lifecycle, self.context.node_id
+        info = image.brokers.get(node_id)
+        current = lifecycle is not None and info is not None and info.broker_epoch == lifecycle.broker_epoch \
+            and not image.registry.is_fenced(node_id)
+        self._groups.coordinated.follow_metadata(current)
+        self._txns.coordinated.follow_metadata(current)
 
     def _build_handlers(self, ctx: ServerContext) -> dict[int, Handler]:
         self._groups = GroupCoordinator(ctx)
