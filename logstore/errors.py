@@ -185,6 +185,11 @@ class NotEnoughReplicasAfterAppendError(LogstoreError):
     was committed (Kafka's NOT_ENOUGH_REPLICAS_AFTER_APPEND)."""
 
 
+class ProducerIdsUnavailableError(LogstoreError):
+    """A broker of a cluster has no producer id to hand out until the controller's next block
+    arrives; the client retries (Kafka's COORDINATOR_LOAD_IN_PROGRESS)."""
+
+
 class ReplicaNotAvailableError(LogstoreError):
     """A replication request could not reach the replica (broker down, connection lost)."""
 

@@ -218,7 +218,10 @@ class TransactionCoordinator:
         an idempotent producer; with one, its producer fenced to the next epoch, a transaction
         left open aborted first."""
         if transactional_id is None:
-            return ec.NONE, self._ids.allocate(), 0
+            try:
+                return ec.NONE, self._ids.allocate(), 0
+            except LogstoreError as exc:  # a cluster's broker waiting for its block of ids
+                return ec.for_exception(exc), -1, -1
         if not transactional_id:
             return ec.INVALID_REQUEST, -1, -1
         if self.coordinator_error(transactional_id) != ec.NONE:
