@@ -42,6 +42,14 @@ class CoordinatorPartitions:
         self._loaded: set[int] = set()  # the led partitions whose state is installed
         self._loading: dict[int, asyncio.Task] = {}
 
+    def load_standalone(self) -> None:
+        """On a single node: install the state of every partition on disk now (a restart's replay)."""
+        if self.standalone:
+            for partition in range(self.count()):
+                log = self._ctx.manager.get(self.topic, partition)
+                if log is not None:
+                    self._install(partition, self._read(log))
+
     def count(self) -> int:
         """The topic's partitions: as the cluster's metadata or the disk has them, else as
         configured (the count is fixed once created: every key is stored by a hash modulo it)."""

@@ -48,11 +48,7 @@ class GroupStore:
         self.coordinated = CoordinatorPartitions(ctx, OFFSETS_TOPIC, config.offsets_topic_num_partitions,
                                                  config.offsets_topic_replication_factor, replay_groups,
                                                  self._install, self._unload)
-        if self.coordinated.standalone:
-            for p in range(self.coordinated.count()):
-                log = ctx.manager.get(OFFSETS_TOPIC, p)
-                if log is not None:
-                    self._install(p, replay_groups(log))
+        self.coordinated.load_standalone()
 
     def _install(self, partition: int, stored_groups: dict[str, StoredGroup]) -> None:
         """Take on the groups replayed from one __consumer_offsets partition."""

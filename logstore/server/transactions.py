@@ -51,11 +51,7 @@ class TransactionCoordinator:
         self._markers = MarkerSender(ctx)
         self._sending: dict[str, asyncio.Task] = {}  # markers on their way to other nodes' partitions
         self._timeouts: asyncio.Task | None = None
-        if self.coordinated.standalone:
-            for p in range(self.coordinated.count()):
-                log = ctx.manager.get(TRANSACTION_TOPIC, p)
-                if log is not None:
-                    self._install(p, replay_transactions(log))
+        self.coordinated.load_standalone()
 
     def _install(self, partition: int, txns: dict[str, TxnMetadata]) -> None:
         """Take on the transactions replayed from one __transaction_state partition: one
