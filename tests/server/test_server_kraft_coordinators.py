@@ -193,6 +193,8 @@ def test_a_transaction_prepared_to_commit_when_its_coordinator_stops_is_committe
     assert not marked(cluster, 1)
 
     successor = stop_coordinator_and_find_successor(cluster, txn_id, coordinator)
+    cluster.caught_up()
+    assert any(p.leader != successor for p in cluster.controller.image.topic("orders").partitions.values())
     eventually(lambda: marked(cluster, 1))  # markers written here and, by WriteTxnMarkers, at the other leader
     eventually(lambda: state_at(cluster, successor, txn_id) == "CompleteCommit")
 
@@ -210,3 +212,15 @@ def test_an_ongoing_transaction_whose_coordinator_stops_is_aborted_by_the_succes
     cluster.pass_time(TXN_TIMEOUT_MS + 1)
     eventually(lambda: marked(cluster, 0))
     eventually(lambda: state_at(cluster, successor, txn_id) == "CompleteAbort")
+
+
+def test_a_coordinator_topic_wider_than_the_cluster_is_refused_and_no_coordinator_is_named(tmp_path):
+    cluster = Cluster(tmp_path, {**CONFIGS, "offsets.topic.replication.factor": 4})
+    try:
+        assert find_coordinator(cluster.nodes[2].port, "billing", GROUP_KEY).error_code == COORDINATOR_NOT_AVAILABLE
+        # forwarded after the creation FindCoordinator asked for, over the same channel: answered after it
+        assert create_topic(cluster.nodes[2].port, "orders", 1, 3).topics[0].error_code == 0
+        assert cluster.controller.image.topic("__consumer_offsets") is None  # 4 replicas, 3 brokers
+        assert find_coordinator(cluster.nodes[2].port, "billing", GROUP_KEY).error_code == COORDINATOR_NOT_AVAILABLE
+    finally:
+        cluster.close()
