@@ -41,19 +41,19 @@ class History:
         return self.image.topics[TOPIC_ID].partitions[0]
 
     def change(self, live: set[int], **options) -> None:
-        before = self.p.leader
+        before, eligible = self.p.leader, {*self.p.isr, *self.p.elr} - set(options.get("unclean_shutdown", ()))
         record = partition_change(TOPIC_ID, 0, self.p, live, self.policy, kind=self.policy.kind(), **options)
         if record is None:
             return
         fields = record[2]
         self.image.replay(record[0], record[1], {**CHANGE_DEFAULTS, **fields})
         if fields["leader"] not in (mr.NO_LEADER_CHANGE, mr.NO_LEADER, before):
-            if fields.get("leaderRecoveryState") == mr.RECOVERING:
-                self.complete = {self.p.leader}  # an unclean election: its log is the history now
-            else:
+            if fields["leader"] in eligible:  # a clean election: from the ISR, or the ELR
                 assert self.p.leader in self.complete, "a clean election picked a replica missing records"
-        assert self.policy.unclean_recovery is not UncleanRecoveryStrategy.NONE or \
-            fields.get("leaderRecoveryState") != mr.RECOVERING
+            else:  # unclean: the topic allows it, and its log is the history now
+                assert self.policy.unclean_recovery is not UncleanRecoveryStrategy.NONE
+                assert self.p.leader_recovery_state == mr.RECOVERING and self.p.isr == [self.p.leader]
+                self.complete = {self.p.leader}
 
     def commit(self) -> None:
         """Records are committed while there is a leader: every ISR member holds them (with ELR
