@@ -235,6 +235,15 @@ class BrokerLifecycle:
         await self._heartbeats.close()
         await self._fetches.close()
 
+    async def abandon(self) -> None:
+        """Stop as a killed broker stops: no word to the controller, which fences this broker
+        once its session runs out; the connections close."""
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._heartbeats.close()
+        await self._fetches.close()
+
 
 async def _first(*awaitables) -> None:
     """Wait for the first of `awaitables` to finish; cancel the others."""
