@@ -177,7 +177,7 @@ def test_an_observe_hook_sees_the_followers_fetches_and_the_heartbeats(cluster):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kafka_cluster", [{"nodes": 2, "processes": True}], indirect=True)
-def test_a_sigkilled_node_process_loses_its_leadership_and_returns_to_follow(kafka_cluster):
+def test_a_sigkilled_node_process_loses_its_leadership_to_a_replica_with_its_records(kafka_cluster):
     kafka_cluster.create_topic("orders", 2)
     partition = next(p for p in range(2) if kafka_cluster.leader("orders", p) == 2)
     assert [produce(kafka_cluster.node(2).port, "orders", partition, v, acks=-1) for v in (b"a", b"b")] == [0, 0]
