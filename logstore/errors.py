@@ -158,6 +158,11 @@ class LogCleaningAbortedError(LogstoreError):
     cleaned was not swapped in and the cleaner checkpoint did not move."""
 
 
+class NotCoordinatorError(LogstoreError):
+    """A group or transaction write on a node that does not coordinate its partition (another
+    node leads it); the client should find the coordinator again."""
+
+
 class NotLeaderOrFollowerError(LogstoreError):
     """A produce or fetch sent to a replica that is not the partition's leader (or a replica
     the leader does not know); the caller should refresh its view of the leader."""

@@ -98,6 +98,7 @@ _ENGINE_ERRORS: tuple[tuple[type[BaseException], int], ...] = (
     (errors.InvalidTopicError, INVALID_TOPIC_EXCEPTION),
     (errors.InvalidConfigError, INVALID_CONFIG),
     (errors.NotLeaderOrFollowerError, NOT_LEADER_OR_FOLLOWER),
+    (errors.NotCoordinatorError, NOT_COORDINATOR),
     (errors.NotEnoughReplicasError, NOT_ENOUGH_REPLICAS),
     (errors.ProducerIdsUnavailableError, COORDINATOR_LOAD_IN_PROGRESS),
     (errors.FencedLeaderEpochError, FENCED_LEADER_EPOCH),

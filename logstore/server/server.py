@@ -33,6 +33,7 @@ from logstore.server.topics import Topics, reserve_descriptors
 from logstore.server.transaction_api import TransactionApi
 from logstore.server.transactions import TransactionCoordinator
 from logstore.server.txn_describe_api import TxnDescribeApi
+from logstore.server.txn_markers import TxnMarkerApi
 
 UNLIMITED_QUEUE_BYTES = 2**62
 
@@ -212,6 +213,7 @@ class KafkaServer:
         ctx.port = self.port
         if config.quorum is not None:
             self.cluster = ClusterNode(config, self.data_dir, meta, self._clock, hooks=self.hooks)
+            self.cluster.metadata_listeners.append(self._follow_coordinator_leaders)
             await self.cluster.open(ctx)
             if self.cluster.producer_id_blocks is not None:
                 self._producer_ids.fetch_blocks_from(self.cluster.producer_id_blocks)
@@ -219,22 +221,38 @@ class KafkaServer:
         self._txns.start()
         self.manager.start()
 
+    def _follow_coordinator_leaders(self) -> None:
+        """In a cluster: the coordinators load the __consumer_offsets and __transaction_state
+        partitions this node has become the leader of and unload those it no longer leads;
+        a broker whose current registration the metadata does not show unfenced yet (a restart
+        replaying the metadata it had) coordinates none."""
+        if self.context is None or self.context.cluster is None:
+            return
+        image, lifecycle, node_id = self.context.cluster.image, self.cluster.lifecycle, self.context.node_id
+        info = image.brokers.get(node_id)
+        current = lifecycle is not None and info is not None and info.broker_epoch == lifecycle.broker_epoch \
+            and not image.registry.is_fenced(node_id)
+        self._groups.coordinated.follow_metadata(current)
+        self._txns.coordinated.follow_metadata(current)
+
     def _build_handlers(self, ctx: ServerContext) -> dict[int, Handler]:
         self._groups = GroupCoordinator(ctx)
         self._producer_ids = ProducerIdManager(ctx.manager)
         self._txns = TransactionCoordinator(ctx, self._groups, self._producer_ids)
-        return bind(APIS, (AdminApi(ctx), DataApi(ctx), GroupApi(ctx, self._groups), TransactionApi(self._txns),
-                           DescribeApi(ctx), OffsetDeleteApi(ctx, self._groups), TxnDescribeApi(ctx, self._txns),
-                           ConsumerGroupApi(ctx, self._groups)))
+        return bind(APIS, (AdminApi(ctx), DataApi(ctx), GroupApi(ctx, self._groups, self._txns.coordinated),
+                           TransactionApi(self._txns, self._groups), DescribeApi(ctx), OffsetDeleteApi(ctx, self._groups),
+                           TxnDescribeApi(ctx, self._txns), ConsumerGroupApi(ctx, self._groups),
+                           TxnMarkerApi(ctx, self._groups)))
 
     async def _shutdown(self) -> None:
         if self._producer_ids is not None:
             await self._producer_ids.close()
         if self.cluster is not None:
             await self.cluster.close()
-        for coordinator in (self._groups, self._txns):
-            if coordinator is not None:
-                coordinator.close()
+        if self._groups is not None:
+            self._groups.close()
+        if self._txns is not None:
+            await self._txns.close()
         if self._server is not None:
             self._server.close()
         for task in list(self._connections):

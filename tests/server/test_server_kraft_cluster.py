@@ -35,27 +35,28 @@ SESSION_MS = 9000
 COMMON = {"controller.listener.names": "CONTROLLER", "broker.session.timeout.ms": str(SESSION_MS)}
 
 
-def controller_node(data_dir: Path, clock: ManualClock) -> KafkaServer:
+def controller_node(data_dir: Path, clock: ManualClock, configs: dict | None = None) -> KafkaServer:
     return KafkaServer(data_dir / "node-1", port=0, clock=clock, cluster_id=CLUSTER_ID, config={
-        **COMMON, "process.roles": "broker,controller", "node.id": 1, "controller.quorum.voters": "1@127.0.0.1:0",
+        **COMMON, **(configs or {}), "process.roles": "broker,controller", "node.id": 1, "controller.quorum.voters": "1@127.0.0.1:0",
         "listeners": "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0"})
 
 
-def broker_node(data_dir: Path, clock: ManualClock, node_id: int, controller_port: int) -> KafkaServer:
+def broker_node(data_dir: Path, clock: ManualClock, node_id: int, controller_port: int,
+                configs: dict | None = None) -> KafkaServer:
     return KafkaServer(data_dir / f"node-{node_id}", port=0, clock=clock, cluster_id=CLUSTER_ID, config={
-        **COMMON, "process.roles": "broker", "node.id": node_id,
+        **COMMON, **(configs or {}), "process.roles": "broker", "node.id": node_id,
         "controller.quorum.bootstrap.servers": f"127.0.0.1:{controller_port}", "listeners": "PLAINTEXT://127.0.0.1:0"})
 
 
 class Cluster:
-    """Three nodes on a driven clock, 1 (broker and controller), 2 and 3 (brokers): a
-    KafkaCluster whose running servers the tests reach into."""
+    """Three nodes on a driven clock, 1 (broker and controller), 2 and 3 (brokers), each with
+    broker `configs`: a KafkaCluster whose running servers the tests reach into."""
 
-    def __init__(self, data_dir: Path):
+    def __init__(self, data_dir: Path, configs: dict | None = None):
         self.dir = data_dir
         self.clock = ManualClock(NOW)
         self.kafka = KafkaCluster(3, data_dir=data_dir, clock=self.clock, cluster_id=CLUSTER_ID,
-                                  config={"broker.session.timeout.ms": SESSION_MS}).start()
+                                  config={"broker.session.timeout.ms": SESSION_MS, **(configs or {})}).start()
 
     @property
     def nodes(self) -> dict[int, KafkaServer]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from pathlib import Path
 
 from logstore.clock import Clock
@@ -61,6 +62,8 @@ class ClusterNode:
         self._ctx: ServerContext | None = None
         self._fencing: asyncio.Task | None = None
         self._isr_checks: asyncio.Task | None = None
+        # called after each metadata change, the partitions opened: the coordinators follow their leaders
+        self.metadata_listeners: list[Callable[[], None]] = []
 
     async def open(self, ctx: ServerContext) -> None:
         """Start the roles; a broker returns once the controller has unfenced it (TimeoutError
@@ -141,6 +144,8 @@ class ClusterNode:
             self.view.open_hosted_partitions(self._ctx.topics)
         if self.fetcher is not None:
             self.fetcher.update()
+        for listener in self.metadata_listeners:
+            listener()
 
     async def move_leader(self, topic: str, partition: int, to_node: int) -> int:
         """The active controller moves the partition's leadership to `to_node`, a live in-sync

@@ -1,8 +1,8 @@
 """The APIs the controller listener serves (Kafka's ControllerApis, reduced): ApiVersions,
 BrokerRegistration, BrokerHeartbeat, AlterPartition (ISR changes from partition leaders),
 AllocateProducerIds (blocks of producer ids for brokers' idempotent and transactional producers), Fetch of `__cluster_metadata` (brokers learn the metadata
-by fetching its log, long-polling for new records) and CreateTopics (brokers forward their
-clients' requests here). Declared once, in `CONTROLLER_APIS`; answered by `ControllerApi`."""
+by fetching its log, long-polling for new records), CreateTopics and ElectLeaders (brokers
+forward their clients' requests here). Declared once, in `CONTROLLER_APIS`; answered by `ControllerApi`."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from logstore.internal_topics.metadata_schemas import METADATA_TOPIC
 from logstore.server import error_codes as ec
 from logstore.server.apis import declare
 from logstore.server.context import DataSignal
+from logstore.server.kraft import elect_leaders
 from logstore.server.kraft.quorum_controller import PRODUCER_ID_BLOCK_SIZE, QuorumController
 from logstore.server.messages.controller_apis import (
     AllocateProducerIdsRequest,
@@ -133,6 +134,13 @@ class ControllerApi:
         self.changed()
         return req.response(throttle_time_ms=0, error_code=ec.NONE, topics=topics)
 
+    async def elect_leaders(self, req: Request) -> Any:
+        """Preferred or unclean elections, forwarded by brokers (`elect_leaders.requested`)."""
+        kind, wanted = elect_leaders.requested(req)
+        results = self._controller.elect_leaders(kind, wanted)
+        self.changed()
+        return elect_leaders.respond(req, results)
+
     async def allocate_producer_ids(self, req: Request) -> Any:
         error, start = self._controller.allocate_producer_ids(req.body.broker_id, req.body.broker_epoch)
         self.changed()
@@ -191,4 +199,5 @@ CONTROLLER_APIS: dict[int, ApiSpec] = declare(
     ApiSpec(BrokerHeartbeatRequest, BrokerHeartbeatResponse, 0, 1, ControllerApi.broker_heartbeat),
     ApiSpec(AlterPartitionRequest, AlterPartitionResponse, 2, 3, ControllerApi.alter_partition),
     ApiSpec(AllocateProducerIdsRequest, AllocateProducerIdsResponse, 0, 0, ControllerApi.allocate_producer_ids),
+    ApiSpec(admin.ElectLeadersRequest, admin.ElectLeadersResponse, 0, 2, ControllerApi.elect_leaders),
 )
