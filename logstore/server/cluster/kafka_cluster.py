@@ -83,6 +83,12 @@ class KafkaCluster:
     def start(self) -> KafkaCluster:
         """Start every node (the controller first) and wait until every broker serves."""
         try:
+            if self.processes:  # every process at once: their ports chosen first
+                for node in self.nodes.values():
+                    node.reserve_ports()
+                    node.launch()
+                for node in self.nodes.values():
+                    node.wait_serving()
             for node in self.nodes.values():
                 node.start()
             self.wait_until_ready()
