@@ -134,23 +134,32 @@ class ControlHooks:
     async def handle(self, request: Request, handler: Callable[[Request], Awaitable[Any]]) -> Any:
         """`request`'s response: `handler`'s, unless a hook answers or holds it; DROP to close
         the connection instead (a hook's Drop, or a link cut before the request came or before
-        its answer left, as a long-polling fetch's answer is lost when the link breaks)."""
+        its answer left, as a long-polling fetch's answer is lost when the link breaks); None
+        for an acks=0 Produce a hook answers. Every Observe hook of the API sees the request;
+        of the others, the first installed that takes it acts."""
         if self._is_cut(request):
             return DROP
-        with self._lock:
-            hooks = [h for h in self._hooks if h.api_key == request.api_key]
-        hook = next((h for h in hooks if h.take(self.node_id, request)), None)
-        if hook is not None and hook.exhausted:
-            hook.remove()
-        action = None if hook is None else hook.action
+        action = self._action(request)
         if isinstance(action, Drop):
             return DROP
         if isinstance(action, Answer):
-            return error_response(request, action.error_code)
+            return None if getattr(request.body, "acks", None) == 0 else error_response(request, action.error_code)
         if isinstance(action, Delay):
             await asyncio.sleep(action.seconds)
         response = await handler(request)
         return DROP if self._is_cut(request) else response
+
+    def _action(self, request: Request) -> Action | None:
+        """What the hooks do with `request` (None: nothing but observe it); spent hooks go."""
+        with self._lock:
+            hooks = [h for h in self._hooks if h.api_key == request.api_key]
+        action = None
+        for hook in hooks:
+            if (isinstance(hook.action, Observe) or action is None) and hook.take(self.node_id, request):
+                action = action if isinstance(hook.action, Observe) else hook.action
+                if hook.exhausted:
+                    hook.remove()
+        return action
 
     def _is_cut(self, request: Request) -> bool:
         with self._lock:
