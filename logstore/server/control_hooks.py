@@ -98,8 +98,7 @@ class ControlHooks:
     def __init__(self, node_id: int = -1):
         self.node_id = node_id
         self._hooks: list[Hook] = []
-        self._cut_nodes: set[int] = set()
-        self._clients_cut = False
+        self._cut: set[int | None] = set()  # the nodes cut off, None standing for the clients
         self._lock = threading.Lock()
 
     def add(self, hook: Hook) -> Hook:
@@ -118,18 +117,12 @@ class ControlHooks:
     def cut(self, node_id: int | None) -> None:
         """Lose every request from node `node_id` (None: from clients) until `heal`."""
         with self._lock:
-            if node_id is None:
-                self._clients_cut = True
-            else:
-                self._cut_nodes.add(node_id)
+            self._cut.add(node_id)
 
     def heal(self, node_id: int | None) -> None:
         """Undo `cut(node_id)`."""
         with self._lock:
-            if node_id is None:
-                self._clients_cut = False
-            else:
-                self._cut_nodes.discard(node_id)
+            self._cut.discard(node_id)
 
     async def handle(self, request: Request, handler: Callable[[Request], Awaitable[Any]]) -> Any:
         """`request`'s response: `handler`'s, unless a hook answers or holds it; DROP to close
@@ -163,10 +156,7 @@ class ControlHooks:
 
     def _is_cut(self, request: Request) -> bool:
         with self._lock:
-            if not (self._cut_nodes or self._clients_cut):
-                return False
-            sender = sender_node(request.client_id)
-            return (sender is None and self._clients_cut) or sender in self._cut_nodes
+            return bool(self._cut) and sender_node(request.client_id) in self._cut
 
 
 # Fields naming what a request is about, by the entity they name: a response mirrors the
