@@ -19,7 +19,7 @@ from logstore.log import Log
 from logstore.log_files import validate_topic
 from logstore.log_results import AppendInfo, FetchResult
 from logstore.server import error_codes as ec
-from logstore.server.kraft.isr_tracker import IsrTracker
+from logstore.server.kraft.isr_tracker import IsrTracker, under_min_isr
 from logstore.server.kraft.metadata_image import TOPIC_RESOURCE, MetadataImage, TopicInfo
 from logstore.server.kraft.node_channel import NodeChannel, NodeUnreachableError
 from logstore.server.partition_access import LocalPartition, PartitionAccess
@@ -146,7 +146,9 @@ class ClusterView:
             return LocalPartition(log, disk)
         if state.leader != self.node_id:
             return FollowerPartition(log.topic, log.partition, state.leader, state.leader_epoch)
-        alone = state.isr == [self.node_id]  # no follower to wait for: committed once appended
+        # no follower to wait for: committed once appended (with KIP-966's ELR on, only while
+        # one replica is all min.insync.replicas asks for)
+        alone = state.isr == [self.node_id] and not under_min_isr(self.image, state, log)
         if log.high_watermark_follows_log_end != alone:
             log.high_watermark_follows_log_end = alone
             if alone:
