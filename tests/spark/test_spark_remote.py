@@ -202,3 +202,96 @@ def test_json_reports_are_sorted_by_topic_then_partition_number(tmp_path):
     assert path == f"{tmp_path.as_uri()}/r.json"
     rows = [json.loads(line) for line in (tmp_path / "r.json").read_text().splitlines()]
     assert [(r["topic"], r["partition"]) for r in rows] == [("a", 9), ("a", 10), ("b", 0)]
+
+
+# --- byte ranges: what a remote read fetches -----------------------------------------------
+
+
+class _CountingFile:
+    """A read-only file object that counts the bytes read from it (pyarrow wraps it)."""
+
+    def __init__(self, path: str, counter: list[int]):
+        self._file = open(path, "rb")  # noqa: SIM115 - closed by pyarrow through close()
+        self._counter = counter
+        self.closed = False
+
+    def read(self, n: int = -1) -> bytes:
+        data = self._file.read(n)
+        self._counter[0] += len(data)
+        return data
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return self._file.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._file.tell()
+
+    def size(self) -> int:
+        return Path(self._file.name).stat().st_size
+
+    def close(self) -> None:
+        self._file.close()
+        self.closed = True
+
+
+class _CountingHandler(pafs.FileSystemHandler):
+    """A directory as a non-local pyarrow filesystem whose file reads are counted in ``read``."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.inner = pafs.SubTreeFileSystem(str(root), pafs.LocalFileSystem())
+        self.read = [0]
+
+    def get_type_name(self) -> str:
+        return "counting"
+
+    def equals(self, other) -> bool:
+        return isinstance(other, _CountingHandler) and other.root == self.root
+
+    def normalize_path(self, path: str) -> str:
+        return path
+
+    def get_file_info(self, paths):
+        return self.inner.get_file_info(paths)
+
+    def get_file_info_selector(self, selector):
+        return self.inner.get_file_info(selector)
+
+    def open_input_file(self, path: str):
+        return pa.PythonFile(_CountingFile(str(self.root / path), self.read), mode="r")
+
+    def open_input_stream(self, path: str):
+        return self.open_input_file(path)
+
+    def _read_only(self, *args):
+        raise OSError("read-only test filesystem")
+
+    create_dir = delete_dir = delete_dir_contents = delete_root_dir_contents = _read_only
+    delete_file = move = copy_file = open_output_stream = open_append_stream = _read_only
+
+
+def _large_batches(directory: Path, batches: int, records: int, value_bytes: int) -> Path:
+    """One segment of ``batches`` batches, each of ``records`` records of ``value_bytes``."""
+    return _write_segment(directory, [
+        build_batch([Record(b * records + i, 1_000 + b, b"k%d" % i, b"v" * value_bytes)
+                     for i in range(records)], base_offset=b * records)
+        for b in range(batches)])
+
+
+def test_segment_metadata_reads_only_batch_headers_by_byte_range(tmp_path):
+    path = _large_batches(tmp_path / "t-0", batches=20, records=16, value_bytes=16 << 10)
+    handler = _CountingHandler(tmp_path)
+    remote = read_segment_metadata("t-0/" + path.name, filesystem=pafs.PyFileSystem(handler),
+                                   last_modified_ms=0)
+    local = read_segment_metadata(path, last_modified_ms=0)
+    assert {**remote, "path": None} == {**local, "path": None}
+    assert remote["batch_count"] == 20
+    assert handler.read[0] * 10 < path.stat().st_size
+
+
+def test_ranged_full_reads_fetch_each_byte_once_and_equal_local_reads(tmp_path):
+    path = _large_batches(tmp_path / "t-0", batches=20, records=16, value_bytes=16 << 10)
+    handler = _CountingHandler(tmp_path)
+    remote = _table("t-0/" + path.name, filesystem=pafs.PyFileSystem(handler))
+    assert remote.equals(_table(path))
+    assert handler.read[0] == path.stat().st_size
