@@ -1,4 +1,4 @@
-"""Audits over remote filesystems: streamed segment reads, URI schemes, and a local S3 server
+"""Audits over remote filesystems: segment reads by byte range, URI schemes, and a local S3 server
 (moto in server mode on 127.0.0.1) for input and for reports written with --out."""
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ CONFIGS = {"retention.ms": 86_400_000, "cleanup.policy": "compact,delete",
 
 
 def _remote(root: Path) -> pafs.FileSystem:
-    """A local directory seen through a filesystem that is not LocalFileSystem (streamed)."""
+    """A local directory seen through a filesystem that is not LocalFileSystem (read by range)."""
     return pafs.SubTreeFileSystem(str(root), pafs.LocalFileSystem())
 
 
@@ -51,7 +51,7 @@ def _write_segment(directory: Path, batches: list[bytes]) -> Path:
     return path
 
 
-def test_streamed_reads_equal_memory_mapped_reads():
+def test_ranged_reads_equal_memory_mapped_reads():
     fs = _remote(SAMPLES)
     for path in sorted((SAMPLES / "plain-0").glob("*.log")):
         inner = f"plain-0/{path.name}"
@@ -62,7 +62,7 @@ def test_streamed_reads_equal_memory_mapped_reads():
         assert {**streamed, "path": None} == {**mapped, "path": None}
 
 
-def test_streamed_chunks_are_bounded_by_rows(tmp_path):
+def test_ranged_chunks_are_bounded_by_rows(tmp_path):
     batches = [build_batch([Record(i, 0, b"k%d" % i, b"v")], base_offset=i) for i in range(10)]
     _write_segment(tmp_path / "t-0", batches)
     scans = list(scan_segment("t-0/" + segment_file_name(0, LOG_SUFFIX),
@@ -72,7 +72,7 @@ def test_streamed_chunks_are_bounded_by_rows(tmp_path):
         sum(len(b) for b in batches[:i]) for i in range(10)]
 
 
-def test_streamed_corruption_names_file_and_position(tmp_path):
+def test_ranged_corruption_names_file_and_position(tmp_path):
     good = build_batch([Record(0, 0, b"k", b"v")])
     bad = bytearray(build_batch([Record(1, 0, b"k", b"value")], base_offset=1))
     bad[-1] ^= 0xFF
@@ -83,7 +83,7 @@ def test_streamed_corruption_names_file_and_position(tmp_path):
     assert info.value.path == inner and info.value.position == len(good)
 
 
-def test_streamed_partial_batch_at_end_is_an_error(tmp_path):
+def test_ranged_partial_batch_at_end_is_an_error(tmp_path):
     batch = build_batch([Record(0, 0, b"k", b"v")])
     _write_segment(tmp_path / "t-0", [batch, batch[:20]])
     with pytest.raises(CorruptRecordError, match="partial batch") as info:
@@ -153,6 +153,15 @@ def test_local_reports_from_s3_with_credentials_from_the_environment(s3, monkeyp
     expected = local_reports(SAMPLES, CONFIGS, NOW)
     for kind, table in expected.items():
         assert got[kind].to_pylist() == table.to_pylist()
+
+
+def test_segments_on_s3_are_read_by_byte_range_and_equal_local_reads(s3):
+    for path in sorted((SAMPLES / "plain-0").glob("*.log")):
+        inner = f"audit/data/plain-0/{path.name}"
+        assert _table(inner, filesystem=s3["fs"]).equals(_table(path))
+        remote = read_segment_metadata(inner, filesystem=s3["fs"], last_modified_ms=0)
+        local = read_segment_metadata(path, last_modified_ms=0)
+        assert {**remote, "path": None} == {**local, "path": None}
 
 
 @pytest.mark.spark
