@@ -20,6 +20,7 @@ from logstore.server.config_entries import (
     topic_entries,
 )
 from logstore.server.context import ServerContext
+from logstore.server.kraft import elect_leaders, feature_updates
 from logstore.server.protocol import Request, api_versions_entries
 from logstore.server.replica_assignment import InvalidReplicaAssignmentError, assigned_partitions
 from logstore.server.topics import (
@@ -154,7 +155,20 @@ class AdminApi:
             return _error_of(exc)
         return ec.NONE
 
+    async def update_features(self, req: Request) -> Any:
+        """UpdateFeatures: the active controller finalizes a cluster's feature levels."""
+        if self._ctx.cluster is not None:
+            return await self._ctx.cluster.forward(req)
+        return feature_updates.standalone(req)
+
     # ------------------------------------------------------------------ topics
+
+    async def elect_leaders(self, req: Request) -> Any:
+        """ElectLeaders: the active controller holds a cluster's elections; a single node
+        leads every partition already."""
+        if self._ctx.cluster is not None:
+            return await self._ctx.cluster.forward(req)
+        return elect_leaders.standalone(req, lambda t, p: self._ctx.partition(t, p) is not None)
 
     async def create_topics(self, req: Request) -> Any:
         if self._ctx.cluster is not None:  # the active controller creates a cluster's topics
