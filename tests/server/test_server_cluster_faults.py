@@ -204,3 +204,15 @@ def test_a_moved_leader_takes_the_clients_and_the_old_one_refuses_them(cluster):
         eventually(lambda: last_epoch() == epoch)  # the new leader stamped its epoch on b"new"
     finally:
         cluster.move_leader("orders", partition, leader)
+
+
+def test_an_observe_hook_sees_requests_another_hook_answers(cluster):
+    seen = cluster.control("ApiVersions", Observe(), node=2, times=None)
+    cluster.control("ApiVersions", Drop(), node=2)
+    try:
+        with pytest.raises(ConnectionError):
+            api_versions(cluster.node(2).port)
+        assert api_versions(cluster.node(2).port) == 0
+    finally:
+        seen.remove()
+    assert len(seen.requests) == 2
