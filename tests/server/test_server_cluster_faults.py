@@ -216,3 +216,24 @@ def test_an_observe_hook_sees_requests_another_hook_answers(cluster):
     finally:
         seen.remove()
     assert len(seen.requests) == 2
+
+
+def test_a_broker_cut_from_the_controller_is_fenced_and_returns_when_healed(cluster):
+    led = [p for p in range(3) if cluster.leader("orders", p) == 3]
+    cluster.cut(1, 3)  # heartbeats and metadata fetches from 3 to the controller fail
+    try:
+        eventually(lambda: sorted(b.node_id for b in cluster.metadata(2).brokers) == [1, 2])
+        for partition in led:  # as node 2 sees it: node 3 cannot learn it
+            eventually(lambda p=partition: cluster.leader("orders", p, node_id=2) in (1, 2))
+    finally:
+        cluster.heal(1, 3)
+    cluster.wait_until_ready()
+    for partition in led:  # as the module found them, once node 3 has caught up into the ISR again
+        eventually(lambda p=partition: 3 in isr(cluster, "orders", p))
+        cluster.move_leader("orders", partition, 3)
+
+
+def isr(cluster: KafkaCluster, topic: str, partition: int) -> list[int]:
+    """The ISR of `topic`-`partition` as the controller's node tells clients."""
+    return next(p.isr_nodes for p in cluster.metadata(1, [topic]).topics[0].partitions
+                if p.partition_index == partition)
