@@ -44,11 +44,12 @@ _SIZE = struct.Struct(">i")
 
 
 def coordinator_replication(nodes: int) -> dict[str, str]:
-    """The coordinator topics' replication factor: Kafka's 3, at most the cluster's nodes (the
-    controller refuses more replicas than brokers, and groups and transactions would never find
-    a coordinator on a smaller cluster)."""
+    """The coordinator topics' replication factor and __transaction_state's min ISR: Kafka's 3
+    and 2, at most the cluster's nodes (the controller refuses more replicas than brokers, and
+    groups and transactions would never find a coordinator on a smaller cluster)."""
     factor = str(min(3, nodes))
-    return {"offsets.topic.replication.factor": factor, "transaction.state.log.replication.factor": factor}
+    return {"offsets.topic.replication.factor": factor, "transaction.state.log.replication.factor": factor,
+            "transaction.state.log.min.isr": str(min(2, nodes))}
 
 
 class ClusterFaultError(LogstoreError):

@@ -97,20 +97,24 @@ class ClusterView:
         self.create_in_background(name)
         return ec.LEADER_NOT_AVAILABLE
 
-    def create_in_background(self, name: str, partitions: int = -1, replication_factor: int = -1) -> None:
-        """Ask the controller to create `name` (-1: its defaults), unless already asking; a
-        topic auto-created, or a coordinator topic on first FindCoordinator."""
+    def create_in_background(self, name: str, partitions: int = -1, replication_factor: int = -1,
+                             configs: dict[str, str] | None = None) -> None:
+        """Ask the controller to create `name` (-1: its defaults) with config overrides `configs`,
+        unless already asking; a topic auto-created, or a coordinator topic on first FindCoordinator."""
         if name in self._creating_names:
             return
-        task = asyncio.get_running_loop().create_task(self._create(name, partitions, replication_factor))
+        task = asyncio.get_running_loop().create_task(self._create(name, partitions, replication_factor,
+                                                                   configs or {}))
         self._creating.add(task)
         self._creating_names.add(name)
         task.add_done_callback(lambda done: (self._creating.discard(done), self._creating_names.discard(name)))
 
-    async def _create(self, name: str, partitions: int, replication_factor: int) -> None:
+    async def _create(self, name: str, partitions: int, replication_factor: int, configs: dict[str, str]) -> None:
         cls = admin.CreateTopicsRequest
+        entries = [cls.CreatableTopic.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()]
         request = cls(version=CREATE_TOPICS_VERSION, topics=[cls.CreatableTopic(
-            name=name, num_partitions=partitions, replication_factor=replication_factor, assignments=[], configs=[])],
+            name=name, num_partitions=partitions, replication_factor=replication_factor, assignments=[],
+            configs=entries)],
             timeout_ms=30_000, validate_only=False)
         try:
             response = await self._channel.send(request, CREATE_TOPICS_VERSION, admin.CreateTopicsResponse)
