@@ -7,11 +7,13 @@ from logstore.manager import LogManager
 
 
 class ProducerIdManager:
-    """Allocates producer ids, starting above the largest id in any log's producer state."""
+    """Allocates producer ids, starting above the largest id in any log's producer state (read
+    at the first allocation, which opens the logs not opened yet, rather than at start)."""
 
     def __init__(self, manager: LogManager):
-        seen = [pid for log in manager.logs() for pid in log.producer_state.producers]
-        self._next = max(seen, default=-1) + 1
+        self._manager = manager
+        self._next = 0
+        self._logs_seen = False
 
     def observe(self, producer_id: int) -> None:
         """Never hand out `producer_id` or below (an id found in the transaction log)."""
@@ -19,6 +21,10 @@ class ProducerIdManager:
 
     def allocate(self) -> int:
         """A producer id no producer of this node has used."""
+        if not self._logs_seen:
+            seen = [pid for log in self._manager.logs() for pid in log.producer_state.producers]
+            self.observe(max(seen, default=-1))
+            self._logs_seen = True
         producer_id = self._next
         self._next += 1
         return producer_id

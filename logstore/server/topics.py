@@ -18,6 +18,7 @@ from logstore.descriptor_pool import capacity_for, process_pool
 from logstore.errors import CorruptMetadataFileError, LogstoreError
 from logstore.internal_topics.coordinator_schemas import OFFSETS_TOPIC, TRANSACTION_TOPIC
 from logstore.log import Log
+from logstore.log_files import partition_dir_name
 from logstore.manager import LogManager, refuse_reserved
 from logstore.partition_metadata import (
     PARTITION_METADATA,
@@ -73,21 +74,28 @@ class Topics:
         self._manager = manager
         self._partitions: dict[str, int] = {}
         self._ids: dict[str, uuid.UUID] = {}
-        for log in manager.logs():
-            self._partitions[log.topic] = max(self._partitions.get(log.topic, 0), log.partition + 1)
-            topic_id = _stored_topic_id(log.dir)
-            if topic_id is not None:
-                self._ids.setdefault(log.topic, topic_id)
+        found = set(manager.partitions())  # no log opens here: they open on first use
+        for topic, partition in sorted(found):
+            self._partitions[topic] = max(self._partitions.get(topic, 0), partition + 1)
+            if topic not in self._ids:
+                topic_id = _stored_topic_id(self._dir_of(topic, partition))
+                if topic_id is not None:
+                    self._ids[topic] = topic_id
         for topic, count in self._partitions.items():
             overrides = self.overrides(topic)
             self._ids.setdefault(topic, uuid.uuid4())
             for partition in range(count):
-                log = manager.get(topic, partition)
-                if log is None and not hosts_all:
+                if (topic, partition) in found:
+                    directory = self._dir_of(topic, partition)
+                elif hosts_all:
+                    directory = manager.get_or_create(topic, partition, overrides or None).dir
+                else:
                     continue
-                log = log or manager.get_or_create(topic, partition, overrides or None)
-                if not (log.dir / PARTITION_METADATA).exists():
-                    write_partition_metadata(log.dir, self._ids[topic])
+                if not (directory / PARTITION_METADATA).exists():
+                    write_partition_metadata(directory, self._ids[topic])
+
+    def _dir_of(self, topic: str, partition: int) -> Path:
+        return self._manager.data_dir / partition_dir_name(topic, partition)
 
     def names(self) -> list[str]:
         """Every topic, sorted."""
