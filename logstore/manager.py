@@ -215,24 +215,23 @@ class LogManager:
                 high_watermark=high_watermarks.get(key),
                 clean_shutdown=clean,
             )
-            path = Path(entry.path)
             values = stored.get(key[0])
             if values is not None:
                 if key[0] not in topic_configs:  # one LogConfig per topic, shared by its partitions
                     topic_configs[key[0]] = self._default_config.with_overrides(values)
                 config, origin = topic_configs[key[0]], ORIGIN_STORED
             else:
-                config, origin = self._default_config, None if has_data(path) else ORIGIN_NEW
-            self._logs[key] = LazyLog(path, config, origin, state, self._open_log)
+                config, origin = self._default_config, None if has_data(entry.path) else ORIGIN_NEW
+            self._logs[key] = LazyLog(self._dir, entry.name, config, origin, state, self._open_log)
         # Standalone opens of these partitions are refused from now on, opened or not.
-        self._dir_lock.claim_listed(partition_dir_name(*key) for key in self._logs)
+        self._dir_lock.claim_listed(lazy.name for lazy in self._logs.values())
         if clean:
             # The marker only vouches for the shutdown before this start.
             marker.unlink()
             fsync_dir(self._dir)
 
     def _open_log(self, lazy: LazyLog) -> Log:
-        with named_descriptor_errors(f"cannot open partition {lazy.path.name} of {self._dir}"):
+        with named_descriptor_errors(f"cannot open partition {lazy.name} of {self._dir}"):
             log = Log.open(lazy.path, lazy.config, clock=self._clock, load_state=lazy.state, managed=True)
         log.config_origin = lazy.origin
         log._on_start_offset_change = self._log_start_offset_changed
@@ -382,7 +381,7 @@ class LogManager:
         check_writable_config(merged)  # a config the open would refuse is not stored either
         # Stored first: the partition's data never exists without its configs.
         store_topic_configs(self._dir, topic, config_values(config))
-        lazy = LazyLog(self._dir / partition_dir_name(topic, partition), merged, ORIGIN_STORED, LoadState(),
+        lazy = LazyLog(self._dir, partition_dir_name(topic, partition), merged, ORIGIN_STORED, LoadState(),
                        self._open_log)
         log = lazy.open()
         self._logs[(topic, partition)] = lazy
@@ -471,7 +470,7 @@ class LogManager:
         lazy = self._logs.pop((topic, partition))
         delay = (lazy.config if lazy.log is None else lazy.log.config).file_delete_delay_ms
         lazy.retire()
-        self._dir_lock.release_claim(lazy.path.name)  # an opened log's close released its own
+        self._dir_lock.release_claim(lazy.name)  # an opened log's close released its own
         target = self._dir / delete_dir_name(topic, partition, uuid.uuid4().hex)
         os.replace(lazy.path, target)
         self._pending_dir_deletes.append((self._clock.time_ms() + delay, target))

@@ -1,9 +1,11 @@
 """A restarted node answers Metadata from its partition list, before the logs open (issue 32:
-10,000 partitions took seconds to open), and a partition's first Produce or Fetch opens it."""
+10,000 partitions took seconds to open), a partition's first Fetch opens it, and the
+partition.metadata files it found missing are written in the background with the topic's id."""
 
 from __future__ import annotations
 
 import threading
+import time
 
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
@@ -11,6 +13,7 @@ from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from logstore import LogManager, Record
 from logstore.lazy_log import LazyLog
 from logstore.log import Log
+from logstore.partition_metadata import PARTITION_METADATA, read_partition_metadata
 from logstore.records import build_batch
 from logstore.server.pytest_plugin import serve_broker
 from tests.support.clock import NOW
@@ -47,8 +50,9 @@ def test_metadata_lists_every_partition_before_any_log_opens(tmp_path, monkeypat
     monkeypatch.setattr(LogManager, "_open_log", held_open)
     with serve_broker(data) as server, WireClient(server.port, timeout=WAIT_S) as client:
         try:
-            response = client.call(MetadataRequest[4](topics=None, allow_auto_topic_creation=False),
-                                   MetadataResponse[4])
+            response = client.call(MetadataRequest[12](topics=None, allow_auto_topic_creation=False,
+                                                       include_topic_authorized_operations=False),
+                                   MetadataResponse[12])
             [topic] = [t for t in response.topics if t.name == "many"]
             assert sorted(p.partition_index for p in topic.partitions) == list(range(PARTITIONS))
             assert not [name for name in opened if name.startswith("many-")]
@@ -58,3 +62,8 @@ def test_metadata_lists_every_partition_before_any_log_opens(tmp_path, monkeypat
         [partition] = response.partitions
         assert (partition.partition_index, partition.error_code, partition.high_watermark) == (7, 0, 1)
         assert b"v7" in bytes(partition.records)
+        files = [data / f"many-{p}" / PARTITION_METADATA for p in range(PARTITIONS)]
+        deadline = time.monotonic() + WAIT_S
+        while not all(file.exists() for file in files) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert {read_partition_metadata(file.parent) for file in files} == {topic.topic_id}
