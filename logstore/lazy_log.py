@@ -98,10 +98,11 @@ class LazyLog:
             return getattr(log, attribute)
         return getattr(self.state, attribute)  # LoadState names them as Log does
 
-    def retire(self) -> None:
-        """Close the Log if open; later opens raise LogClosedError."""
+    def retire(self, *, abandon: bool = False) -> None:
+        """Close the Log if open (`abandon`: let it go unflushed, as a killed process does,
+        Log.abandon); later opens raise LogClosedError."""
         with self._lock:
             self._retired = True
             if self._log is not None:
-                self._log.close()
+                (self._log.abandon if abandon else self._log.close)()
 

@@ -3,6 +3,7 @@ DeleteRecords, each a thin translation between the wire and a partition (Partiti
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any, NamedTuple
 
@@ -64,6 +65,7 @@ class DataApi:
             record_errors = exc.record_errors if isinstance(exc, RecordValidationError) else ()
             return AppendOutcome(ec.for_exception(exc), log_start=target.log_start_offset, message=str(exc),
                                  record_errors=record_errors)
+        self._ctx.data.notify()  # followers' fetches waiting for data return it now, so acks=all waits one round trip
         if acks == ACKS_ALL and not await target.acknowledged(info.last_offset + 1, timeout_s):
             return AppendOutcome(ec.REQUEST_TIMED_OUT, info.first_offset, info.log_append_time,
                                  target.log_start_offset)
@@ -73,11 +75,15 @@ class DataApi:
         body = req.body
         cls = req.spec.response
         entry = cls.TopicProduceResponse.PartitionProduceResponse
+        timeout_s = max(body.timeout_ms, 0) / 1000
+        # every partition is appended before any waits for its acks=all, as Kafka's ReplicaManager does
+        outcomes = iter(await asyncio.gather(*(self._append(topic.name, p.index, p.records, body.acks, timeout_s)
+                                              for topic in body.topic_data for p in topic.partition_data)))
         topics = []
         for topic in body.topic_data:
             partitions = []
             for p in topic.partition_data:
-                out = await self._append(topic.name, p.index, p.records, body.acks, max(body.timeout_ms, 0) / 1000)
+                out = next(outcomes)
                 partitions.append(entry(
                     index=p.index, error_code=out.error, base_offset=out.base_offset,
                     log_append_time_ms=out.log_append_time, log_start_offset=out.log_start, error_message=out.message,
