@@ -506,15 +506,8 @@ class LogManager:
         """Stop the background thread, flush and close every log (first recovering those not
         opened since an unclean shutdown), write the checkpoints, then the `.kafka_cleanshutdown`
         marker, and release the directory. Idempotent."""
-        with self._lock:
-            if self._closed:
-                return
-            self._stop.set()
-            thread, self._thread = self._thread, None
-        if thread is not None:
-            thread.join()
-        if self.log_cleaner is not None:
-            self.log_cleaner.stop(wait=True)  # call log_cleaner.stop(wait=False) first to abandon
+        if not self._stop_background():
+            return
         with self._lock:
             lazies = self._lazy_logs()
             try:
@@ -535,20 +528,26 @@ class LogManager:
         """Let go of the data directory as a killed process does (fault injection): the
         background tasks stop, and no log is flushed or closed, no checkpoint or clean-shutdown
         marker written; the locks are released so that it can be opened again."""
-        with self._lock:
-            if self._closed:
-                return
-            self._stop.set()
-            thread, self._thread = self._thread, None
-        if thread is not None:
-            thread.join()
-        if self.log_cleaner is not None:
-            self.log_cleaner.stop(wait=True)
+        if not self._stop_background():
+            return
         with self._lock:
             for lazy in self._lazy_logs():
                 lazy.retire(abandon=True)
             self._closed = True
             self._dir_lock.release()
+
+    def _stop_background(self) -> bool:
+        """Stop the background thread, then the cleaner; False when the manager is closed already."""
+        with self._lock:
+            if self._closed:
+                return False
+            self._stop.set()
+            thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join()
+        if self.log_cleaner is not None:
+            self.log_cleaner.stop(wait=True)  # call log_cleaner.stop(wait=False) first to abandon
+        return True
 
     def __enter__(self) -> LogManager:
         return self

@@ -71,6 +71,7 @@ APIS: dict[int, ApiSpec] = declare(
     ApiSpec(producer.TxnOffsetCommitRequest, producer.TxnOffsetCommitResponse, 0, 3,
             TransactionApi.txn_offset_commit),
     ApiSpec(admin.ElectLeadersRequest, admin.ElectLeadersResponse, 0, 2, AdminApi.elect_leaders),
+    ApiSpec(admin.UpdateFeaturesRequest, admin.UpdateFeaturesResponse, 0, 2, AdminApi.update_features),
     ApiSpec(admin.DescribeConfigsRequest, admin.DescribeConfigsResponse, 1, 4, AdminApi.describe_configs),
     ApiSpec(admin.CreatePartitionsRequest, admin.CreatePartitionsResponse, 0, 3, AdminApi.create_partitions),
     ApiSpec(admin.DeleteGroupsRequest, admin.DeleteGroupsResponse, 0, 2, GroupApi.delete_groups),

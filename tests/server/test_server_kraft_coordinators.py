@@ -24,6 +24,7 @@ from kafka.protocol.producer import (
 
 from logstore.records import Record, build_batch, iter_batches
 from logstore.records.control import CONTROL_KEY
+from logstore.server import KafkaCluster
 from logstore.server.coordinator_records import partition_for, transaction_record
 from tests.server.group_wire import Wire
 from tests.server.test_server_kraft_cluster import Cluster, create_topic, eventually
@@ -224,3 +225,28 @@ def test_a_coordinator_topic_wider_than_the_cluster_is_refused_and_no_coordinato
         assert find_coordinator(cluster.nodes[2].port, "billing", GROUP_KEY).error_code == COORDINATOR_NOT_AVAILABLE
     finally:
         cluster.close()
+
+
+def test_a_one_node_kafka_cluster_gives_its_coordinator_topics_one_replica(tmp_path):
+    with KafkaCluster(1, data_dir=tmp_path, config=CONFIGS) as kafka_cluster:
+        port = kafka_cluster.node(1).port
+        for key_type in (GROUP_KEY, TRANSACTION_KEY):
+            eventually(lambda key_type=key_type: find_coordinator(port, "billing", key_type).error_code == 0)
+            assert find_coordinator(port, "billing", key_type).node_id == 1
+
+
+def init_producer_id(port: int, txn_id: str) -> int:
+    return txn_call(port, InitProducerIdRequest[3](transactional_id=txn_id, transaction_timeout_ms=TXN_TIMEOUT_MS,
+                                                   producer_id=-1, producer_epoch=-1), InitProducerIdResponse[3]).error_code
+
+
+def test_transaction_writes_are_refused_below_the_transaction_logs_min_isr_and_group_commits_are_not(cluster):
+    create_topic(cluster.nodes[1].port, "orders", 1, 3)
+    coordinator_of(cluster, "anything", TRANSACTION_KEY)
+    coordinator_of(cluster, "anything", GROUP_KEY)
+    cluster.stop(2)
+    cluster.stop(3)  # node 1 leads every partition now, alone in each ISR (transaction.state.log.min.isr is 2)
+    port = cluster.nodes[1].port
+    eventually(lambda: init_producer_id(port, "payments") == COORDINATOR_NOT_AVAILABLE)
+    with Wire(port) as wire:
+        eventually(lambda: wire.commit("billing", -1, "", None, {("orders", 0): 5}) == [0])

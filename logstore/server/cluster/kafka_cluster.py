@@ -40,6 +40,15 @@ METADATA_VERSION, CREATE_TOPICS_VERSION = 12, 7
 _SIZE = struct.Struct(">i")
 
 
+def coordinator_replication(nodes: int) -> dict[str, str]:
+    """The coordinator topics' replication factor and __transaction_state's min ISR: Kafka's 3
+    and 2, at most the cluster's nodes (the controller refuses more replicas than brokers, and
+    groups and transactions would never find a coordinator on a smaller cluster)."""
+    factor = str(min(3, nodes))
+    return {"offsets.topic.replication.factor": factor, "transaction.state.log.replication.factor": factor,
+            "transaction.state.log.min.isr": str(min(2, nodes))}
+
+
 class ClusterFaultError(LogstoreError):
     """A fault the cluster cannot inject in its mode (hooks and link cuts live in the nodes' process)."""
 
@@ -63,7 +72,7 @@ class KafkaCluster:
         self.cluster_id = cluster_id or random_uuid()
         self.processes = processes
         self.nodes: dict[int, ClusterMember] = {}
-        common = {**FAST_FAILOVER, **{k: str(v) for k, v in (config or {}).items()}}
+        common = {**FAST_FAILOVER, **coordinator_replication(nodes), **{k: str(v) for k, v in (config or {}).items()}}
         for node_id in range(1, nodes + 1):
             own = {k: str(v) for k, v in (node_configs or {}).get(node_id, {}).items()}
             args = (node_id, "broker,controller" if node_id == 1 else "broker", self.data_dir / f"node-{node_id}",
@@ -75,6 +84,12 @@ class KafkaCluster:
     def start(self) -> KafkaCluster:
         """Start every node (the controller first) and wait until every broker serves."""
         try:
+            if self.processes:  # every process at once: their ports chosen first
+                for node in self.nodes.values():
+                    node.reserve_ports()
+                    node.launch()
+                for node in self.nodes.values():
+                    node.wait_serving()
             for node in self.nodes.values():
                 node.start()
             self.wait_until_ready()

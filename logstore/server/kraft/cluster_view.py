@@ -19,7 +19,7 @@ from logstore.log import Log
 from logstore.log_files import validate_topic
 from logstore.log_results import AppendInfo, FetchResult
 from logstore.server import error_codes as ec
-from logstore.server.kraft.isr_tracker import IsrTracker
+from logstore.server.kraft.isr_tracker import IsrTracker, under_min_isr
 from logstore.server.kraft.metadata_image import TOPIC_RESOURCE, MetadataImage, TopicInfo
 from logstore.server.kraft.node_channel import NodeChannel, NodeUnreachableError
 from logstore.server.partition_access import LocalPartition, PartitionAccess
@@ -97,20 +97,24 @@ class ClusterView:
         self.create_in_background(name)
         return ec.LEADER_NOT_AVAILABLE
 
-    def create_in_background(self, name: str, partitions: int = -1, replication_factor: int = -1) -> None:
-        """Ask the controller to create `name` (-1: its defaults), unless already asking; a
-        topic auto-created, or a coordinator topic on first FindCoordinator."""
+    def create_in_background(self, name: str, partitions: int = -1, replication_factor: int = -1,
+                             configs: dict[str, str] | None = None) -> None:
+        """Ask the controller to create `name` (-1: its defaults) with config overrides `configs`,
+        unless already asking; a topic auto-created, or a coordinator topic on first FindCoordinator."""
         if name in self._creating_names:
             return
-        task = asyncio.get_running_loop().create_task(self._create(name, partitions, replication_factor))
+        task = asyncio.get_running_loop().create_task(self._create(name, partitions, replication_factor,
+                                                                   configs or {}))
         self._creating.add(task)
         self._creating_names.add(name)
         task.add_done_callback(lambda done: (self._creating.discard(done), self._creating_names.discard(name)))
 
-    async def _create(self, name: str, partitions: int, replication_factor: int) -> None:
+    async def _create(self, name: str, partitions: int, replication_factor: int, configs: dict[str, str]) -> None:
         cls = admin.CreateTopicsRequest
+        entries = [cls.CreatableTopic.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()]
         request = cls(version=CREATE_TOPICS_VERSION, topics=[cls.CreatableTopic(
-            name=name, num_partitions=partitions, replication_factor=replication_factor, assignments=[], configs=[])],
+            name=name, num_partitions=partitions, replication_factor=replication_factor, assignments=[],
+            configs=entries)],
             timeout_ms=30_000, validate_only=False)
         try:
             response = await self._channel.send(request, CREATE_TOPICS_VERSION, admin.CreateTopicsResponse)
@@ -142,7 +146,9 @@ class ClusterView:
             return LocalPartition(log, disk)
         if state.leader != self.node_id:
             return FollowerPartition(log.topic, log.partition, state.leader, state.leader_epoch)
-        alone = state.isr == [self.node_id]  # no follower to wait for: committed once appended
+        # no follower to wait for: committed once appended (with KIP-966's ELR on, only while
+        # one replica is all min.insync.replicas asks for)
+        alone = state.isr == [self.node_id] and not under_min_isr(self.image, state, log)
         if log.high_watermark_follows_log_end != alone:
             log.high_watermark_follows_log_end = alone
             if alone:

@@ -45,6 +45,12 @@ class FollowerProgress:
         self.log_end_offset, self.last_fetch_leader_end, self.last_fetch_ms = offset, leader_end, now
 
 
+def under_min_isr(image: MetadataImage, state: PartitionInfo, log_: Log) -> bool:
+    """Whether KIP-966 holds the high watermark back: ELR on and the ISR below min.insync.replicas
+    (what is committed then stays on enough replicas for the ELR to hold it)."""
+    return image.eligible_leader_replicas_enabled and len(state.isr) < log_.config.min_insync_replicas
+
+
 class IsrTracker:
     """Followers' progress and ISR changes of the partitions broker `node_id` leads; `logs`
     gives its logs, `broker_epoch()` its registration, AlterPartition goes to `controller`."""
@@ -120,7 +126,10 @@ class IsrTracker:
         return moved
 
     def _advance(self, topic: str, partition: int, state: PartitionInfo, log_: Log) -> bool:
-        """Kafka's maybeIncrementLeaderHW: up to the smallest offset the (maximal) ISR holds."""
+        """Kafka's maybeIncrementLeaderHW: up to the smallest offset the (maximal) ISR holds;
+        with KIP-966's ELR on, not while the ISR is below min.insync.replicas."""
+        if under_min_isr(self._image, state, log_):
+            return False
         members = set(state.isr) | (self._asked((topic, partition), state) or set())
         followers = self._followers((topic, partition), state)
         high = min([log_.log_end_offset] + [followers[r].log_end_offset for r in members if r in followers])
