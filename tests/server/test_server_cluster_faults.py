@@ -171,7 +171,8 @@ def test_an_observe_hook_sees_the_followers_fetches_and_the_heartbeats(cluster):
         beats.wait(3)
     finally:
         beats.remove()
-    assert {request.body.replica_id for _node, request in seen} <= {1, 2, 3} - {leader}
+    # followers fetch at v17: their id (and broker epoch) in ReplicaState
+    assert {request.body.replica_state.replica_id for _node, request in seen} <= {1, 2, 3} - {leader}
     assert {node for node, _request in beats.requests} == {1}  # the controller's listener answers them
     assert {request.body.broker_id for _node, request in beats.requests} >= {2, 3}
 
