@@ -18,7 +18,7 @@ from logstore.server.cluster.power_loss import drop_unflushed
 from tests.server.test_server_kraft_cluster import eventually, fetch_partition, produce
 from tests.support.wire import WireClient
 
-NOT_LEADER_OR_FOLLOWER = 6
+NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT = 6, 7
 SHORT_SESSION = {"broker.session.timeout.ms": 1000, "broker.heartbeat.interval.ms": 200}
 
 
@@ -242,3 +242,11 @@ def isr(cluster: KafkaCluster, topic: str, partition: int) -> list[int]:
     """The ISR of `topic`-`partition` as the controller's node tells clients."""
     return next(p.isr_nodes for p in cluster.metadata(1, [topic]).topics[0].partitions
                 if p.partition_index == partition)
+
+
+def test_pushed_errors_answer_the_next_requests_in_order(cluster):
+    partition, leader = led_elsewhere(cluster, "orders")
+    port = cluster.node(leader).port
+    cluster.push_errors("Produce", NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT, node=leader)
+    assert [produce(port, "orders", partition, b"x") for _ in range(3)] == [NOT_LEADER_OR_FOLLOWER,
+                                                                           REQUEST_TIMED_OUT, 0]

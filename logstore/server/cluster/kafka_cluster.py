@@ -27,7 +27,7 @@ from logstore.errors import LogstoreError
 from logstore.kafka_uuid import random_uuid
 from logstore.server.apis import APIS
 from logstore.server.cluster.nodes import HOST, ClusterMember, InProcessNode, ProcessNode
-from logstore.server.control_hooks import Action, Hook
+from logstore.server.control_hooks import Action, Answer, Hook
 from logstore.server.kraft.controller_api import CONTROLLER_APIS
 from logstore.server.protocol import admin, metadata
 
@@ -230,6 +230,11 @@ class KafkaCluster:
         for member in self._hooked([node] if node is not None else list(self.nodes)):
             member.hooks.add(hook)
         return hook
+
+    def push_errors(self, api: int | str, *error_codes: int, node: int | None = None) -> list[Hook]:
+        """Answer the next requests of `api` with `error_codes`, one each, in order (librdkafka's
+        rd_kafka_mock_push_request_errors): one-shot Answer hooks, the first installed asked first."""
+        return [self.control(api, Answer(code), node=node) for code in error_codes]
 
     def move_leader(self, topic: str, partition: int, to_node: int) -> int:
         """Move the leadership of `topic`-`partition` to `to_node` (a live in-sync replica) at the
