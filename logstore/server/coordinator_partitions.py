@@ -132,6 +132,8 @@ class CoordinatorPartitions:
         if self.standalone:
             return ec.NONE, self._ctx.node_id
         cluster = self._ctx.cluster
+        if cluster is None:  # the node is still joining its cluster
+            return ec.COORDINATOR_NOT_AVAILABLE, -1
         info = cluster.image.topic(self.topic)
         if info is None:
             cluster.create_in_background(self.topic, self._configured, self._replication_factor, self._configs)
