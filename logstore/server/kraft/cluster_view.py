@@ -13,6 +13,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Any
 
+from logstore.clean_shutdown import NO_BROKER_EPOCH
 from logstore.epoch import check_current_leader_epoch
 from logstore.errors import InvalidTopicError, NotEnoughReplicasError, NotLeaderOrFollowerError
 from logstore.log import Log
@@ -155,11 +156,19 @@ class ClusterView:
                 log.high_watermark = log.log_end_offset
         return LeaderPartition(log, disk, state.leader_epoch, len(state.isr), self._data)
 
-    def replica_fetched(self, replica: int, fetched: list[tuple[str, int, int]]) -> bool:
-        """A follower fetched these (topic, partition, offset)s: it holds everything below each
-        offset. Where this broker leads, the high watermark moves up to the smallest offset the
-        ISR holds and a follower that caught up rejoins the ISR (IsrTracker); True when one moved."""
-        return self.isr is not None and self.isr.fetched(replica, fetched)
+    def replica_fetched(self, replica: int, fetched: list[tuple[str, int, int]],
+                        broker_epoch: int = NO_BROKER_EPOCH) -> bool:
+        """A follower (at `broker_epoch`, when its Fetch says) fetched these (topic, partition,
+        offset)s: it holds everything below each offset. Where this broker leads, the high
+        watermark moves up to the smallest offset the ISR holds and a follower that caught up
+        rejoins the ISR (IsrTracker); True when one moved."""
+        return self.isr is not None and self.isr.fetched(replica, fetched, broker_epoch)
+
+    def stale_replica_fetch(self, replica: int, broker_epoch: int,
+                            partitions: list[tuple[str, int]]) -> set[tuple[str, int]]:
+        """The partitions led here that a follower fetched from a later incarnation than
+        `broker_epoch` (KIP-903: this fetch comes from an earlier one, refused)."""
+        return set() if self.isr is None else self.isr.stale(replica, broker_epoch, partitions)
 
     async def forward(self, req: Request) -> Any:
         """Send a client's request to the active controller and return its answer."""
