@@ -158,6 +158,11 @@ class LogCleaningAbortedError(LogstoreError):
     cleaned was not swapped in and the cleaner checkpoint did not move."""
 
 
+class NotCoordinatorError(LogstoreError):
+    """A group or transaction write on a node that does not coordinate its partition (another
+    node leads it); the client should find the coordinator again."""
+
+
 class NotLeaderOrFollowerError(LogstoreError):
     """A produce or fetch sent to a replica that is not the partition's leader (or a replica
     the leader does not know); the caller should refresh its view of the leader."""
@@ -178,6 +183,11 @@ class NotEnoughReplicasError(LogstoreError):
 class NotEnoughReplicasAfterAppendError(LogstoreError):
     """An acks=all append written, but the ISR shrank below `min.insync.replicas` before it
     was committed (Kafka's NOT_ENOUGH_REPLICAS_AFTER_APPEND)."""
+
+
+class ProducerIdsUnavailableError(LogstoreError):
+    """A broker of a cluster has no producer id to hand out until the controller's next block
+    arrives; the client retries (Kafka's COORDINATOR_LOAD_IN_PROGRESS)."""
 
 
 class ReplicaNotAvailableError(LogstoreError):

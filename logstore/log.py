@@ -533,6 +533,14 @@ class Log(LogRemoval):
             self._closed = True
             self._release(broker_epoch)
 
+    def abandon(self) -> None:
+        """Let go of the log as a killed process does (fault injection): nothing is flushed,
+        checkpointed or marked clean; the locks are released so that it can be opened again."""
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._release()
+
     def _release(self, broker_epoch: int | None = None) -> None:
         if self._marker is not None:  # last: the marker vouches for every write before it
             self._marker.release(broker_epoch)

@@ -477,6 +477,25 @@ class LogManager:
             self._closed = True
             self._dir_lock.release()
 
+    def abandon(self) -> None:
+        """Let go of the data directory as a killed process does (fault injection): the
+        background tasks stop, and no log is flushed or closed, no checkpoint or clean-shutdown
+        marker written; the locks are released so that it can be opened again."""
+        with self._lock:
+            if self._closed:
+                return
+            self._stop.set()
+            thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join()
+        if self.log_cleaner is not None:
+            self.log_cleaner.stop(wait=True)
+        with self._lock:
+            for log in self.logs():
+                log.abandon()
+            self._closed = True
+            self._dir_lock.release()
+
     def __enter__(self) -> LogManager:
         return self
 

@@ -26,9 +26,8 @@ from logstore.replication.election import (
     ReplicaLogInfo,
     UncleanRecoveryStrategy,
     controlled_shutdown_leader,
-    eligible_leader_replicas,
+    elr_after_isr_change,
     isr_after_fencing,
-    last_known_elr,
     offline_partition_leader,
     preferred_replica_leader,
     reassigned_partition_leader,
@@ -114,11 +113,9 @@ class Controller:
 
     def _set_isr(self, isr: Collection[int], unclean_shutdown: Collection[int] = ()) -> None:
         if self.eligible_leader_replicas_enable:
-            elr = eligible_leader_replicas(self.isr, isr, self.elr, min_insync_replicas=self.min_insync_replicas,
-                                           unclean_shutdown=unclean_shutdown)
-            self.last_known_elr = last_known_elr(self.isr, isr, self.elr, elr, self.last_known_elr,
-                                                 min_insync_replicas=self.min_insync_replicas)
-            self.elr = elr
+            self.elr, self.last_known_elr = elr_after_isr_change(
+                self.isr, isr, self.elr, self.last_known_elr, min_insync_replicas=self.min_insync_replicas,
+                unclean_shutdown=unclean_shutdown)
         self.isr = frozenset(isr)
 
     def _elect_offline(self) -> None:

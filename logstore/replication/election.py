@@ -50,6 +50,35 @@ def offline_partition_leader(
     return Election(None, tuple(isr))
 
 
+def online_partition_leader(
+    assignment: Sequence[int], isr: Collection[int], live: Collection[int], *, elr: Collection[int] = (),
+    current: int | None = None,
+) -> Election:
+    """Kafka's online election: the `current` leader stays while it may lead (no needless
+    move), else the first AR replica that may lead (`offline_partition_leader`'s clean rule)."""
+    if current is not None and current in assignment and _may_lead(current, isr, elr, live):
+        return Election(current, _isr_led_by(current, isr, live))
+    return offline_partition_leader(assignment, isr, live, elr=elr)
+
+
+def last_known_leader(
+    isr: Collection[int], elr: Collection[int], last_known: Sequence[int], live: Collection[int],
+) -> Election:
+    """Balanced recovery without replica log answers (Kafka 4.0's last-known leader): once the
+    ISR and the ELR are empty, the replica that led when the ISR emptied may lead again when it
+    is back, since it held every committed record then. Unclean: the ISR restarts from it."""
+    if not isr and not elr and len(last_known) == 1 and last_known[0] in live:
+        return Election(last_known[0], (last_known[0],), unclean=True)
+    return Election(None, tuple(isr))
+
+
+def moved_leader(to: int, isr: Collection[int], live: Collection[int], *, elr: Collection[int] = ()) -> Election:
+    """An operator's move of leadership to replica `to`: only to a live replica that may lead."""
+    if _may_lead(to, isr, elr, live):
+        return Election(to, _isr_led_by(to, isr, live))
+    return Election(None, tuple(isr))
+
+
 def reassigned_partition_leader(
     reassignment: Sequence[int], isr: Collection[int], live: Collection[int], *, elr: Collection[int] = (),
 ) -> Election:
@@ -133,6 +162,17 @@ class ReplicaLogInfo:
     replica: int
     last_epoch: int  # the latest leader epoch in its epoch cache (-1: none)
     log_end_offset: int
+
+
+def elr_after_isr_change(
+    isr: Collection[int], new_isr: Collection[int], elr: Collection[int], last_known: Collection[int], *,
+    min_insync_replicas: int, unclean_shutdown: Collection[int] = (),
+) -> tuple[frozenset[int], frozenset[int]]:
+    """The ELR and the last-known ELR once the ISR changes from `isr` to `new_isr` (KIP-966):
+    `eligible_leader_replicas`, then `last_known_elr` of it."""
+    new_elr = eligible_leader_replicas(isr, new_isr, elr, min_insync_replicas=min_insync_replicas,
+                                       unclean_shutdown=unclean_shutdown)
+    return new_elr, last_known_elr(isr, new_isr, elr, new_elr, last_known, min_insync_replicas=min_insync_replicas)
 
 
 def last_known_elr(

@@ -20,6 +20,7 @@ from logstore.server.config_entries import (
     topic_entries,
 )
 from logstore.server.context import ServerContext
+from logstore.server.kraft import elect_leaders
 from logstore.server.protocol import Request, api_versions_entries
 from logstore.server.replica_assignment import InvalidReplicaAssignmentError, assigned_partitions
 from logstore.server.topics import (
@@ -155,6 +156,13 @@ class AdminApi:
         return ec.NONE
 
     # ------------------------------------------------------------------ topics
+
+    async def elect_leaders(self, req: Request) -> Any:
+        """ElectLeaders: the active controller holds a cluster's elections; a single node
+        leads every partition already."""
+        if self._ctx.cluster is not None:
+            return await self._ctx.cluster.forward(req)
+        return elect_leaders.standalone(req, lambda t, p: self._ctx.partition(t, p) is not None)
 
     async def create_topics(self, req: Request) -> Any:
         if self._ctx.cluster is not None:  # the active controller creates a cluster's topics

@@ -22,6 +22,7 @@ from logstore.server.offset_delete_api import OffsetDeleteApi
 from logstore.server.protocol import ApiSpec, admin, consumer, metadata, producer
 from logstore.server.transaction_api import TransactionApi
 from logstore.server.txn_describe_api import TxnDescribeApi
+from logstore.server.txn_markers import TxnMarkerApi
 
 
 def declare(*apis: ApiSpec) -> dict[int, ApiSpec]:
@@ -69,6 +70,7 @@ APIS: dict[int, ApiSpec] = declare(
     ApiSpec(producer.EndTxnRequest, producer.EndTxnResponse, 0, 3, TransactionApi.end_txn),
     ApiSpec(producer.TxnOffsetCommitRequest, producer.TxnOffsetCommitResponse, 0, 3,
             TransactionApi.txn_offset_commit),
+    ApiSpec(admin.ElectLeadersRequest, admin.ElectLeadersResponse, 0, 2, AdminApi.elect_leaders),
     ApiSpec(admin.DescribeConfigsRequest, admin.DescribeConfigsResponse, 1, 4, AdminApi.describe_configs),
     ApiSpec(admin.CreatePartitionsRequest, admin.CreatePartitionsResponse, 0, 3, AdminApi.create_partitions),
     ApiSpec(admin.DeleteGroupsRequest, admin.DeleteGroupsResponse, 0, 2, GroupApi.delete_groups),
@@ -87,6 +89,8 @@ APIS: dict[int, ApiSpec] = declare(
             ConsumerGroupApi.consumer_group_heartbeat),
     ApiSpec(kip848.ConsumerGroupDescribeRequest, kip848.ConsumerGroupDescribeResponse, 0, 1,
             ConsumerGroupApi.consumer_group_describe),
+    # sent between the nodes of a cluster: a transaction coordinator to a partition's leader
+    ApiSpec(producer.WriteTxnMarkersRequest, producer.WriteTxnMarkersResponse, 0, 1, TxnMarkerApi.write_txn_markers),
     # v2 filters transactional ids by a Java regular expression: not served
     ApiSpec(admin.ListTransactionsRequest, admin.ListTransactionsResponse, 0, 1, TxnDescribeApi.list_transactions),
 )

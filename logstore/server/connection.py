@@ -17,6 +17,7 @@ from typing import Any
 from logstore.errors import FileSliceTruncatedError
 from logstore.file_slice import FileSlice
 from logstore.server import error_versions
+from logstore.server.control_hooks import ControlHooks
 from logstore.server.protocol import (
     API_VERSIONS_KEY,
     ApiSpec,
@@ -167,12 +168,13 @@ class Connection:
     """Serves one socket until the client leaves, sends a bad frame or the server stops."""
 
     def __init__(self, protocol: FrameProtocol, *, apis: Mapping[int, ApiSpec], handlers: Mapping[int, Handler],
-                 max_request_bytes: int, budget: InFlightBudget):
+                 max_request_bytes: int, budget: InFlightBudget, hooks: ControlHooks | None = None):
         self._protocol = protocol
         self._apis = apis
         self._handlers = handlers
         self._max = max_request_bytes
         self._budget = budget
+        self._hooks = hooks  # the node's ControlHooks (fault injection): they call the handlers
 
     async def serve(self) -> None:
         """Read, handle and answer requests in order; close on any protocol violation."""
@@ -238,7 +240,10 @@ class Connection:
 
     async def _handle(self, request: Request) -> list[Piece] | bool | None:
         try:
-            response = await self._handlers[request.api_key](request)
+            handler = self._handlers[request.api_key]
+            response = await (handler(request) if self._hooks is None else self._hooks.handle(request, handler))
+            if response is False:
+                return False
         except Exception:
             log.exception("closing connection from %s: api %d v%d failed", self._peer(), request.api_key,
                           request.version)

@@ -28,6 +28,10 @@ class ConsumerGroupApi:
 
     async def consumer_group_heartbeat(self, req: Request) -> Any:
         body = req.body
+        error = self._groups.coordinator_error(body.group_id)
+        if error != ec.NONE:
+            return req.response(throttle_time_ms=0, error_code=error, error_message=None, member_id=body.member_id,
+                                member_epoch=body.member_epoch, heartbeat_interval_ms=0, assignment=None)
         owned = None if body.topic_partitions is None else \
             {t.topic_id: frozenset(t.partitions) for t in body.topic_partitions}
         names = None if body.subscribed_topic_names is None else tuple(body.subscribed_topic_names)
@@ -37,6 +41,12 @@ class ConsumerGroupApi:
             subscribed_topic_regex=body.subscribed_topic_regex if req.version >= 1 else None,
             server_assignor=body.server_assignor, owned=owned, client_id=req.client_id or "",
             client_host=CLIENT_HOST), req.version)
+        if result.error == ec.NONE:  # answered once the ISR holds the group's records
+            error = await self._groups.replicated(body.group_id)
+            if error != ec.NONE:
+                return req.response(throttle_time_ms=0, error_code=error, error_message=None,
+                                    member_id=body.member_id, member_epoch=body.member_epoch,
+                                    heartbeat_interval_ms=0, assignment=None)
         assignment = None
         if result.assignment is not None:
             cls = req.spec.response.Assignment
@@ -53,6 +63,8 @@ class ConsumerGroupApi:
         described = []
         for group_id in req.body.group_ids:
             error, message, group = self._groups.consumer_groups.describe(group_id)
+            if self._groups.coordinator_error(group_id) != ec.NONE:
+                error, message, group = self._groups.coordinator_error(group_id), None, None
             if group is None:
                 described.append(cls(error_code=error, error_message=message, group_id=group_id, group_state="Dead",
                                       group_epoch=-1, assignment_epoch=-1, assignor_name="", members=[],

@@ -65,6 +65,14 @@ class ServerContext:
     def node_id(self) -> int:
         return self.meta.node_id
 
+    def partition_exists(self, topic: str, partition: int) -> bool:
+        """Whether the partition exists: held here, or (in a cluster) anywhere the metadata places it."""
+        if self.cluster is not None:
+            info = self.cluster.image.topic(topic)
+            if info is not None:
+                return partition in info.partitions
+        return self.topics.log(topic, partition) is not None
+
     def partition(self, topic: str, partition: int) -> PartitionAccess | None:
         """The partition the handlers read and write, if the node has it: the one way they reach data."""
         log = self.topics.log(topic, partition)

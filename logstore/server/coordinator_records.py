@@ -145,15 +145,16 @@ def transaction_record(txn: TxnMetadata) -> tuple[bytes, bytes]:
 
 
 def append_records(log: Log, records: list[tuple[bytes, bytes | None]], now_ms: int, *,
-                   producer_id: int = -1, producer_epoch: int = -1) -> None:
-    """Append coordinator records as one batch (transactional when a producer id is given)."""
+                   producer_id: int = -1, producer_epoch: int = -1, leader_epoch: int = 0) -> None:
+    """Append coordinator records as one batch (transactional when a producer id is given),
+    stamped with the partition's `leader_epoch`."""
     items = [Record(i, now_ms, key, value) for i, (key, value) in enumerate(records)]
     if producer_id < 0:
-        log.append(items, origin="coordinator")
+        log.append(items, origin="coordinator", leader_epoch=leader_epoch)
         return
     batch = build_batch(items, producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=0,
                         is_transactional=True)
-    log.append(bytearray(batch), origin="coordinator")
+    log.append(bytearray(batch), origin="coordinator", leader_epoch=leader_epoch)
 
 
 def _apply(groups: dict[str, StoredGroup], key: bytes, value: bytes | None, producer_id: int = -1) -> None:

@@ -70,6 +70,9 @@ BROKER_ID_NOT_REGISTERED = 102
 INCONSISTENT_CLUSTER_ID = 104
 TRANSACTIONAL_ID_NOT_FOUND = 105
 INELIGIBLE_REPLICA = 107
+PREFERRED_LEADER_NOT_AVAILABLE = 80
+ELIGIBLE_LEADERS_NOT_AVAILABLE = 83
+ELECTION_NOT_NEEDED = 84
 NEW_LEADER_ELECTED = 108
 FENCED_MEMBER_EPOCH = 110
 UNRELEASED_INSTANCE_ID = 111
@@ -95,7 +98,9 @@ _ENGINE_ERRORS: tuple[tuple[type[BaseException], int], ...] = (
     (errors.InvalidTopicError, INVALID_TOPIC_EXCEPTION),
     (errors.InvalidConfigError, INVALID_CONFIG),
     (errors.NotLeaderOrFollowerError, NOT_LEADER_OR_FOLLOWER),
+    (errors.NotCoordinatorError, NOT_COORDINATOR),
     (errors.NotEnoughReplicasError, NOT_ENOUGH_REPLICAS),
+    (errors.ProducerIdsUnavailableError, COORDINATOR_LOAD_IN_PROGRESS),
     (errors.FencedLeaderEpochError, FENCED_LEADER_EPOCH),
     (errors.UnknownLeaderEpochError, UNKNOWN_LEADER_EPOCH),
     (errors.DescriptorLimitError, KAFKA_STORAGE_ERROR),  # Kafka's answer to an IOException of the log

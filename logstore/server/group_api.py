@@ -8,10 +8,13 @@ from typing import Any
 
 from logstore.server import error_codes as ec
 from logstore.server.context import ServerContext
+from logstore.server.coordinator_partitions import CoordinatorPartitions
 from logstore.server.group_coordinator import GroupCoordinator
 from logstore.server.group_metadata import DEAD
-from logstore.server.group_results import OffsetCommitEntry
+from logstore.server.group_results import OffsetCommitEntry, SyncResult
 from logstore.server.protocol import Request
+
+GROUP_KEY, TRANSACTION_KEY = 0, 1  # FindCoordinator's key types
 
 
 def commit_entries(topics: list) -> list[OffsetCommitEntry]:
@@ -23,20 +26,41 @@ def commit_entries(topics: list) -> list[OffsetCommitEntry]:
 class GroupApi:
     """The group APIs over the node's GroupCoordinator."""
 
-    def __init__(self, ctx: ServerContext, groups: GroupCoordinator):
+    def __init__(self, ctx: ServerContext, groups: GroupCoordinator, txn_partitions: CoordinatorPartitions):
         self._ctx = ctx
         self._groups = groups
+        self._txn_partitions = txn_partitions  # FindCoordinator of transactional ids
 
     async def find_coordinator(self, req: Request) -> Any:
         body = req.body
-        ctx = self._ctx
+        key_type = body.key_type if req.version >= 1 else GROUP_KEY
         if req.version >= 4:
             cls = req.spec.response.Coordinator
-            coordinators = [cls(key=key, node_id=ctx.node_id, host=ctx.host, port=ctx.port, error_code=ec.NONE,
-                                error_message=None) for key in body.coordinator_keys]
+            coordinators = []
+            for key in body.coordinator_keys:
+                error, node_id, host, port = self._coordinator(key_type, key)
+                coordinators.append(cls(key=key, node_id=node_id, host=host, port=port, error_code=error,
+                                        error_message=None))
             return req.response(throttle_time_ms=0, coordinators=coordinators)
-        return req.response(throttle_time_ms=0, error_code=ec.NONE, error_message=None, node_id=ctx.node_id,
-                            host=ctx.host, port=ctx.port)
+        error, node_id, host, port = self._coordinator(key_type, body.key)
+        return req.response(throttle_time_ms=0, error_code=error, error_message=None, node_id=node_id, host=host,
+                            port=port)
+
+    def _coordinator(self, key_type: int, key: str) -> tuple[int, int, str, int]:
+        """(error, node id, host, port) of the coordinator of a group or transactional id: this
+        node on a single node, the leader of the key's partition in a cluster."""
+        partitions = {GROUP_KEY: self._groups.coordinated, TRANSACTION_KEY: self._txn_partitions}.get(key_type)
+        if partitions is None:
+            return ec.INVALID_REQUEST, -1, "", -1
+        error, node_id = partitions.leader_of(key)
+        if error != ec.NONE:
+            return error, -1, "", -1
+        if node_id == self._ctx.node_id:
+            return ec.NONE, node_id, self._ctx.host, self._ctx.port
+        address = next(((h, p) for b, h, p, _rack in self._ctx.cluster.brokers() if b == node_id), None)
+        if address is None:  # fenced, or not on the clients' listener
+            return ec.COORDINATOR_NOT_AVAILABLE, -1, "", -1
+        return ec.NONE, node_id, *address
 
     async def join_group(self, req: Request) -> Any:
         body = req.body
@@ -60,6 +84,10 @@ class GroupApi:
         body = req.body
         result = await self._groups.sync(body.group_id, body.member_id, body.group_instance_id, body.generation_id,
                                          {a.member_id: bytes(a.assignment) for a in body.assignments})
+        if result.error == ec.NONE and body.assignments:  # the leader's: the group's record first held by the ISR
+            error = await self._groups.replicated(body.group_id)
+            if error != ec.NONE:
+                result = SyncResult(error)
         return req.response(throttle_time_ms=0, error_code=result.error, protocol_type=result.protocol_type,
                             protocol_name=result.protocol, assignment=result.assignment)
 
@@ -84,6 +112,8 @@ class GroupApi:
         body = req.body
         error, errors = self._groups.commit_offsets(body.group_id, body.member_id, body.generation_id_or_member_epoch,
                                                     body.group_instance_id, commit_entries(body.topics))
+        if error == ec.NONE:  # answered once the ISR holds the commit (Kafka's acks=-1 append)
+            error = await self._groups.replicated(body.group_id)
         cls = req.spec.response.OffsetCommitResponseTopic
         return req.response(throttle_time_ms=0, topics=[cls(name=t.name, partitions=[
             cls.OffsetCommitResponsePartition(partition_index=p.partition_index,
@@ -96,15 +126,17 @@ class GroupApi:
             cls = req.spec.response.OffsetFetchResponseGroup
             groups = []
             for g in body.groups:
-                error = self._groups.fetch_member_error(g.group_id, g.member_id, g.member_epoch) \
-                    if req.version >= 9 else ec.NONE
+                error = self._groups.coordinator_error(g.group_id)
+                if error == ec.NONE and req.version >= 9:
+                    error = self._groups.fetch_member_error(g.group_id, g.member_id, g.member_epoch)
                 topics = self._fetched(cls.OffsetFetchResponseTopics, g.topics, g.group_id, body.require_stable) \
                     if error == ec.NONE else []
                 groups.append(cls(group_id=g.group_id, topics=topics, error_code=error))
             return req.response(throttle_time_ms=0, groups=groups)
-        topics = self._fetched(req.spec.response.OffsetFetchResponseTopic, body.topics, body.group_id,
-                               body.require_stable)
-        return req.response(throttle_time_ms=0, topics=topics, error_code=ec.NONE)
+        error = self._groups.coordinator_error(body.group_id)
+        topics = [] if error != ec.NONE else self._fetched(req.spec.response.OffsetFetchResponseTopic, body.topics,
+                                                           body.group_id, body.require_stable)
+        return req.response(throttle_time_ms=0, topics=topics, error_code=error)
 
     def _fetched(self, cls: Any, asked: list | None, group_id: str, require_stable: bool) -> list:
         """The committed offsets of the `asked` topics (None: all), as `cls` entries."""
@@ -121,6 +153,11 @@ class GroupApi:
         cls = req.spec.response.DescribedGroup
         described = []
         for group_id in req.body.groups:
+            error = self._groups.coordinator_error(group_id)
+            if error != ec.NONE:
+                described.append(cls(error_code=error, group_id=group_id, group_state="", protocol_type="",
+                                     protocol_data="", members=[]))
+                continue
             group = self._groups.describe(group_id)
             if group is None or group.consumer is not None:  # Kafka 4.0: a KIP-848 group is not described here
                 described.append(cls(error_code=ec.NONE, group_id=group_id, group_state=DEAD, protocol_type="",

@@ -15,10 +15,7 @@ from logstore.errors import LogstoreError
 from logstore.server import error_codes as ec
 from logstore.server.consumer_group_coordinator import ConsumerGroupCoordinator
 from logstore.server.context import ServerContext
-from logstore.server.coordinator_records import (
-    append_records,
-    offset_record,
-)
+from logstore.server.coordinator_records import offset_record
 from logstore.server.group_metadata import (
     COMPLETING,
     DEAD,
@@ -44,8 +41,9 @@ logger = logging.getLogger("logstore.server")
 
 
 class GroupCoordinator(GroupStore):
-    """Every group of the node (this node coordinates all __consumer_offsets partitions): the
-    rebalance protocol and the timers over the groups and offsets GroupStore keeps."""
+    """Every group the node coordinates (all of them on a single node; in a cluster those of
+    the __consumer_offsets partitions it leads): the rebalance protocol and the timers over the
+    groups and offsets GroupStore keeps."""
 
     def __init__(self, ctx: ServerContext):
         super().__init__(ctx)
@@ -57,7 +55,7 @@ class GroupCoordinator(GroupStore):
 
     def _append_group_records(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> None:
         if records:
-            append_records(self._offsets_log(group_id), records, self._now_ms())
+            self._append(group_id, records, self._now_ms())
 
     # ------------------------------------------------------------------ timers
 
@@ -97,6 +95,19 @@ class GroupCoordinator(GroupStore):
         for future in (member.join, member.sync):
             if future is not None and not future.done():
                 future.set_result(ec.UNKNOWN_MEMBER_ID)
+
+    def _unload(self, partition: int) -> list[Group]:
+        """Another node coordinates these groups now: their rebalances stop and the members
+        waiting in JoinGroup or SyncGroup are answered NOT_COORDINATOR, to find the new one."""
+        gone = super()._unload(partition)
+        for group in gone:
+            if group.rebalance is not None:
+                group.rebalance.cancel()
+            for member in group.members.values():
+                for future in (member.join, member.sync):
+                    if future is not None and not future.done():
+                        future.set_result(ec.NOT_COORDINATOR)
+        return gone
 
     def _member_left(self, group: Group) -> None:
         if group.members:
@@ -185,6 +196,8 @@ class GroupCoordinator(GroupStore):
         config = self._ctx.config
         if not group_id or not group_id_fits(group_id):
             return ec.INVALID_GROUP_ID
+        if self.coordinator_error(group_id) != ec.NONE:
+            return self.coordinator_error(group_id)
         if not config.group_min_session_timeout_ms <= session_timeout_ms <= config.group_max_session_timeout_ms:
             return ec.INVALID_SESSION_TIMEOUT
         if not protocol_type or not protocols:  # Kafka's supportsProtocols
@@ -287,6 +300,8 @@ class GroupCoordinator(GroupStore):
     async def sync(self, group_id: str, member_id: str, instance_id: str | None, generation: int,
                    assignments: dict[str, bytes]) -> SyncResult:
         """SyncGroup: the leader's `assignments` complete the rebalance; the others wait for them."""
+        if self.coordinator_error(group_id) != ec.NONE:
+            return SyncResult(self.coordinator_error(group_id))
         group = self._group(group_id)
 
         def answer(error: int, assignment: bytes = b"") -> SyncResult:
@@ -325,6 +340,8 @@ class GroupCoordinator(GroupStore):
 
     def heartbeat(self, group_id: str, member_id: str, instance_id: str | None, generation: int) -> int:
         """Heartbeat: keeps the member's session; REBALANCE_IN_PROGRESS tells it to rejoin."""
+        if self.coordinator_error(group_id) != ec.NONE:
+            return self.coordinator_error(group_id)
         group = self._group(group_id)
         error = ec.UNKNOWN_MEMBER_ID if group is None else group.member_error(member_id, instance_id)
         if error == ec.NONE:
@@ -339,6 +356,8 @@ class GroupCoordinator(GroupStore):
     def leave(self, group_id: str, leaving: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
         """LeaveGroup of (member id, instance id) pairs, an empty member id naming a static member
         by its instance id: the group's error and each member's."""
+        if self.coordinator_error(group_id) != ec.NONE:
+            return self.coordinator_error(group_id), [self.coordinator_error(group_id)] * len(leaving)
         group = self._group(group_id)
         errors = []
         removed = False
@@ -380,6 +399,8 @@ class GroupCoordinator(GroupStore):
     def delete(self, group_id: str) -> int:
         """DeleteGroups of one group: its offsets and metadata get tombstones; NON_EMPTY_GROUP
         while it has members."""
+        if self.coordinator_error(group_id) != ec.NONE:
+            return self.coordinator_error(group_id)
         group = self._group(group_id)
         if group is None or group.state == DEAD:
             return ec.GROUP_ID_NOT_FOUND
@@ -388,7 +409,7 @@ class GroupCoordinator(GroupStore):
         records = [offset_record(group_id, t, p, None) for t, p in group.offsets]
         records += group_tombstones(group)
         try:
-            append_records(self._offsets_log(group_id), records, self._now_ms())
+            self._append(group_id, records, self._now_ms())
         except LogstoreError as exc:
             return ec.for_exception(exc)
         del self._groups[group_id]
@@ -399,3 +420,4 @@ class GroupCoordinator(GroupStore):
         for task in [self._timers, *(g.rebalance for g in self._groups.values())]:
             if task is not None:
                 task.cancel()
+        self.coordinated.close()

@@ -8,14 +8,14 @@ from __future__ import annotations
 import logging
 
 from logstore.errors import LogstoreError
-from logstore.log import Log
 from logstore.server import error_codes as ec
 from logstore.server.consumer_protocol import CONSUMER_PROTOCOL_TYPE, subscribed_topics
 from logstore.server.context import ServerContext
+from logstore.server.coordinator_partitions import CoordinatorPartitions
 from logstore.server.coordinator_records import (
     OFFSETS_TOPIC,
     OffsetAndMetadata,
-    append_records,
+    StoredGroup,
     group_record,
     offset_record,
     partition_for,
@@ -43,15 +43,17 @@ class GroupStore:
     def __init__(self, ctx: ServerContext):
         self._ctx = ctx
         self._groups: dict[str, Group] = {}
-        self._partitions = ctx.topics.coordinator_partition_count(OFFSETS_TOPIC, ctx.config.offsets_topic_num_partitions)
-        for p in range(self._partitions):
-            log = ctx.manager.get(OFFSETS_TOPIC, p)
-            if log is not None:
-                self._load(log)
+        config = ctx.config
+        # a single node coordinates every partition; a cluster's node those it leads (load on election)
+        self.coordinated = CoordinatorPartitions(ctx, OFFSETS_TOPIC, config.offsets_topic_num_partitions,
+                                                 config.offsets_topic_replication_factor, replay_groups,
+                                                 self._install, self._unload)
+        self.coordinated.load_standalone()
 
-    def _load(self, log: Log) -> None:
+    def _install(self, partition: int, stored_groups: dict[str, StoredGroup]) -> None:
+        """Take on the groups replayed from one __consumer_offsets partition."""
         now = self._now_ms()
-        for stored in replay_groups(log).values():
+        for stored in stored_groups.values():
             if stored.deleted and not stored.offsets and stored.consumer is None:
                 continue
             group = Group(stored.group_id, generation=stored.generation, protocol_type=stored.protocol_type,
@@ -69,22 +71,38 @@ class GroupStore:
                 stored.consumer.resume(now)
             self._groups[group.group_id] = group
 
+    def _unload(self, partition: int) -> list[Group]:
+        """Forget the groups of a partition another node now leads: the removed groups."""
+        count = self.coordinated.count()
+        gone = [g for g in self._groups.values() if partition_for(g.group_id, count) == partition]
+        for group in gone:
+            del self._groups[group.group_id]
+        return gone
+
     # ------------------------------------------------------------------ storage
 
-    def _offsets_log(self, group_id: str) -> Log:
-        return self._ctx.topics.log(OFFSETS_TOPIC, self.offsets_partition(group_id))
-
     def offsets_partition(self, group_id: str) -> int:
-        """The __consumer_offsets partition of `group_id` (the topic is created on first use)."""
-        self._ctx.topics.ensure_internal(OFFSETS_TOPIC, self._partitions)
-        return partition_for(group_id, self._partitions)
+        """The __consumer_offsets partition of `group_id` (on a single node the topic is created on first use)."""
+        return self.coordinated.partition_of(group_id)
+
+    def coordinator_error(self, group_id: str) -> int:
+        """NONE where this node coordinates `group_id`, else NOT_COORDINATOR or
+        COORDINATOR_LOAD_IN_PROGRESS (what a group request is answered then)."""
+        return self.coordinated.error(group_id)
+
+    async def replicated(self, group_id: str) -> int:
+        """After a write for `group_id`: wait until the ISR of its partition holds it (an error code)."""
+        return await self.coordinated.replicated(group_id)
+
+    def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]], now_ms: int, *,
+                producer_id: int = -1, producer_epoch: int = -1) -> None:
+        self.coordinated.append(group_id, records, now_ms, producer_id=producer_id, producer_epoch=producer_epoch)
 
     def _now_ms(self) -> int:
         return self._ctx.clock.time_ms()
 
     def _store_group(self, group: Group) -> None:
-        append_records(self._offsets_log(group.group_id), [group_record(group.group_id, group.stored())],
-                       self._now_ms())
+        self._append(group.group_id, [group_record(group.group_id, group.stored())], self._now_ms())
 
     def _group(self, group_id: str, create: bool = False) -> Group | None:
         group = self._groups.get(group_id)
@@ -119,8 +137,7 @@ class GroupStore:
         """Write offsets (transactional ones wait for their marker); returns an error code."""
         records = [offset_record(group_id, t, p, om) for (t, p), om in offsets.items()]
         try:
-            append_records(self._offsets_log(group_id), records, self._now_ms(), producer_id=producer_id,
-                           producer_epoch=producer_epoch)
+            self._append(group_id, records, self._now_ms(), producer_id=producer_id, producer_epoch=producer_epoch)
         except LogstoreError as exc:
             return ec.for_exception(exc)
         group = self._group(group_id, create=True)
@@ -134,6 +151,8 @@ class GroupStore:
         """OffsetDelete as Kafka's coordinator rules it: (group error, error per partition).
         An Empty group loses any offsets; a consumer group only those of topics no member
         subscribes to (GROUP_SUBSCRIBED_TO_TOPIC); another non-empty group none (NON_EMPTY_GROUP)."""
+        if self.coordinator_error(group_id) != ec.NONE:
+            return self.coordinator_error(group_id), {}
         group = self._group(group_id)
         if group is None or group.state == DEAD:
             return ec.GROUP_ID_NOT_FOUND, {}
@@ -149,8 +168,7 @@ class GroupStore:
         deleted = [tp for tp, error in errors.items() if error == ec.NONE and tp in group.offsets]
         try:
             if deleted:
-                append_records(self._offsets_log(group_id), [offset_record(group_id, t, p, None) for t, p in deleted],
-                               self._now_ms())
+                self._append(group_id, [offset_record(group_id, t, p, None) for t, p in deleted], self._now_ms())
         except LogstoreError as exc:
             return ec.for_exception(exc), {}
         for tp in deleted:
@@ -174,7 +192,7 @@ class GroupStore:
         for e in entries:
             tp = (e.topic, e.partition)
             metadata = e.metadata or ""
-            if self._ctx.partition(*tp) is None:
+            if not self._ctx.partition_exists(*tp):
                 errors[tp] = ec.UNKNOWN_TOPIC_OR_PARTITION
             elif len(metadata) > self._ctx.config.offset_metadata_max_bytes:
                 errors[tp] = ec.OFFSET_METADATA_TOO_LARGE
@@ -189,6 +207,8 @@ class GroupStore:
         group = self._group(group_id)
         if not group_id_fits(group_id):  # an empty id is a simple commit, as in Kafka
             error = ec.INVALID_GROUP_ID
+        elif self.coordinator_error(group_id) != ec.NONE:
+            error = self.coordinator_error(group_id)
         else:
             error = self.check_member(group_id, member_id, generation, instance_id)
         if error == ec.NONE and group is not None and group.state == COMPLETING:
@@ -242,7 +262,7 @@ class GroupStore:
             if dead:
                 records += group_tombstones(group)
             try:
-                append_records(self._offsets_log(group.group_id), records, now_ms)
+                self._append(group.group_id, records, now_ms)
             except LogstoreError as exc:
                 logger.warning("expiring offsets of group %r failed, tried again at the next check: %s",
                                group.group_id, exc)

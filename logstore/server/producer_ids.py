@@ -1,24 +1,76 @@
 """Producer ids: handed out above every id any log of the node has seen, so a restarted node
-never gives a new producer the id of one whose sequences the logs still remember."""
+never gives a new producer the id of one whose sequences the logs still remember. In a cluster
+they come from blocks the active controller allocates (AllocateProducerIds), as Kafka's brokers
+take theirs, so two brokers never give two producers one id."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+from logstore.errors import ProducerIdsUnavailableError
 from logstore.manager import LogManager
+
+log = logging.getLogger("logstore.server")
+PREFETCH_FRACTION = 0.1  # the next block is asked for once this much of the current one is left, as Kafka does
 
 
 class ProducerIdManager:
     """Allocates producer ids, starting above the largest id in any log's producer state."""
 
     def __init__(self, manager: LogManager):
-        seen = [pid for log in manager.logs() for pid in log.producer_state.producers]
+        seen = [pid for log_ in manager.logs() for pid in log_.producer_state.producers]
         self._next = max(seen, default=-1) + 1
+        self._blocks: Callable[[], Awaitable[range]] | None = None
+        self._block = range(0)  # the ids left in the current block
+        self._block_size = 0
+        self._prefetched: range | None = None
+        self._fetching: asyncio.Task | None = None
+
+    def fetch_blocks_from(self, blocks: Callable[[], Awaitable[range]]) -> None:
+        """Hand out ids only from the blocks `blocks()` returns (the controller's); the first
+        is asked for now. Call on the server's event loop."""
+        self._blocks = blocks
+        self._prefetch()
 
     def observe(self, producer_id: int) -> None:
         """Never hand out `producer_id` or below (an id found in the transaction log)."""
         self._next = max(self._next, producer_id + 1)
 
     def allocate(self) -> int:
-        """A producer id no producer of this node has used."""
-        producer_id = self._next
-        self._next += 1
-        return producer_id
+        """A producer id no producer of this node (of the cluster, with blocks) has used.
+        Raises ProducerIdsUnavailableError while a cluster's broker waits for its next block."""
+        if self._blocks is None:
+            producer_id = self._next
+            self._next += 1
+            return producer_id
+        while True:
+            if not self._block and self._prefetched is not None:
+                self._block, self._prefetched = self._prefetched, None
+                self._block_size = len(self._block)
+            if not self._block:
+                self._prefetch()
+                raise ProducerIdsUnavailableError("no producer id until the controller's next block arrives")
+            producer_id, self._block = self._block[0], self._block[1:]
+            if len(self._block) < PREFETCH_FRACTION * self._block_size:
+                self._prefetch()
+            if producer_id >= self._next:
+                self._next = producer_id + 1
+                return producer_id
+
+    def _prefetch(self) -> None:
+        if self._prefetched is not None or (self._fetching is not None and not self._fetching.done()):
+            return
+        self._fetching = asyncio.get_running_loop().create_task(self._fetch())
+
+    async def _fetch(self) -> None:
+        try:
+            self._prefetched = await self._blocks()
+        except (ConnectionError, ProducerIdsUnavailableError) as exc:  # asked again on the next allocate
+            log.info("no block of producer ids from the controller: %s", exc)
+
+    async def close(self) -> None:
+        """Stop asking for a block."""
+        if self._fetching is not None:
+            self._fetching.cancel()

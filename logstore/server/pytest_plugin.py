@@ -3,7 +3,10 @@
 `kafka_broker` is a running `KafkaServer` on an ephemeral port over a temporary data
 directory (function scope by default; `kafka_broker_scope = session` in the ini file shares
 one per session). `@pytest.mark.kafka_broker_config({...})` on a test or module sets broker
-configs for it. `kafka_broker_session` is always session-scoped. Registered through the
+configs for it. `kafka_broker_session` is always session-scoped. `kafka_cluster` is a running
+KafkaCluster (3 nodes in this process unless `@pytest.mark.kafka_cluster(nodes=..., processes=...,
+config={...})` or an indirect parameter of those keyword arguments says otherwise), with its
+fault-injection API. Registered through the
 `pytest11` entry point, so installing logstore is enough; the server (and its extra,
 `logstore[server]`) is imported only when a fixture is used.
 """
@@ -18,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
+    from logstore.server.cluster import KafkaCluster
     from logstore.server.server import KafkaServer
 
 # Quick to start and to rebalance: tests want groups to form at once.
@@ -36,6 +40,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "kafka_broker_config(configs): broker configs (a dict) "
                                        "for the kafka_broker fixture, over TEST_BROKER_CONFIG")
+    config.addinivalue_line("markers", "kafka_cluster(**options): KafkaCluster options (nodes, processes, "
+                                       "config, node_configs) for the kafka_cluster fixture")
 
 
 def _scope(fixture_name: str, config: pytest.Config) -> str:
@@ -72,3 +78,23 @@ def kafka_broker_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[K
     """One broker for the whole session."""
     with serve_broker(tmp_path_factory.mktemp("kafka-broker")) as server:
         yield server
+
+
+def cluster_options(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The KafkaCluster options for a `kafka_cluster` fixture: the closest `kafka_cluster` mark,
+    then an indirect parameter (a dict) over it; `config` goes over TEST_BROKER_CONFIG."""
+    marker = request.node.get_closest_marker("kafka_cluster")
+    options = {**(marker.kwargs if marker else {}), **getattr(request, "param", {})}
+    options["config"] = {**TEST_BROKER_CONFIG, **options.get("config", {})}
+    return options
+
+
+@pytest.fixture
+def kafka_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    """A running KRaft cluster of `logstore serve` nodes (node 1 the controller and a broker);
+    `kafka_cluster.bootstrap_servers` lists its brokers, `kafka_cluster.node(n)` stops, kills,
+    power-cuts and restarts one."""
+    from logstore.server.cluster import KafkaCluster
+
+    with KafkaCluster(data_dir=tmp_path_factory.mktemp("kafka-cluster"), **cluster_options(request)) as cluster:
+        yield cluster

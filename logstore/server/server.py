@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from logstore.server.broker_config import BrokerConfig
 from logstore.server.connection import Connection, FrameProtocol, Handler, InFlightBudget
 from logstore.server.consumer_group_api import ConsumerGroupApi
 from logstore.server.context import ServerContext
+from logstore.server.control_hooks import ControlHooks
 from logstore.server.data_api import DataApi
 from logstore.server.describe_api import DescribeApi
 from logstore.server.group_api import GroupApi
@@ -32,6 +33,7 @@ from logstore.server.topics import Topics, reserve_descriptors
 from logstore.server.transaction_api import TransactionApi
 from logstore.server.transactions import TransactionCoordinator
 from logstore.server.txn_describe_api import TxnDescribeApi
+from logstore.server.txn_markers import TxnMarkerApi
 
 UNLIMITED_QUEUE_BYTES = 2**62
 
@@ -42,14 +44,16 @@ class KafkaServer:
     `config` is a BrokerConfig, a mapping of Kafka broker keys, or a `server.properties` path.
     `cleaner` (compaction.LogCleaner) and `retention` (retention.apply_retention) are handed to
     the LogManager; without them nothing is cleaned or deleted by age or size. `cluster_id` is the
-    one a new data directory is formatted with (every node of a cluster needs the same).
+    one a new data directory is formatted with (every node of a cluster needs the same). `hooks`
+    (ControlHooks) answer or hold requests before their handlers, for fault-injection tests.
     Use as a context manager, or call start() and stop(); `port` is the bound port.
     """
 
     def __init__(self, data_dir: str | os.PathLike[str], *, host: str = "127.0.0.1", port: int = 9092,
                  config: BrokerConfig | Mapping[str, Any] | str | os.PathLike[str] | None = None,
                  cleaner: CleanerFactory | None = None, retention: RetentionPass | None = None,
-                 clock: Clock | None = None, advertised_host: str | None = None, cluster_id: str | None = None):
+                 clock: Clock | None = None, advertised_host: str | None = None, cluster_id: str | None = None,
+                 hooks: ControlHooks | None = None):
         self.data_dir = Path(data_dir)
         if isinstance(config, BrokerConfig):
             self.config = config
@@ -75,7 +79,10 @@ class KafkaServer:
         self.port: int | None = None
         self._groups: GroupCoordinator | None = None
         self._txns: TransactionCoordinator | None = None
+        self._producer_ids: ProducerIdManager | None = None
         self.cluster: ClusterNode | None = None  # the KRaft roles, when process.roles is set
+        self.hooks = hooks or ControlHooks(self.config.node_id)  # fault injection: per-API hooks, cut links
+        self._killed = False
 
     # ------------------------------------------------------------------ life cycle
 
@@ -87,6 +94,7 @@ class KafkaServer:
         if self._thread is not None:
             return self
         self._ready.clear()
+        self._killed = False
         self._thread = threading.Thread(target=self._run, name="logstore-kafka-server", daemon=True)
         self._thread.start()
         self._ready.wait()
@@ -99,11 +107,20 @@ class KafkaServer:
 
     def stop(self) -> None:
         """Close the listener and every connection, then the logs (clean shutdown). Idempotent."""
+        self._end(self._shutdown)
+
+    def kill(self) -> None:
+        """Stop as a killed process stops, for fault-injection tests: the listeners and every
+        connection close, but no log is flushed, checkpointed or marked clean, and the controller
+        is not told (it fences this broker when its session runs out). Idempotent."""
+        self._end(self._crash)
+
+    def _end(self, how: Callable[[], Coroutine[Any, Any, None]]) -> None:
         thread, loop = self._thread, self._loop
         if thread is None or loop is None:
             return
         with contextlib.suppress(RuntimeError):
-            asyncio.run_coroutine_threadsafe(self._shutdown(), loop).result()
+            asyncio.run_coroutine_threadsafe(how(), loop).result()
         thread.join()
         self._thread = None
 
@@ -122,6 +139,14 @@ class KafkaServer:
         if self._thread is None or loop is None:
             raise RuntimeError("the server is not running")
         asyncio.run_coroutine_threadsafe(self._check_timers(), loop).result()
+
+    def move_leader(self, topic: str, partition: int, to_node: int) -> int:
+        """On the active controller's node: move the partition's leadership to `to_node`, a live
+        in-sync replica; returns the new leader epoch (`ClusterNode.move_leader`)."""
+        loop = self._loop
+        if self._thread is None or loop is None or self.cluster is None:
+            raise RuntimeError("the server is not a running cluster node")
+        return asyncio.run_coroutine_threadsafe(self.cluster.move_leader(topic, partition, to_node), loop).result()
 
     async def _check_timers(self) -> None:
         if self.cluster is not None:
@@ -157,7 +182,7 @@ class KafkaServer:
         if self.context is not None:  # an append or read cancelled with its connection ends first
             self.context.disk.shutdown(wait=True)
         if self.manager is not None:
-            self.manager.close()
+            (self.manager.abandon if self._killed else self.manager.close)()
 
     async def _open(self) -> None:
         config = self.config
@@ -177,7 +202,8 @@ class KafkaServer:
 
         def serve(protocol: FrameProtocol) -> None:
             connection = Connection(protocol, apis=APIS, handlers=handlers,
-                                    max_request_bytes=config.socket_request_max_bytes, budget=budget)
+                                    max_request_bytes=config.socket_request_max_bytes, budget=budget,
+                                    hooks=self.hooks)
             task = loop.create_task(connection.serve())
             self._connections.add(task)
             task.add_done_callback(self._connections.discard)
@@ -186,25 +212,47 @@ class KafkaServer:
         self.port = self._server.sockets[0].getsockname()[1]
         ctx.port = self.port
         if config.quorum is not None:
-            self.cluster = ClusterNode(config, self.data_dir, meta, self._clock)
+            self.cluster = ClusterNode(config, self.data_dir, meta, self._clock, hooks=self.hooks)
+            self.cluster.metadata_listeners.append(self._follow_coordinator_leaders)
             await self.cluster.open(ctx)
+            if self.cluster.producer_id_blocks is not None:
+                self._producer_ids.fetch_blocks_from(self.cluster.producer_id_blocks)
         self._groups.start()
         self._txns.start()
         self.manager.start()
 
+    def _follow_coordinator_leaders(self) -> None:
+        """In a cluster: the coordinators load the __consumer_offsets and __transaction_state
+        partitions this node has become the leader of and unload those it no longer leads;
+        a broker whose current registration the metadata does not show unfenced yet (a restart
+        replaying the metadata it had) coordinates none."""
+        if self.context is None or self.context.cluster is None:
+            return
+        image, lifecycle, node_id = self.context.cluster.image, self.cluster.lifecycle, self.context.node_id
+        info = image.brokers.get(node_id)
+        current = lifecycle is not None and info is not None and info.broker_epoch == lifecycle.broker_epoch \
+            and not image.registry.is_fenced(node_id)
+        self._groups.coordinated.follow_metadata(current)
+        self._txns.coordinated.follow_metadata(current)
+
     def _build_handlers(self, ctx: ServerContext) -> dict[int, Handler]:
         self._groups = GroupCoordinator(ctx)
-        self._txns = TransactionCoordinator(ctx, self._groups, ProducerIdManager(ctx.manager))
-        return bind(APIS, (AdminApi(ctx), DataApi(ctx), GroupApi(ctx, self._groups), TransactionApi(self._txns),
-                           DescribeApi(ctx), OffsetDeleteApi(ctx, self._groups), TxnDescribeApi(ctx, self._txns),
-                           ConsumerGroupApi(ctx, self._groups)))
+        self._producer_ids = ProducerIdManager(ctx.manager)
+        self._txns = TransactionCoordinator(ctx, self._groups, self._producer_ids)
+        return bind(APIS, (AdminApi(ctx), DataApi(ctx), GroupApi(ctx, self._groups, self._txns.coordinated),
+                           TransactionApi(self._txns, self._groups), DescribeApi(ctx), OffsetDeleteApi(ctx, self._groups),
+                           TxnDescribeApi(ctx, self._txns), ConsumerGroupApi(ctx, self._groups),
+                           TxnMarkerApi(ctx, self._groups)))
 
     async def _shutdown(self) -> None:
+        if self._producer_ids is not None:
+            await self._producer_ids.close()
         if self.cluster is not None:
             await self.cluster.close()
-        for coordinator in (self._groups, self._txns):
-            if coordinator is not None:
-                coordinator.close()
+        if self._groups is not None:
+            self._groups.close()
+        if self._txns is not None:
+            await self._txns.close()
         if self._server is not None:
             self._server.close()
         for task in list(self._connections):
@@ -213,4 +261,19 @@ class KafkaServer:
             await asyncio.gather(*self._connections, return_exceptions=True)
         if self._server is not None:
             await self._server.wait_closed()
+        asyncio.get_running_loop().stop()
+
+    async def _crash(self) -> None:
+        """What a kill leaves: listeners and connections closed, every task stopped where it
+        was, nothing written on the way out (the logs are abandoned after the loop stops)."""
+        self._killed = True
+        if self.cluster is not None:
+            await self.cluster.close(controlled=False)
+        if self._server is not None:
+            self._server.close()
+        current = asyncio.current_task()
+        tasks = [t for t in asyncio.all_tasks() if t is not current]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         asyncio.get_running_loop().stop()

@@ -11,14 +11,13 @@ import asyncio
 import logging
 
 from logstore.errors import LogstoreError
-from logstore.records.control import build_control_batch
 from logstore.server import error_codes as ec
 from logstore.server.context import ServerContext
+from logstore.server.coordinator_partitions import CoordinatorPartitions
 from logstore.server.coordinator_records import (
     OFFSETS_TOPIC,
     TRANSACTION_TOPIC,
     TxnMetadata,
-    append_records,
     partition_for,
     replay_transactions,
     transaction_record,
@@ -27,9 +26,9 @@ from logstore.server.group_coordinator import GroupCoordinator
 from logstore.server.group_metadata import group_id_fits
 from logstore.server.group_results import OffsetCommitEntry
 from logstore.server.producer_ids import ProducerIdManager
+from logstore.server.txn_markers import MarkerSender, leader_epoch, write_marker
 
 EMPTY, ONGOING, PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT = 0, 1, 2, 3, 4, 5
-COORDINATOR_EPOCH = 0
 MAX_EPOCH = 32_766  # Short.MAX_VALUE - 1: past it a producer gets a new id
 TIMEOUT_CHECK_S = 1.0
 
@@ -44,29 +43,53 @@ class TransactionCoordinator:
         self._groups = groups
         self._ids = producer_ids
         self._txns: dict[str, TxnMetadata] = {}
-        self._partitions = ctx.topics.coordinator_partition_count(TRANSACTION_TOPIC,
-                                                                  ctx.config.transaction_state_log_num_partitions)
+        config = ctx.config
+        # a single node coordinates every partition; a cluster's node those it leads (load on election)
+        self.coordinated = CoordinatorPartitions(ctx, TRANSACTION_TOPIC, config.transaction_state_log_num_partitions,
+                                                 config.transaction_state_log_replication_factor,
+                                                 replay_transactions, self._install, self._unload)
+        self._markers = MarkerSender(ctx)
+        self._sending: dict[str, asyncio.Task] = {}  # markers on their way to other nodes' partitions
         self._timeouts: asyncio.Task | None = None
-        for p in range(self._partitions):
-            log = ctx.manager.get(TRANSACTION_TOPIC, p)
-            if log is not None:
-                self._txns.update(replay_transactions(log))
-        for txn in self._txns.values():
+        self.coordinated.load_standalone()
+
+    def _install(self, partition: int, txns: dict[str, TxnMetadata]) -> None:
+        """Take on the transactions replayed from one __transaction_state partition: one
+        decided but not completed (its coordinator stopped between prepare and complete) goes on
+        to its markers now; an Ongoing one is aborted once it times out."""
+        self._txns.update(txns)
+        for txn in txns.values():
             self._ids.observe(txn.producer_id)
-            if txn.state in (PREPARE_COMMIT, PREPARE_ABORT):  # a crash between prepare and complete
+            if txn.state in (PREPARE_COMMIT, PREPARE_ABORT):
                 self._try_markers(txn)
+
+    def _unload(self, partition: int) -> None:
+        """Forget the transactional ids of a partition another node now leads."""
+        count = self.coordinated.count()
+        for txn_id in [t for t in self._txns if partition_for(t, count) == partition]:
+            del self._txns[txn_id]
+            task = self._sending.pop(txn_id, None)
+            if task is not None:
+                task.cancel()
 
     def transactions(self) -> list[TxnMetadata]:
         """Every transactional id's metadata, for the describing APIs (to read, not change)."""
         return list(self._txns.values())
 
+    def coordinator_error(self, transactional_id: str) -> int:
+        """NONE where this node coordinates `transactional_id`, else NOT_COORDINATOR or
+        COORDINATOR_LOAD_IN_PROGRESS (what a transaction request is answered then)."""
+        return self.coordinated.error(transactional_id)
+
+    async def replicated(self, transactional_id: str) -> int:
+        """After a write for `transactional_id`: wait until the ISR of its partition holds it."""
+        return await self.coordinated.replicated(transactional_id)
+
     # ------------------------------------------------------------------ storage
 
     def _store(self, txn: TxnMetadata) -> None:
         txn.update_ms = self._ctx.clock.time_ms()
-        self._ctx.topics.ensure_internal(TRANSACTION_TOPIC, self._partitions)
-        log = self._ctx.topics.log(TRANSACTION_TOPIC, partition_for(txn.transactional_id, self._partitions))
-        append_records(log, [transaction_record(txn)], txn.update_ms)
+        self.coordinated.append(txn.transactional_id, [transaction_record(txn)], txn.update_ms)
 
     def _complete(self, txn: TxnMetadata, commit: bool) -> None:
         """Prepare, write the markers, apply transactional offsets, then complete."""
@@ -85,17 +108,52 @@ class TransactionCoordinator:
     def _write_markers(self, txn: TxnMetadata) -> None:
         """Write a prepared transaction's markers, apply its offsets and complete it. A failed
         marker leaves it prepared, for check_timers to try again (Kafka retries markers
-        until they are written): its partitions' last stable offset waits for them."""
+        until they are written): its partitions' last stable offset waits for them. Markers of
+        partitions other nodes lead go by WriteTxnMarkers, and the transaction completes once
+        they are all written."""
+        if txn.transactional_id in self._sending:
+            return
         commit = txn.state == PREPARE_COMMIT
         now = self._ctx.clock.time_ms()
-        for topic, partition in sorted(txn.partitions):
-            log = self._ctx.topics.log(topic, partition)
-            if log is None:
+        coordinator_epoch = self.coordinated.epoch(self.coordinated.partition_of(txn.transactional_id))
+        remote = {}
+        for leader, partitions in self._markers.leaders(txn.partitions).items():
+            if leader != self._ctx.node_id:
+                remote[leader] = partitions
                 continue
-            marker = build_control_batch("commit" if commit else "abort", producer_id=txn.producer_id,
-                                         producer_epoch=txn.producer_epoch, coordinator_epoch=COORDINATOR_EPOCH,
-                                         timestamp=now)
-            log.append(bytearray(marker), origin="coordinator")
+            for topic, partition in partitions:
+                log = self._ctx.topics.log(topic, partition)
+                if log is not None:
+                    write_marker(log, commit, txn.producer_id, txn.producer_epoch, coordinator_epoch,
+                                 leader_epoch(self._ctx, topic, partition), now)
+                txn.partitions.discard((topic, partition))
+        if remote:
+            task = asyncio.get_running_loop().create_task(self._send_markers(txn, remote, commit, coordinator_epoch))
+            self._sending[txn.transactional_id] = task
+            return
+        self._completed(txn, commit)
+
+    async def _send_markers(self, txn: TxnMetadata, remote: dict[int, list[tuple[str, int]]], commit: bool,
+                            coordinator_epoch: int) -> None:
+        """The markers of partitions other nodes lead; those written leave the transaction's
+        partitions, and once none is left it completes (else check_timers tries again)."""
+        try:
+            sent = await asyncio.gather(*(self._markers.send(leader, partitions, commit, txn.producer_id,
+                                                             txn.producer_epoch, coordinator_epoch)
+                                          for leader, partitions in remote.items() if leader >= 0))
+        finally:
+            self._sending.pop(txn.transactional_id, None)
+        for done in sent:
+            txn.partitions.difference_update(done)
+        if txn.partitions or self._txns.get(txn.transactional_id) is not txn:
+            return
+        try:
+            self._completed(txn, commit)
+        except LogstoreError as exc:
+            logger.warning("completing transaction %r failed, tried again in %ss: %s",
+                           txn.transactional_id, TIMEOUT_CHECK_S, exc)
+
+    def _completed(self, txn: TxnMetadata, commit: bool) -> None:
         self._groups.complete_transaction(txn.producer_id, commit)
         txn.state = COMPLETE_COMMIT if commit else COMPLETE_ABORT
         txn.partitions = set()
@@ -139,6 +197,8 @@ class TransactionCoordinator:
     # ------------------------------------------------------------------ requests
 
     def _validate(self, txn_id: str, producer_id: int, producer_epoch: int) -> tuple[TxnMetadata | None, int]:
+        if self.coordinator_error(txn_id) != ec.NONE:
+            return None, self.coordinator_error(txn_id)
         txn = self._txns.get(txn_id)
         if txn is None or txn.producer_id != producer_id:
             return None, ec.INVALID_PRODUCER_ID_MAPPING
@@ -154,9 +214,14 @@ class TransactionCoordinator:
         an idempotent producer; with one, its producer fenced to the next epoch, a transaction
         left open aborted first."""
         if transactional_id is None:
-            return ec.NONE, self._ids.allocate(), 0
+            try:
+                return ec.NONE, self._ids.allocate(), 0
+            except LogstoreError as exc:  # a cluster's broker waiting for its block of ids
+                return ec.for_exception(exc), -1, -1
         if not transactional_id:
             return ec.INVALID_REQUEST, -1, -1
+        if self.coordinator_error(transactional_id) != ec.NONE:
+            return self.coordinator_error(transactional_id), -1, -1
         if not 0 < timeout_ms <= self._ctx.config.transaction_max_timeout_ms:
             return ec.INVALID_TRANSACTION_TIMEOUT, -1, -1
         txn = self._txns.get(transactional_id)
@@ -171,6 +236,8 @@ class TransactionCoordinator:
                 if txn.state == ONGOING:
                     self._bump_epoch(txn)
                     self._complete(txn, commit=False)
+                    if txn.state == PREPARE_ABORT:  # markers on their way to other nodes
+                        return ec.CONCURRENT_TRANSACTIONS, -1, -1
                 self._bump_epoch(txn)
                 txn.timeout_ms = timeout_ms
             txn.state, txn.partitions, txn.start_ms = EMPTY, set(), -1
@@ -196,7 +263,7 @@ class TransactionCoordinator:
         txn, error = self._validate(transactional_id, producer_id, producer_epoch)
         if txn is None:
             return {tp: error for tp in wanted}
-        unknown = {tp for tp in wanted if self._ctx.partition(*tp) is None}
+        unknown = {tp for tp in wanted if not self._ctx.partition_exists(*tp)}
         if unknown:
             return {tp: ec.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ec.OPERATION_NOT_ATTEMPTED for tp in wanted}
         error = self._add(txn, set(wanted))
@@ -235,6 +302,10 @@ class TransactionCoordinator:
         offsets, errors = self._groups.offsets_to_commit(entries)
         if not group_id or not group_id_fits(group_id):
             txn, error = None, ec.INVALID_GROUP_ID
+        elif self._groups.coordinator_error(group_id) != ec.NONE:  # sent to the group's coordinator
+            txn, error = None, self._groups.coordinator_error(group_id)
+        elif not self.coordinated.owns(transactional_id):  # another node's transaction: the log checks the epoch
+            txn, error = None, ec.NONE
         else:
             txn, error = self._validate(transactional_id, producer_id, producer_epoch)
         if txn is not None and (OFFSETS_TOPIC, self._groups.offsets_partition(group_id)) not in txn.partitions:
@@ -245,7 +316,10 @@ class TransactionCoordinator:
             error = self._groups.commit(group_id, offsets, producer_id=producer_id, producer_epoch=producer_epoch)
         return error, errors
 
-    def close(self) -> None:
-        """Stop the timeout task."""
-        if self._timeouts is not None:
-            self._timeouts.cancel()
+    async def close(self) -> None:
+        """Stop the timeout task, the loads and the markers under way."""
+        for task in [self._timeouts, *self._sending.values()]:
+            if task is not None:
+                task.cancel()
+        self.coordinated.close()
+        await self._markers.close()

@@ -82,7 +82,9 @@ class TxnDescribeApi:
         for transactional_id in req.body.transactional_ids:
             txn = known.get(transactional_id)
             if txn is None:
-                states.append(cls(error_code=ec.TRANSACTIONAL_ID_NOT_FOUND, transactional_id=transactional_id,
+                error = self._txns.coordinator_error(transactional_id)
+                states.append(cls(error_code=ec.TRANSACTIONAL_ID_NOT_FOUND if error == ec.NONE else error,
+                                  transactional_id=transactional_id,
                                   transaction_state="", transaction_timeout_ms=0, transaction_start_time_ms=-1,
                                   producer_id=-1, producer_epoch=-1, topics=[]))
                 continue

@@ -35,25 +35,27 @@ SESSION_MS = 9000
 COMMON = {"controller.listener.names": "CONTROLLER", "broker.session.timeout.ms": str(SESSION_MS)}
 
 
-def controller_node(data_dir: Path, clock: ManualClock) -> KafkaServer:
+def controller_node(data_dir: Path, clock: ManualClock, configs: dict | None = None) -> KafkaServer:
     return KafkaServer(data_dir / "node-1", port=0, clock=clock, cluster_id=CLUSTER_ID, config={
-        **COMMON, "process.roles": "broker,controller", "node.id": 1, "controller.quorum.voters": "1@127.0.0.1:0",
+        **COMMON, **(configs or {}), "process.roles": "broker,controller", "node.id": 1, "controller.quorum.voters": "1@127.0.0.1:0",
         "listeners": "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0"})
 
 
-def broker_node(data_dir: Path, clock: ManualClock, node_id: int, controller_port: int) -> KafkaServer:
+def broker_node(data_dir: Path, clock: ManualClock, node_id: int, controller_port: int,
+                configs: dict | None = None) -> KafkaServer:
     return KafkaServer(data_dir / f"node-{node_id}", port=0, clock=clock, cluster_id=CLUSTER_ID, config={
-        **COMMON, "process.roles": "broker", "node.id": node_id,
+        **COMMON, **(configs or {}), "process.roles": "broker", "node.id": node_id,
         "controller.quorum.bootstrap.servers": f"127.0.0.1:{controller_port}", "listeners": "PLAINTEXT://127.0.0.1:0"})
 
 
 class Cluster:
-    """Three nodes: 1 (broker and controller), 2 and 3 (brokers)."""
+    """Three nodes: 1 (broker and controller), 2 and 3 (brokers), each with broker `configs`."""
 
-    def __init__(self, data_dir: Path):
+    def __init__(self, data_dir: Path, configs: dict | None = None):
         self.dir = data_dir
         self.clock = ManualClock(NOW)
-        self.nodes: dict[int, KafkaServer] = {1: controller_node(data_dir, self.clock).start()}
+        self.configs = configs
+        self.nodes: dict[int, KafkaServer] = {1: controller_node(data_dir, self.clock, configs).start()}
         for node_id in (2, 3):
             self.start(node_id)
 
@@ -63,7 +65,7 @@ class Cluster:
 
     def start(self, node_id: int) -> KafkaServer:
         port = self.nodes[1].cluster.controller_port
-        self.nodes[node_id] = broker_node(self.dir, self.clock, node_id, port).start()
+        self.nodes[node_id] = broker_node(self.dir, self.clock, node_id, port, self.configs).start()
         return self.nodes[node_id]
 
     def stop(self, node_id: int) -> None:

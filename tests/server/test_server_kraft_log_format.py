@@ -56,8 +56,8 @@ def test_records_are_byte_for_byte_what_kafkas_definitions_encode(tmp_path):
                                     features=[feature], rack=None, fenced=True, in_controlled_shutdown=False,
                                     log_dirs=[uuid.UUID(int=101)])
     assert values[6] == register.to_frame(3)
-    unfence = BrokerRegistrationChangeRecord(version=0, broker_id=1, broker_epoch=6, fenced=-1)
-    assert values[7] == unfence.to_frame(0)
+    unfence = BrokerRegistrationChangeRecord(version=2, broker_id=1, broker_epoch=6, fenced=-1)
+    assert values[7] == unfence.to_frame(2)
     assert values[10] == TopicRecord(version=0, name="orders", topic_id=topic_id).to_frame(0)
     replicas = decode_metadata_record(values[11]).value["replicas"]  # assignment starts at a random broker
     partition = PartitionRecord(version=2, partition_id=0, topic_id=topic_id, replicas=replicas, isr=replicas,
@@ -68,7 +68,7 @@ def test_records_are_byte_for_byte_what_kafkas_definitions_encode(tmp_path):
     change = PartitionChangeRecord(version=2, partition_id=0, topic_id=topic_id, isr=[1],
                                    leader=1 if replicas[0] == 2 else -2)
     assert values[12] == change.to_frame(2)
-    assert values[13] == BrokerRegistrationChangeRecord(version=0, broker_id=2, broker_epoch=8, fenced=1).to_frame(0)
+    assert values[13] == BrokerRegistrationChangeRecord(version=2, broker_id=2, broker_epoch=8, fenced=1).to_frame(2)
 
 
 def test_every_epoch_opens_with_a_leader_change_control_batch(tmp_path):
@@ -95,7 +95,7 @@ def test_dump_decodes_the_log_and_the_snapshot_as_kafka_dump_log_does(tmp_path, 
                              '"data":{"name":"metadata.version","featureLevel":25}}')
     assert any('"type":"REGISTER_BROKER_RECORD","version":3,"data":{"brokerId":2,' in line for line in lines)
     assert any('"type":"PARTITION_RECORD","version":2' in line for line in lines)
-    assert any('"type":"BROKER_REGISTRATION_CHANGE_RECORD","version":0,"data":{"brokerId":2,"brokerEpoch":8,'
+    assert any('"type":"BROKER_REGISTRATION_CHANGE_RECORD","version":2,"data":{"brokerId":2,"brokerEpoch":8,'
                '"fenced":1}' in line for line in lines)
     snapshot = next(partition.glob("*.checkpoint")).name
     dumped = run_in_process("dump", "--cluster-metadata-decoder", "--files", snapshot, cwd=partition, capsys=capsys,

@@ -39,7 +39,7 @@ SUPPORTED_FEATURES = {"metadata.version": (MIN_METADATA_VERSION, METADATA_VERSIO
 FETCH_MAX_WAIT_MS = 500
 FETCH_MAX_BYTES = 8 * 1024 * 1024
 RETRY_S = 0.05
-SHUTDOWN_HEARTBEAT_S = 2.0
+CONTROLLED_SHUTDOWN_S = 10.0  # how long a stopping broker waits for the controller's shouldShutDown
 
 
 class BrokerLifecycle:
@@ -141,20 +141,42 @@ class BrokerLifecycle:
     async def heartbeat(self, *, want_shut_down: bool = False) -> bool:
         """Send one heartbeat now; returns whether the broker is fenced after it.
         Raises NodeUnreachableError when the controller does not answer."""
+        return (await self._heartbeat(want_shut_down)).is_fenced
+
+    async def _heartbeat(self, want_shut_down: bool) -> BrokerHeartbeatResponse:
         request = BrokerHeartbeatRequest(version=HEARTBEAT_VERSION, broker_id=self.node_id,
                                          broker_epoch=self.broker_epoch, current_metadata_offset=self.metadata_offset,
                                          want_fence=False, want_shut_down=want_shut_down)
         response = await self._heartbeats.send(request, HEARTBEAT_VERSION, BrokerHeartbeatResponse)
         if not want_shut_down and response.error_code in (ec.STALE_BROKER_EPOCH, ec.BROKER_ID_NOT_REGISTERED):
             await self._register()  # the controller forgot this incarnation's registration
-            return self.fenced
+            response.is_fenced = self.fenced
+            return response
         if response.error_code == ec.NONE:
             self.fenced = response.is_fenced
             if self.fenced:
                 self.unfenced.clear()
             else:
                 self.unfenced.set()
-        return self.fenced
+        elif want_shut_down:  # a registration the controller no longer holds: nothing to hand over
+            response.should_shut_down = True
+        return response
+
+    async def controlled_shutdown(self, timeout_s: float = CONTROLLED_SHUTDOWN_S) -> bool:
+        """Heartbeat wantShutDown until the controller answers shouldShutDown (it has moved this
+        broker's leaderships away and taken it out of the ISRs, and the brokers know), fetching
+        the metadata meanwhile; False when `timeout_s` ran out first or the controller is gone."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while loop.time() < deadline:
+            try:
+                response = await asyncio.wait_for(self._heartbeat(True), max(deadline - loop.time(), 0.001))
+            except (NodeUnreachableError, TimeoutError):
+                return False
+            if response.should_shut_down:
+                return True
+            await asyncio.sleep(RETRY_S)
+        return False
 
     async def _fetch_loop(self) -> None:
         while True:
@@ -198,14 +220,27 @@ class BrokerLifecycle:
         return replayed
 
     async def close(self) -> None:
-        """Stop fetching and heartbeating, tell the controller this broker shuts down (it is
-        fenced at once, so that its next incarnation may register), close the connections."""
+        """Shut down under control (`controlled_shutdown`: this broker's leaderships move and it
+        leaves the ISRs before it stops; it is fenced, so that its next incarnation may
+        register), then stop fetching and heartbeating and close the connections."""
+        if self._tasks:
+            self._tasks[0].cancel()  # the periodic heartbeats; the metadata keeps coming
+            await asyncio.gather(self._tasks[0], return_exceptions=True)
+        if self.broker_epoch != NO_BROKER_EPOCH:
+            with contextlib.suppress(Exception):
+                await self.controlled_shutdown()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        if self.broker_epoch != NO_BROKER_EPOCH:
-            with contextlib.suppress(NodeUnreachableError, TimeoutError):
-                await asyncio.wait_for(self.heartbeat(want_shut_down=True), SHUTDOWN_HEARTBEAT_S)
+        await self._heartbeats.close()
+        await self._fetches.close()
+
+    async def abandon(self) -> None:
+        """Stop as a killed broker stops: no word to the controller, which fences this broker
+        once its session runs out; the connections close."""
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         await self._heartbeats.close()
         await self._fetches.close()
 

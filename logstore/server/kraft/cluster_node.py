@@ -6,21 +6,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from pathlib import Path
 
 from logstore.clock import Clock
+from logstore.errors import InvalidReplicationError
 from logstore.kafka_uuid import parse_kafka_uuid
 from logstore.meta_properties import MetaProperties
 from logstore.server.apis import bind
 from logstore.server.broker_config import BrokerConfig
 from logstore.server.connection import Connection, FrameProtocol, InFlightBudget
 from logstore.server.context import ServerContext
+from logstore.server.control_hooks import ControlHooks
 from logstore.server.kraft.broker_lifecycle import BrokerLifecycle
 from logstore.server.kraft.cluster_view import ClusterView
 from logstore.server.kraft.controller_api import CONTROLLER_APIS, ControllerApi
 from logstore.server.kraft.isr_tracker import IsrTracker
 from logstore.server.kraft.metadata_image import MetadataImage
 from logstore.server.kraft.metadata_log import MetadataLog
+from logstore.server.kraft.producer_id_blocks import ProducerIdBlocks
 from logstore.server.kraft.quorum_config import PLAINTEXT, Endpoint
 from logstore.server.kraft.quorum_controller import QuorumController
 from logstore.server.kraft.replica_fetcher import ReplicaFetcher
@@ -34,7 +38,8 @@ ISR_CHECK_S = 0.5  # how often a leader looks for followers past replica.lag.tim
 class ClusterNode:
     """The controller and/or broker roles of the node `config.quorum` describes."""
 
-    def __init__(self, config: BrokerConfig, data_dir: Path, meta: MetaProperties, clock: Clock):
+    def __init__(self, config: BrokerConfig, data_dir: Path, meta: MetaProperties, clock: Clock, *,
+                 hooks: ControlHooks | None = None):
         if config.quorum is None:
             raise ValueError("a ClusterNode needs process.roles")
         self.config = config
@@ -42,11 +47,13 @@ class ClusterNode:
         self._data_dir = data_dir
         self._meta = meta
         self._clock = clock
+        self._hooks = hooks  # the node's ControlHooks, asked about the controller listener's requests too
         self.controller: QuorumController | None = None
         self.lifecycle: BrokerLifecycle | None = None
         self.view: ClusterView | None = None
         self.fetcher: ReplicaFetcher | None = None
         self.isr: IsrTracker | None = None
+        self.producer_id_blocks: ProducerIdBlocks | None = None  # a broker's: the controller allocates them
         self.controller_port: int | None = None
         self._api: ControllerApi | None = None
         self._server: asyncio.AbstractServer | None = None
@@ -55,6 +62,8 @@ class ClusterNode:
         self._ctx: ServerContext | None = None
         self._fencing: asyncio.Task | None = None
         self._isr_checks: asyncio.Task | None = None
+        # called after each metadata change, the partitions opened: the coordinators follow their leaders
+        self.metadata_listeners: list[Callable[[], None]] = []
 
     async def open(self, ctx: ServerContext) -> None:
         """Start the roles; a broker returns once the controller has unfenced it (TimeoutError
@@ -73,7 +82,8 @@ class ClusterNode:
         quorum = self.quorum
         self.controller = QuorumController(self._data_dir, self._meta.node_id, self._meta.cluster_id, self._clock,
                                            session_timeout_ms=quorum.session_timeout_ms,
-                                           snapshot_record_bytes=quorum.snapshot_record_bytes)
+                                           snapshot_record_bytes=quorum.snapshot_record_bytes,
+                                           topic_defaults=self.config.log_defaults)
         self.controller.start()
         self._api = ControllerApi(self.controller, self.config.num_partitions, on_change=self._metadata_changed)
         handlers = bind(CONTROLLER_APIS, [self._api])
@@ -82,7 +92,8 @@ class ClusterNode:
 
         def serve(protocol: FrameProtocol) -> None:
             connection = Connection(protocol, apis=CONTROLLER_APIS, handlers=handlers,
-                                    max_request_bytes=self.config.socket_request_max_bytes, budget=budget)
+                                    max_request_bytes=self.config.socket_request_max_bytes, budget=budget,
+                                    hooks=self._hooks)
             task = loop.create_task(connection.serve())
             self._connections.add(task)
             task.add_done_callback(self._connections.discard)
@@ -122,6 +133,7 @@ class ClusterNode:
             node_id, self._meta.cluster_id, parse_kafka_uuid(self._meta.directory_id), address, [Endpoint(listener, ctx.host, ctx.port)],
             image, heartbeat_interval_ms=quorum.heartbeat_interval_ms, local_log=self._local_log, offset=offset,
             on_metadata=self._metadata_changed)
+        self.producer_id_blocks = ProducerIdBlocks(node_id, address, lambda: self.lifecycle.broker_epoch)
         self._metadata_changed()
         self.lifecycle.start()
         self._isr_checks = asyncio.get_running_loop().create_task(self._check_isr_periodically())
@@ -132,6 +144,19 @@ class ClusterNode:
             self.view.open_hosted_partitions(self._ctx.topics)
         if self.fetcher is not None:
             self.fetcher.update()
+        for listener in self.metadata_listeners:
+            listener()
+
+    async def move_leader(self, topic: str, partition: int, to_node: int) -> int:
+        """The active controller moves the partition's leadership to `to_node`, a live in-sync
+        replica (`QuorumController.move_leader`), and wakes the brokers' metadata fetches;
+        returns the new leader epoch. InvalidReplicationError on a node without the controller
+        role, for an unknown partition or a replica that may not lead."""
+        if self.controller is None:
+            raise InvalidReplicationError(f"node {self._meta.node_id} is not the active controller")
+        epoch = self.controller.move_leader(topic, partition, to_node)
+        self._api.changed()
+        return epoch
 
     async def check_timers(self) -> None:
         """Heartbeat now (broker role), then fence the brokers whose sessions ran out on the
@@ -153,18 +178,21 @@ class ClusterNode:
             await asyncio.sleep(ISR_CHECK_S)
             await self._check_isr()
 
-    async def close(self) -> None:
-        """Stop heartbeating (the controller fences this broker when its session runs out),
-        close the controller listener and the metadata logs."""
+    async def close(self, *, controlled: bool = True) -> None:
+        """Stop heartbeating, telling the controller (fenced at once), close the controller
+        listener and the metadata logs. Not `controlled`, as a killed node stops: no word to the
+        controller (its session runs out) and the metadata logs are left unflushed."""
         for task in (self._fencing, self._isr_checks):
             if task is not None:
                 task.cancel()
         if self.fetcher is not None:
             await self.fetcher.close()
         if self.lifecycle is not None:
-            await self.lifecycle.close()
+            await (self.lifecycle.close() if controlled else self.lifecycle.abandon())
         if self.isr is not None:
             await self.isr.close()
+        if self.producer_id_blocks is not None:
+            await self.producer_id_blocks.close()
         if self.view is not None:
             await self.view.close()
         if self._server is not None:
@@ -177,4 +205,4 @@ class ClusterNode:
                 await self._server.wait_closed()
         for log in (self.controller.log if self.controller else None, self._local_log):
             if log is not None:
-                log.close()
+                (log.close if controlled else log.abandon)()

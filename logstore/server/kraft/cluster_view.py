@@ -46,6 +46,7 @@ class ClusterView:
         self._listener = listener
         self._channel = NodeChannel(*controller, f"broker-{node_id}-forwarding")
         self._creating: set[asyncio.Task] = set()
+        self._creating_names: set[str] = set()
         self.isr = isr  # the followers and ISR changes of the partitions led here (a broker's)
 
     def brokers(self) -> list[tuple[int, str, int, str | None]]:
@@ -93,20 +94,32 @@ class ClusterView:
             return ec.INVALID_TOPIC_EXCEPTION
         if not auto_create or name in INTERNAL_TOPICS:
             return ec.UNKNOWN_TOPIC_OR_PARTITION
-        task = asyncio.get_running_loop().create_task(self._create(name))
-        self._creating.add(task)
-        task.add_done_callback(self._creating.discard)
+        self.create_in_background(name)
         return ec.LEADER_NOT_AVAILABLE
 
-    async def _create(self, name: str) -> None:
+    def create_in_background(self, name: str, partitions: int = -1, replication_factor: int = -1) -> None:
+        """Ask the controller to create `name` (-1: its defaults), unless already asking; a
+        topic auto-created, or a coordinator topic on first FindCoordinator."""
+        if name in self._creating_names:
+            return
+        task = asyncio.get_running_loop().create_task(self._create(name, partitions, replication_factor))
+        self._creating.add(task)
+        self._creating_names.add(name)
+        task.add_done_callback(lambda done: (self._creating.discard(done), self._creating_names.discard(name)))
+
+    async def _create(self, name: str, partitions: int, replication_factor: int) -> None:
         cls = admin.CreateTopicsRequest
         request = cls(version=CREATE_TOPICS_VERSION, topics=[cls.CreatableTopic(
-            name=name, num_partitions=-1, replication_factor=-1, assignments=[], configs=[])],
+            name=name, num_partitions=partitions, replication_factor=replication_factor, assignments=[], configs=[])],
             timeout_ms=30_000, validate_only=False)
         try:
-            await self._channel.send(request, CREATE_TOPICS_VERSION, admin.CreateTopicsResponse)
+            response = await self._channel.send(request, CREATE_TOPICS_VERSION, admin.CreateTopicsResponse)
         except NodeUnreachableError as exc:  # the client's next Metadata asks again
             log.info("auto-creation of %s not forwarded: %s", name, exc)
+            return
+        for result in response.topics:
+            if result.error_code not in (ec.NONE, ec.TOPIC_ALREADY_EXISTS):
+                log.info("creating %s refused: %s", name, result.error_message or result.error_code)
 
     def _topic(self, cls: Any, info: TopicInfo, operations: frozenset[int] | None) -> Any:
         entry = cls.MetadataResponseTopic

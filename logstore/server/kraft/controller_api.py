@@ -1,7 +1,8 @@
 """The APIs the controller listener serves (Kafka's ControllerApis, reduced): ApiVersions,
-BrokerRegistration, BrokerHeartbeat, AlterPartition (ISR changes from partition leaders), Fetch of `__cluster_metadata` (brokers learn the metadata
-by fetching its log, long-polling for new records) and CreateTopics (brokers forward their
-clients' requests here). Declared once, in `CONTROLLER_APIS`; answered by `ControllerApi`."""
+BrokerRegistration, BrokerHeartbeat, AlterPartition (ISR changes from partition leaders),
+AllocateProducerIds (blocks of producer ids for brokers' idempotent and transactional producers), Fetch of `__cluster_metadata` (brokers learn the metadata
+by fetching its log, long-polling for new records), CreateTopics and ElectLeaders (brokers
+forward their clients' requests here). Declared once, in `CONTROLLER_APIS`; answered by `ControllerApi`."""
 
 from __future__ import annotations
 
@@ -15,8 +16,11 @@ from logstore.internal_topics.metadata_schemas import METADATA_TOPIC
 from logstore.server import error_codes as ec
 from logstore.server.apis import declare
 from logstore.server.context import DataSignal
-from logstore.server.kraft.quorum_controller import QuorumController
+from logstore.server.kraft import elect_leaders
+from logstore.server.kraft.quorum_controller import PRODUCER_ID_BLOCK_SIZE, QuorumController
 from logstore.server.messages.controller_apis import (
+    AllocateProducerIdsRequest,
+    AllocateProducerIdsResponse,
     AlterPartitionRequest,
     AlterPartitionResponse,
     BrokerHeartbeatRequest,
@@ -91,6 +95,8 @@ class ControllerApi:
             return req.response(throttle_time_ms=0, error_code=ec.INVALID_REQUEST, session_id=0, responses=[])
         topic, partition = wanted[0]
         log = self._controller.log
+        replica = body.replica_state.replica_id if req.version >= 15 else body.replica_id
+        self._controller.metadata_fetched(replica, partition.fetch_offset)
         if partition.fetch_offset >= log.end_offset:
             await self.committed.wait(body.max_wait_ms / 1000)
         data = cls.FetchableTopicResponse.PartitionData
@@ -127,6 +133,19 @@ class ControllerApi:
             topics.append(cls.TopicData(topic_id=topic.topic_id, partitions=partitions))
         self.changed()
         return req.response(throttle_time_ms=0, error_code=ec.NONE, topics=topics)
+
+    async def elect_leaders(self, req: Request) -> Any:
+        """Preferred or unclean elections, forwarded by brokers (`elect_leaders.requested`)."""
+        kind, wanted = elect_leaders.requested(req)
+        results = self._controller.elect_leaders(kind, wanted)
+        self.changed()
+        return elect_leaders.respond(req, results)
+
+    async def allocate_producer_ids(self, req: Request) -> Any:
+        error, start = self._controller.allocate_producer_ids(req.body.broker_id, req.body.broker_epoch)
+        self.changed()
+        return req.response(throttle_time_ms=0, error_code=error, producer_id_start=start,
+                            producer_id_len=PRODUCER_ID_BLOCK_SIZE if error == ec.NONE else 0)
 
     async def create_topics(self, req: Request) -> Any:
         cls = req.spec.response
@@ -179,4 +198,6 @@ CONTROLLER_APIS: dict[int, ApiSpec] = declare(
     ApiSpec(BrokerRegistrationRequest, BrokerRegistrationResponse, 0, 4, ControllerApi.broker_registration),
     ApiSpec(BrokerHeartbeatRequest, BrokerHeartbeatResponse, 0, 1, ControllerApi.broker_heartbeat),
     ApiSpec(AlterPartitionRequest, AlterPartitionResponse, 2, 3, ControllerApi.alter_partition),
+    ApiSpec(AllocateProducerIdsRequest, AllocateProducerIdsResponse, 0, 0, ControllerApi.allocate_producer_ids),
+    ApiSpec(admin.ElectLeadersRequest, admin.ElectLeadersResponse, 0, 2, ControllerApi.elect_leaders),
 )

@@ -10,8 +10,7 @@ from collections.abc import Sequence
 from logstore.clean_shutdown import NO_BROKER_EPOCH
 from logstore.server import error_codes as ec
 from logstore.server.kraft.metadata_image import MetadataImage
-
-RECOVERING = 1  # LeaderRecoveryState.RECOVERING: a leader elected uncleanly, alone in the ISR
+from logstore.server.kraft.metadata_records import RECOVERING
 
 
 def isr_change_error(image: MetadataImage, leader_id: int, topic_id: uuid.UUID, partition_id: int, *,
@@ -43,6 +42,6 @@ def isr_change_error(image: MetadataImage, leader_id: int, topic_id: uuid.UUID, 
     registry = image.registry
     for broker, epoch in new_isr:
         current = registry.is_current(broker, epoch) if epoch != NO_BROKER_EPOCH else not registry.is_fenced(broker)
-        if not current:
-            return ec.INELIGIBLE_REPLICA  # fenced, unregistered, or an earlier incarnation (KIP-903)
+        if not current or image.brokers[broker].in_controlled_shutdown:
+            return ec.INELIGIBLE_REPLICA  # fenced, shutting down, unregistered, or an earlier incarnation
     return ec.NONE

@@ -17,7 +17,9 @@ from logstore.clean_shutdown import NO_BROKER_EPOCH
 from logstore.errors import CorruptRecordError
 from logstore.replication.brokers import BrokerRegistry
 from logstore.server.kraft.metadata_records import (
+    ELIGIBLE_LEADER_REPLICAS_VERSION,
     FENCE,
+    IN_CONTROLLED_SHUTDOWN,
     NO_LEADER_CHANGE,
     PARTITION_VERSION,
     REGISTER_BROKER_VERSION,
@@ -56,6 +58,8 @@ class PartitionInfo:
     partition_epoch: int
     directories: list[uuid.UUID]
     leader_recovery_state: int = 0
+    elr: list[int] = field(default_factory=list)  # eligible leader replicas (KIP-966)
+    last_known_elr: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -75,14 +79,25 @@ class MetadataImage:
         self.topics: dict[uuid.UUID, TopicInfo] = {}
         self.topic_ids: dict[str, uuid.UUID] = {}
         self.configs: dict[tuple[int, str], dict[str, str]] = {}
+        self.producer_ids: dict | None = None  # the last ProducerIdsRecord: the next block starts at its nextProducerId
         self.kept: dict[str, list[MetadataRecord]] = {}  # records of kinds logstore does not model
 
     def topic(self, name: str) -> TopicInfo | None:
         topic_id = self.topic_ids.get(name)
         return None if topic_id is None else self.topics[topic_id]
 
+    @property
+    def next_producer_id(self) -> int:
+        """The first producer id of the next block the controller hands out."""
+        return 0 if self.producer_ids is None else self.producer_ids["nextProducerId"]
+
     def unfenced_brokers(self) -> list[int]:
         return sorted(b for b in self.brokers if not self.registry.is_fenced(b))
+
+    @property
+    def eligible_leader_replicas_enabled(self) -> bool:
+        """Whether the finalized `eligible.leader.replicas.version` turns KIP-966 on (level 1+)."""
+        return self.features.get(ELIGIBLE_LEADER_REPLICAS_VERSION, 0) >= 1
 
     def replay(self, name: str, version: int, fields: dict) -> None:
         """Apply one record. Raises CorruptRecordError for a record naming what does not
@@ -119,6 +134,11 @@ class MetadataImage:
         elif change == UNFENCE:
             self.registry.unfence(broker_id, epoch)
 
+    def _registration_change(self, f: dict) -> None:
+        self._fencing(f["brokerId"], f["brokerEpoch"], f["fenced"])
+        if f.get("inControlledShutdown") == IN_CONTROLLED_SHUTDOWN:
+            self.brokers[f["brokerId"]].in_controlled_shutdown = True
+
     def _unregister(self, f: dict) -> None:
         self.brokers.pop(f["brokerId"], None)
         self.registry.fence(f["brokerId"])
@@ -136,7 +156,8 @@ class MetadataImage:
     def _partition(self, f: dict) -> None:
         self._topic_of(f).partitions[f["partitionId"]] = PartitionInfo(
             list(f["replicas"]), list(f["isr"]), f["leader"], f["leaderEpoch"], f["partitionEpoch"],
-            list(f.get("directories") or []), f["leaderRecoveryState"])
+            list(f.get("directories") or []), f["leaderRecoveryState"], list(f.get("eligibleLeaderReplicas") or []),
+            list(f.get("lastKnownElr") or []))
 
     def _partition_change(self, f: dict) -> None:
         info = self._topic_of(f).partitions.get(f["partitionId"])
@@ -148,6 +169,10 @@ class MetadataImage:
             info.replicas = list(f["replicas"])
         if f.get("directories") is not None:
             info.directories = list(f["directories"])
+        if f.get("eligibleLeaderReplicas") is not None:
+            info.elr = list(f["eligibleLeaderReplicas"])
+        if f.get("lastKnownElr") is not None:
+            info.last_known_elr = list(f["lastKnownElr"])
         if f["leaderRecoveryState"] != -1:
             info.leader_recovery_state = f["leaderRecoveryState"]
         if f["leader"] != NO_LEADER_CHANGE:
@@ -186,10 +211,14 @@ class MetadataImage:
                     "partitionId": partition_id, "topicId": info.topic_id, "replicas": p.replicas, "isr": p.isr,
                     "removingReplicas": [], "addingReplicas": [], "leader": p.leader,
                     "leaderRecoveryState": p.leader_recovery_state, "leaderEpoch": p.leader_epoch,
-                    "partitionEpoch": p.partition_epoch, "directories": p.directories}))
+                    "partitionEpoch": p.partition_epoch, "directories": p.directories,
+                    # as Kafka's PartitionRegistration.toRecord: the tagged ELR fields only when not empty
+                    "eligibleLeaderReplicas": p.elr or None, "lastKnownElr": p.last_known_elr or None}))
         for (resource_type, resource_name), configs in sorted(self.configs.items()):
             records += [("ConfigRecord", 0, {"resourceType": resource_type, "resourceName": resource_name,
                                              "name": key, "value": value}) for key, value in sorted(configs.items())]
+        if self.producer_ids is not None:
+            records.append(("ProducerIdsRecord", 0, self.producer_ids))
         for kept in self.kept.values():
             records += kept
         return records
@@ -200,7 +229,7 @@ TOPIC_RESOURCE = 2  # ConfigResource.Type.TOPIC
 _REPLAY = {
     "FeatureLevelRecord": MetadataImage._feature,
     "RegisterBrokerRecord": MetadataImage._register,
-    "BrokerRegistrationChangeRecord": lambda image, f: image._fencing(f["brokerId"], f["brokerEpoch"], f["fenced"]),
+    "BrokerRegistrationChangeRecord": MetadataImage._registration_change,
     "FenceBrokerRecord": lambda image, f: image._fencing(f["id"], f["epoch"], FENCE),
     "UnfenceBrokerRecord": lambda image, f: image._fencing(f["id"], f["epoch"], UNFENCE),
     "UnregisterBrokerRecord": MetadataImage._unregister,
@@ -209,4 +238,5 @@ _REPLAY = {
     "PartitionRecord": MetadataImage._partition,
     "PartitionChangeRecord": MetadataImage._partition_change,
     "ConfigRecord": MetadataImage._config,
+    "ProducerIdsRecord": lambda image, f: setattr(image, "producer_ids", dict(f)),
 }

@@ -167,6 +167,10 @@ class MetadataLog:
     def close(self) -> None:
         self._log.close()
 
+    def abandon(self) -> None:
+        """Let go of the log unflushed, as a killed node does (Log.abandon)."""
+        self._log.abandon()
+
 
 def read_quorum_state(directory: Path) -> dict:
     """The `quorum-state` file's fields ({} when absent). Raises CorruptRecordError if unreadable."""

@@ -1,7 +1,7 @@
 """The metadata records the controller writes, at the versions Kafka 4.0 writes them at its
 default metadata.version (4.0-IV3, feature level 25): RegisterBrokerRecord v3, PartitionRecord and
-PartitionChangeRecord v2 (ELR-capable: the ELR fields stay absent while they are empty and the
-feature is off), BrokerRegistrationChangeRecord v0 for fencing, FeatureLevelRecord v0, and the
+PartitionChangeRecord v2 (ELR-capable: the ELR fields stay absent while they are empty, as
+they do while `eligible.leader.replicas.version` is off), BrokerRegistrationChangeRecord v2 for fencing and controlled shutdown, FeatureLevelRecord v0, and the
 bootstrap records a new cluster's first controller appends (in a metadata transaction).
 
 A record is (schema name, version, fields by Kafka's JSON name), the form
@@ -23,10 +23,18 @@ BOOTSTRAP_FEATURES = {"group.version": 1, "transaction.version": 2}
 REGISTER_BROKER_VERSION = 3
 PARTITION_VERSION = 2
 PARTITION_CHANGE_VERSION = 2
+# BrokerRegistrationChangeRecord v2 (Kafka 4.0's: v1 added InControlledShutdown, v2 LogDirs).
+REGISTRATION_CHANGE_VERSION = 2
 # BrokerRegistrationChangeRecord.Fenced: BrokerRegistrationFencingChange's values.
 FENCE, UNFENCE = 1, -1
+IN_CONTROLLED_SHUTDOWN = 1  # BrokerRegistrationInControlledShutdownChange.IN_CONTROLLED_SHUTDOWN
 NO_LEADER = -1
 NO_LEADER_CHANGE = -2  # PartitionChangeRecord.Leader's default: the leader stays
+NO_RECOVERY_STATE_CHANGE = -1  # PartitionChangeRecord.LeaderRecoveryState's default
+RECOVERED, RECOVERING = 0, 1  # LeaderRecoveryState: RECOVERING after an unclean election
+# KIP-966's feature: level 1 turns eligible leader replicas on. Kafka 4.0 leaves it at 0 (off)
+# on a new cluster (its latest production level came with 4.1), so the bootstrap records do too.
+ELIGIBLE_LEADER_REPLICAS_VERSION = "eligible.leader.replicas.version"
 SECURITY_PROTOCOL_PLAINTEXT = 0
 
 
@@ -56,8 +64,14 @@ def register_broker(broker_id: int, broker_epoch: int, incarnation_id: uuid.UUID
 
 def fencing_change(broker_id: int, broker_epoch: int, change: int) -> MetadataRecord:
     """Fence (FENCE) or unfence (UNFENCE) the broker's current registration."""
-    return "BrokerRegistrationChangeRecord", 0, {"brokerId": broker_id, "brokerEpoch": broker_epoch,
-                                                 "fenced": change}
+    return "BrokerRegistrationChangeRecord", REGISTRATION_CHANGE_VERSION, {
+        "brokerId": broker_id, "brokerEpoch": broker_epoch, "fenced": change}
+
+
+def controlled_shutdown_change(broker_id: int, broker_epoch: int) -> MetadataRecord:
+    """The broker's current registration enters controlled shutdown (it asked to stop)."""
+    return "BrokerRegistrationChangeRecord", REGISTRATION_CHANGE_VERSION, {
+        "brokerId": broker_id, "brokerEpoch": broker_epoch, "inControlledShutdown": IN_CONTROLLED_SHUTDOWN}
 
 
 def topic(name: str, topic_id: uuid.UUID) -> MetadataRecord:
@@ -74,9 +88,15 @@ def partition(topic_id: uuid.UUID, partition_id: int, replicas: Sequence[int], i
 
 
 def partition_change(topic_id: uuid.UUID, partition_id: int, *, isr: Sequence[int] | None = None,
-                     leader: int = NO_LEADER_CHANGE) -> MetadataRecord:
-    """A change of ISR and/or leader; fields left out keep their value."""
+                     leader: int = NO_LEADER_CHANGE, elr: Sequence[int] | None = None,
+                     last_known_elr: Sequence[int] | None = None,
+                     leader_recovery_state: int = NO_RECOVERY_STATE_CHANGE) -> MetadataRecord:
+    """A change of ISR, leader, eligible leader replicas, last-known ELR and/or leader recovery
+    state; fields left out (None, or the NO_..._CHANGE values) keep their value."""
     fields: dict = {"partitionId": partition_id, "topicId": topic_id, "leader": leader}
-    if isr is not None:
-        fields["isr"] = list(isr)
+    for name, value in (("isr", isr), ("eligibleLeaderReplicas", elr), ("lastKnownElr", last_known_elr)):
+        if value is not None:
+            fields[name] = list(value)
+    if leader_recovery_state != NO_RECOVERY_STATE_CHANGE:
+        fields["leaderRecoveryState"] = leader_recovery_state
     return "PartitionChangeRecord", PARTITION_CHANGE_VERSION, fields

@@ -5,11 +5,21 @@ at a time over one TCP connection, reopened after a failure."""
 from __future__ import annotations
 
 import asyncio
+import re
 import struct
 
 from logstore.server.protocol import ApiMessage
 
 _SIZE = struct.Struct(">i")
+# The client ids nodes send with: broker-<id> (registration, heartbeats, metadata fetches),
+# broker-<id>-<purpose> (forwarding, AlterPartition), replica-fetcher-<id> (replica fetches).
+_NODE_CLIENT_ID = re.compile(r"(?:broker|replica-fetcher)-(\d+)(?:-[a-z-]+)?")
+
+
+def sender_node(client_id: str | None) -> int | None:
+    """The node that sent a request with `client_id` over a NodeChannel; None for a client."""
+    match = _NODE_CLIENT_ID.fullmatch(client_id or "")
+    return None if match is None else int(match.group(1))
 
 
 class NodeUnreachableError(ConnectionError):

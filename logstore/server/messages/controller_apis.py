@@ -1,5 +1,6 @@
 """The APIs brokers send the active controller (KRaft), generated from Kafka 4.0's definitions:
-BrokerRegistration (key 62), BrokerHeartbeat (key 63) and AlterPartition (key 56)."""
+BrokerRegistration (key 62), BrokerHeartbeat (key 63), AlterPartition (key 56) and
+AllocateProducerIds (key 67)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,12 @@ with schema_loading():
     class AlterPartitionResponse(ApiMessage, load_json=RESOURCES):
         """Per partition: an error, or the ISR, leader and epochs the controller recorded."""
 
+    class AllocateProducerIdsRequest(ApiMessage, load_json=RESOURCES):
+        """A broker (at its epoch) asks for a block of producer ids no other broker hands out."""
 
-__all__ = ["AlterPartitionRequest", "AlterPartitionResponse", "BrokerHeartbeatRequest", "BrokerHeartbeatResponse", "BrokerRegistrationRequest",
+    class AllocateProducerIdsResponse(ApiMessage, load_json=RESOURCES):
+        """The block: its first producer id and its length."""
+
+
+__all__ = ["AllocateProducerIdsRequest", "AllocateProducerIdsResponse", "AlterPartitionRequest", "AlterPartitionResponse", "BrokerHeartbeatRequest", "BrokerHeartbeatResponse", "BrokerRegistrationRequest",
            "BrokerRegistrationResponse"]

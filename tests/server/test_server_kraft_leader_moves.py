@@ -1,0 +1,70 @@
+"""Leaderships moving on a running cluster: a broker stopping cleanly hands its leaderships over
+before it stops (controlled shutdown), so the next produce is answered by its successor at once;
+an operator moves a leader to another in-sync replica, which the brokers follow; and
+ElectLeaders, sent to any broker, brings preferred replicas back."""
+
+from __future__ import annotations
+
+from kafka.protocol.admin import ElectLeadersRequest, ElectLeadersResponse
+
+from logstore.server import error_codes as ec
+from tests.server.test_server_kraft_cluster import (  # noqa: F401 (the cluster fixture)
+    cluster,
+    create_topic,
+    eventually,
+    produce,
+    replicated,
+    three_records_replicated,
+)
+from tests.support.wire import WireClient
+
+
+def test_a_clean_stop_hands_the_leadership_over_before_the_broker_goes(cluster):  # noqa: F811 (fixture)
+    index, first = three_records_replicated(cluster)
+    cluster.stop(first)  # returns once the controller said shouldShutDown
+    state = cluster.controller.image.topic("orders").partitions[index]
+    assert state.leader != first and first not in state.isr
+    assert first not in cluster.controller.image.unfenced_brokers()
+    # the successor knew it led before the stop returned: no retry, no wait
+    assert produce(cluster.nodes[state.leader].port, "orders", index, b"d", acks=-1) == ec.NONE
+
+
+def test_a_moved_leader_serves_and_the_old_one_follows_it(cluster):  # noqa: F811 (fixture)
+    index, first = three_records_replicated(cluster)
+    target = next(n for n in (1, 2, 3) if n != first)
+    epoch = cluster.nodes[1].move_leader("orders", index, target)
+    assert epoch == cluster.controller.image.topic("orders").partitions[index].leader_epoch
+    eventually(lambda: produce(cluster.nodes[target].port, "orders", index, b"d") == ec.NONE)
+    assert produce(cluster.nodes[first].port, "orders", index, b"e") == ec.NOT_LEADER_OR_FOLLOWER
+    replicated(cluster, "orders", index, 4)
+
+
+def elect_leaders(port: int, election_type: int, partitions: dict[str, list[int]] | None, version: int = 2):
+    request = ElectLeadersRequest[version]
+    topics = None if partitions is None else [
+        request.TopicPartitions(topic=t, partitions=ps) for t, ps in partitions.items()]
+    fields = {"election_type": election_type} if version >= 1 else {}
+    with WireClient(port) as client:
+        response = client.call(request(topic_partitions=topics, timeout_ms=10_000, **fields), ElectLeadersResponse[version])
+    return {(r.topic, p.partition_id): p.error_code for r in response.replica_election_results for p in r.partition_result}
+
+
+def test_elect_leaders_sent_to_any_broker_brings_the_preferred_replica_back(cluster):  # noqa: F811 (fixture)
+    index, first = three_records_replicated(cluster)
+    preferred = cluster.controller.image.topic("orders").partitions[index].replicas[0]
+    other = next(n for n in (1, 2, 3) if n != preferred)
+    cluster.nodes[1].move_leader("orders", index, other)
+    asking = next(n for n in (2, 3) if n != first)
+    assert elect_leaders(cluster.nodes[asking].port, 0, {"orders": [index, 9]}) == {
+        ("orders", index): ec.NONE, ("orders", 9): ec.UNKNOWN_TOPIC_OR_PARTITION}
+    assert cluster.controller.image.topic("orders").partitions[index].leader == preferred
+    assert elect_leaders(cluster.nodes[asking].port, 0, None, version=0) == {}  # every preferred replica leads
+    assert elect_leaders(cluster.nodes[asking].port, 1, {"orders": [index]}) == {("orders", index): ec.ELECTION_NOT_NEEDED}
+    eventually(lambda: produce(cluster.nodes[preferred].port, "orders", index, b"d") == ec.NONE)
+
+
+def test_a_single_node_needs_no_election(server):
+    port = server.port
+    create_topic(port, "orders", 1, 1)
+    assert elect_leaders(port, 0, {"orders": [0, 5]}) == {
+        ("orders", 0): ec.ELECTION_NOT_NEEDED, ("orders", 5): ec.UNKNOWN_TOPIC_OR_PARTITION}
