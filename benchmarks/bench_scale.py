@@ -1,10 +1,11 @@
 """Thousands of partitions in one process (issue 32), one small segment (10 records) each:
 
-- reopen of a data directory after a clean shutdown (LogManager) at 100, 1,000 and 10,000
-  partitions, beside listing the same partition directories (the floor of a reopen that reads
-  only listings); extra_info holds the time per partition and, from a fresh process, the
-  descriptors held after the reopen and after one read of every partition, and the resident
-  memory the reopen added per partition;
+- reopen of a data directory after a clean shutdown (LogManager, which opens each Log on first
+  use) at 100, 1,000 and 10,000 partitions, and the same reopen followed by opening every Log
+  (`reopen_open_every_log`), beside listing the same partition directories (the floor of a
+  reopen that reads only listings); extra_info holds the time per partition and, from a fresh
+  process, the descriptors held after the reopen and after one read of every partition, and the
+  resident memory opening every log added per partition;
 - how long `logstore serve` takes on a 10,000-partition directory to answer its first Metadata
   request, from the process start.
 
@@ -80,7 +81,8 @@ def tag(benchmark, role: str, partitions: int) -> None:
     benchmark.extra_info.update(items=partitions, unit="partitions", role=role)
 
 
-def reopen_benchmark(benchmark, path: Path, partitions: int) -> None:
+def reopen_benchmark(benchmark, path: Path, partitions: int, *, every_log: bool) -> None:
+    """LogManager's reopen of `path`; with `every_log`, then the open of every partition's Log."""
     tag(benchmark, "ours", partitions)
     opened: list[LogManager] = []
 
@@ -94,7 +96,10 @@ def reopen_benchmark(benchmark, path: Path, partitions: int) -> None:
 
     def run():
         start = time.process_time()
-        opened.append(LogManager(path, clock=ManualClock(NOW)))
+        manager = LogManager(path, clock=ManualClock(NOW))
+        if every_log:
+            manager.logs()
+        opened.append(manager)
         cpu.append(time.process_time() - start)
 
     benchmark.pedantic(run, setup=setup, rounds=ROUNDS)
@@ -102,7 +107,8 @@ def reopen_benchmark(benchmark, path: Path, partitions: int) -> None:
     benchmark.extra_info["ms_per_partition"] = round(benchmark.stats.stats.median / partitions * 1e3, 4)
     # This process's CPU: on a shared machine the wall time also counts waiting for a core.
     benchmark.extra_info["cpu_ms_per_partition"] = round(sorted(cpu)[len(cpu) // 2] / partitions * 1e3, 4)
-    benchmark.extra_info.update(footprint(path))
+    if every_log:
+        benchmark.extra_info.update(footprint(path))
 
 
 def listing_benchmark(benchmark, path: Path, partitions: int) -> None:
@@ -119,7 +125,12 @@ def listing_benchmark(benchmark, path: Path, partitions: int) -> None:
 
 @pytest.mark.parametrize("partitions", [100, 1000])
 def test_reopen_partitions(benchmark, data_dirs, partitions):
-    reopen_benchmark(benchmark, data_dirs(partitions), partitions)
+    reopen_benchmark(benchmark, data_dirs(partitions), partitions, every_log=False)
+
+
+@pytest.mark.parametrize("partitions", [100, 1000])
+def test_reopen_open_every_log(benchmark, data_dirs, partitions):
+    reopen_benchmark(benchmark, data_dirs(partitions), partitions, every_log=True)
 
 
 @pytest.mark.parametrize("partitions", [100, 1000])
@@ -128,7 +139,11 @@ def test_list_partitions(benchmark, data_dirs, partitions):
 
 
 def test_reopen_10k_partitions(benchmark, data_dirs):
-    reopen_benchmark(benchmark, data_dirs(10_000), 10_000)
+    reopen_benchmark(benchmark, data_dirs(10_000), 10_000, every_log=False)
+
+
+def test_reopen_10k_open_every_log(benchmark, data_dirs):
+    reopen_benchmark(benchmark, data_dirs(10_000), 10_000, every_log=True)
 
 
 def test_list_10k_partitions(benchmark, data_dirs):

@@ -92,10 +92,11 @@ def main(argv: list[str] | None = None) -> int:
         if "p99_ms" in info:
             print(f"latency {bench_short(bench)}: p50 {info['p50_ms']} ms, p99 {info['p99_ms']} ms")
         if "ms_per_partition" in info:
+            footprint = "" if "fds_after_reopen" not in info else (
+                f"; descriptors {info['fds_after_reopen']} after the reopen, {info['fds_peak_after_reads']} at "
+                f"most after reading every partition; {info['rss_kib_per_partition']} KiB resident per partition")
             print(f"scale {bench_short(bench)}: {info['ms_per_partition']} ms per partition "
-                  f"({info['cpu_ms_per_partition']} ms of CPU); descriptors "
-                  f"{info['fds_after_reopen']} after the reopen, {info['fds_peak_after_reads']} at most after "
-                  f"reading every partition; {info['rss_kib_per_partition']} KiB resident per partition")
+                  f"({info['cpu_ms_per_partition']} ms of CPU){footprint}")
         if "first_metadata_s" in info:
             print(f"{bench_short(bench)}: first Metadata answered after {info['first_metadata_s']} s")
         if "cpu_s" in info:

@@ -1,4 +1,4 @@
-"""Peak memory of one audit task over one large segment, local and remote (streamed).
+"""Peak memory of one audit task over one large segment, local and remote (by byte range).
 
 ``python -m benchmarks.task_memory [GiB] [--unique-keys] [--cleaner]`` writes one partition
 whose first segment holds GiB (default 1) of 1,000-record batches (16-byte keys, a fifth as
@@ -6,8 +6,8 @@ many as the records or all distinct; 100-byte values) and a small active segment
 then runs each piece of a task's work in a fresh process and prints its peak resident set
 (``ru_maxrss``, which counts the memory-mapped file pages a local read touches) and the part
 of it that the work added over the imports (and the opened Log, for the cleaner round). "remote" reads the same files through a pyarrow
-filesystem that is not the local one, which takes the object-store path (streamed batches for
-the reader, a scratch copy in 1 MiB pieces for the reports, which decode it 8 MiB at a time).
+filesystem that is not the local one, which takes the object-store path (byte ranges through
+pyarrow's file handle for the reader, a scratch copy in 1 MiB pieces for the reports, which decode it 8 MiB at a time).
 "cleaner round" is a real ``Cleaner.clean`` of the partition (run last: it rewrites the
 segment), with the default log.cleaner.dedupe.buffer.size (a 128 MiB offset map) and
 log.cleaner.io.buffer.size; ``--cleaner`` runs it alone. The last line gives the records and
@@ -35,8 +35,8 @@ NOW_MS = 1_800_000_000_000
 
 WORK = {
     "reader, local (mmap)": "reader_local",
-    "reader, remote (streamed)": "reader_remote",
-    "segment metadata, remote (streamed)": "metadata_remote",
+    "reader, remote (byte ranges)": "reader_remote",
+    "segment metadata, remote (byte ranges)": "metadata_remote",
     "report task, local": "reports_local",
     "report task, remote (staged on scratch)": "reports_remote",
     "cleaner round, local (Cleaner.clean)": "clean",

@@ -20,6 +20,8 @@ from logstore.config import LONG_MAX, LONG_MIN, java_integer
 from logstore.errors import CorruptCheckpointError
 
 CHECKPOINT_VERSION = 0
+# Fewer ASCII digits than this always fit a Java long (whose maximum has 19 digits).
+_SURELY_LONG_DIGITS = 19
 TMP_SUFFIX = ".tmp"
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
@@ -100,7 +102,7 @@ def read_checkpoint(
                 f"{p} line {number}: expected {len(fields)} fields, got {line!r}"
             )
         try:
-            entries.append(tuple(conv(part) for conv, part in zip(converters, parts, strict=True)))
+            entries.append(tuple([conv(part) for conv, part in zip(converters, parts, strict=True)]))
         except ValueError:
             raise CorruptCheckpointError(f"{p} line {number}: malformed entry {line!r}") from None
     return entries
@@ -115,6 +117,8 @@ def _int_field(path: Path, number: int, line: str, what: str) -> int:
 
 def _long(text: str) -> int:
     """Java's Long.parseLong: ASCII digits with an optional sign, within int64; else ValueError."""
+    if len(text) < _SURELY_LONG_DIGITS and text.isdigit() and text.isascii():
+        return int(text)  # every offset of a checkpoint: parsed without the general rules below
     value = java_integer(text)
     if not LONG_MIN <= value <= LONG_MAX:
         raise ValueError(f"out of the long range: {text!r}")

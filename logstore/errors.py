@@ -163,6 +163,11 @@ class NotCoordinatorError(LogstoreError):
     node leads it); the client should find the coordinator again."""
 
 
+class CoordinatorNotAvailableError(LogstoreError):
+    """A group or transaction write its coordinator partition cannot take now (fewer in-sync
+    replicas than its min.insync.replicas); the client retries."""
+
+
 class NotLeaderOrFollowerError(LogstoreError):
     """A produce or fetch sent to a replica that is not the partition's leader (or a replica
     the leader does not know); the caller should refresh its view of the leader."""

@@ -14,6 +14,7 @@ import errno
 import fcntl
 import os
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 
 from logstore.errors import LogLockedError
@@ -102,6 +103,17 @@ class ManagerLock(DirectoryLock):
         with _managed_lock:
             _managed[_identity(self.directory)] = set()
         return self
+
+    def claim_listed(self, names: Iterable[str]) -> None:
+        """Claim the partitions a listing found before their logs open: standalone opens of them
+        are refused from now on (each PartitionClaim still checks its partition when it opens)."""
+        with _managed_lock:
+            _managed[_identity(self.directory)].update(names)
+
+    def release_claim(self, name: str) -> None:
+        """Give back the partition `name` (idempotent): a deleted one, whatever claimed it."""
+        with _managed_lock:
+            _managed.get(_identity(self.directory), set()).discard(name)
 
     def release(self) -> None:
         """Drop the lock and the ownership of its partitions (idempotent)."""

@@ -4,16 +4,16 @@ The walk is per batch (header parse, CRC check, one numba decode of the records)
 is then built with numpy over whole chunks, batch metadata by ``np.repeat`` over the batch
 headers, key hashes by one kernel call per chunk. No Python object per record.
 
-A local segment is memory-mapped. A remote one (object store, HDFS) is streamed: one
-sequential read through an 8 MiB buffer, each batch read as its 12-byte log header then its
-body, so a task holds the buffer, one chunk of decoded batches and nothing else of the file
-(see ``SegmentBatches``).
+A local segment is memory-mapped. A remote one (object store, HDFS) is read by byte ranges
+through pyarrow's file handle (``RangedFile``), walked by the engine's own entry walk
+(``scan_entries``): a full scan fetches growing windows of whole batches, a header walk
+(``read_segment_metadata``) fetches the headers and skips the bodies of large batches, and a
+task holds one window and one chunk of decoded batches, nothing else of the file.
 """
 
 from __future__ import annotations
 
 import mmap
-import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from os import PathLike, fspath
@@ -24,6 +24,7 @@ import pyarrow.fs as pafs
 
 from logstore.errors import CorruptRecordError
 from logstore.log_files import parse_partition_dir, segment_log_offset
+from logstore.log_input_stream import scan_entries
 from logstore.records import RecordBatch, iter_batches, read_batch
 from logstore.records.batch import TIMESTAMP_TYPES
 from logstore.records.compression import COMPRESSION_NAMES
@@ -31,21 +32,17 @@ from logstore.records.header import (
     COMPRESSION_MASK,
     CONTROL_BIT,
     INT32_MAX,
-    LEGACY_MIN_MESSAGE,
     LOG_OVERHEAD,
-    SIZE_OFFSET,
     TIMESTAMP_TYPE_BIT,
     TRANSACTIONAL_BIT,
     BatchHeader,
 )
 from spark_tools import _kernels
 from spark_tools.layout import redact, resolve_filesystem
+from spark_tools.ranged_file import RangedFile
 
 DEFAULT_CHUNK_ROWS = 1 << 16
 DEFAULT_CHUNK_BYTES = 16 << 20  # a chunk also ends once its batches hold this many bytes
-STREAM_BUFFER_BYTES = 8 << 20  # read-ahead of a remote segment
-_MIN_ENTRY = min(LEGACY_MIN_MESSAGE.values())
-_INT32 = struct.Struct(">i")
 # Column of each BatchHeader field when headers are stacked into an int64 matrix.
 _H = {name: i for i, name in enumerate(BatchHeader._fields)}
 
@@ -140,11 +137,12 @@ def topic_partition_of(path: str | PathLike[str]) -> tuple[str, int]:
 
 class SegmentBatches:
     """The complete batches of one segment file as (file position, RecordBatch), from a memory
-    map when the file is local, else streamed in bounded pieces (header, then body).
+    map when the file is local, else read by byte ranges (``RangedFile``); ``headers()`` walks
+    only their headers.
 
     Afterwards ``valid_end`` is where the last complete batch ends and ``torn`` says whether a
-    partial batch follows it; ``size`` is the file's size. A header that cannot be valid raises
-    CorruptRecordError at its file position.
+    partial batch follows it; ``size`` is the file's size and ``bytes_read`` what a remote read
+    fetched. A header that cannot be valid raises CorruptRecordError at its file position.
     """
 
     def __init__(self, path: str | PathLike[str], filesystem: pafs.FileSystem | None = None):
@@ -153,9 +151,16 @@ class SegmentBatches:
         self.valid_end = 0
         self.torn = False
         self.size = 0
+        self.bytes_read = 0
 
     def __iter__(self) -> Iterator[tuple[int, RecordBatch]]:
-        return self._mapped() if self.local else self._streamed()
+        return self._mapped() if self.local else self._ranged(full=True)
+
+    def headers(self) -> Iterator[tuple[int, BatchHeader]]:
+        """(file position, header) of each complete batch; a remote file's bodies are not read."""
+        if self.local:
+            return ((position, batch.header) for position, batch in self._mapped())
+        return ((position, header) for position, header, _ in self._ranged(full=False))
 
     def _mapped(self) -> Iterator[tuple[int, RecordBatch]]:
         with open(self._inner, "rb") as f:
@@ -168,33 +173,25 @@ class SegmentBatches:
             yield batch.position, batch
         self.torn = batches.torn
 
-    def _streamed(self) -> Iterator[tuple[int, RecordBatch]]:
-        self.size = self._fs.get_file_info(self._inner).size or 0
-        with self._fs.open_input_stream(self._inner, compression=None,
-                                        buffer_size=STREAM_BUFFER_BYTES) as stream:
-            pos = 0
-            while pos < self.size:
-                if self.size - pos < LOG_OVERHEAD:
-                    self.torn = True
-                    return
-                head = stream.read(LOG_OVERHEAD)
-                length = _INT32.unpack_from(head, SIZE_OFFSET)[0]
-                if length < _MIN_ENTRY:
-                    raise CorruptRecordError(f"entry length {length} below the minimum",
-                                             position=pos)
-                if pos + LOG_OVERHEAD + length > self.size:
-                    self.torn = True
-                    return
-                buffer = bytearray(LOG_OVERHEAD + length)
-                buffer[:LOG_OVERHEAD] = head
-                buffer[LOG_OVERHEAD:] = stream.read(length)
-                try:
-                    batch = read_batch(buffer, 0)
-                except CorruptRecordError as exc:
-                    raise CorruptRecordError(_message(exc), position=pos) from None
-                pos += LOG_OVERHEAD + length
-                self.valid_end = pos
-                yield pos - LOG_OVERHEAD - length, batch
+    def _ranged(self, *, full: bool) -> Iterator:
+        """(file position, RecordBatch) with ``full``, else (file position, BatchHeader, None)."""
+        with RangedFile(self._fs, self._inner) as f:
+            self.size = f.size
+            try:
+                for position, header, buf, off in scan_entries(f.read_at, f.size, 0, full=full,
+                                                               path=redact(self._inner)):
+                    self.valid_end = position + header.size_in_bytes
+                    self.bytes_read = f.bytes_read
+                    if not full:
+                        yield position, header, None
+                        continue
+                    try:
+                        yield position, read_batch(buf, off)
+                    except CorruptRecordError as exc:
+                        raise CorruptRecordError(_message(exc), position=position) from None
+            finally:
+                self.bytes_read = f.bytes_read
+        self.torn = self.valid_end < self.size
 
 
 def scan_segment(
@@ -417,8 +414,7 @@ def read_segment_metadata(
     batches = SegmentBatches(path, filesystem)
     next_offset, max_ts, first_ts, records, count = base, -1, -1, 0, 0
     try:
-        for _, batch in batches:
-            header = batch.header
+        for _, header in batches.headers():
             if count == 0:
                 first_ts = header.max_timestamp
             max_ts = max(max_ts, header.max_timestamp)

@@ -176,7 +176,8 @@ def _run(args: argparse.Namespace, interrupts: QuietInterrupts) -> int:
             print(f"logstore: note: {raw}: audited with the rest of its partition (a segment's "
                   "fate depends on the segments around it)", file=sys.stderr)
     with interrupts.deferred():
-        spark = spark_session(args.master, conf=_spark_conf(args), py_files=args.py_files)
+        spark = spark_session(args.master, conf=_spark_conf(args), py_files=args.py_files,
+                              short_lived=True)
     with worker_errors():
         reports = audit_tables(spark, args.paths, configs, args.now, kinds=kinds)
     tables = {kind: reports[kind].to_pylist() for kind in kinds}

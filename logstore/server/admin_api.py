@@ -20,7 +20,7 @@ from logstore.server.config_entries import (
     topic_entries,
 )
 from logstore.server.context import ServerContext
-from logstore.server.kraft import elect_leaders
+from logstore.server.kraft import elect_leaders, feature_updates
 from logstore.server.protocol import Request, api_versions_entries
 from logstore.server.replica_assignment import InvalidReplicaAssignmentError, assigned_partitions
 from logstore.server.topics import (
@@ -154,6 +154,12 @@ class AdminApi:
         except LogstoreError as exc:
             return _error_of(exc)
         return ec.NONE
+
+    async def update_features(self, req: Request) -> Any:
+        """UpdateFeatures: the active controller finalizes a cluster's feature levels."""
+        if self._ctx.cluster is not None:
+            return await self._ctx.cluster.forward(req)
+        return feature_updates.standalone(req)
 
     # ------------------------------------------------------------------ topics
 

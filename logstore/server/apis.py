@@ -40,7 +40,10 @@ APIS: dict[int, ApiSpec] = declare(
     # 2.10 sends compressed batches uncompressed to a broker whose Produce range starts above v0.
     ApiSpec(producer.ProduceRequest, producer.ProduceResponse, 3, 11, DataApi.produce, request_views=True,
             advertised_min_version=0),
-    ApiSpec(consumer.FetchRequest, consumer.FetchResponse, 4, 12, DataApi.fetch, encode=encode_fetch_response),
+    # v13-17 (topics by id; v15+ the follower's broker epoch in ReplicaState) are what followers
+    # send; clients are offered v12, the last by topic name, which every client here fetches with
+    ApiSpec(consumer.FetchRequest, consumer.FetchResponse, 4, 17, DataApi.fetch, encode=encode_fetch_response,
+            advertised_max_version=12),
     ApiSpec(consumer.ListOffsetsRequest, consumer.ListOffsetsResponse, 1, 7, DataApi.list_offsets),
     ApiSpec(metadata.MetadataRequest, metadata.MetadataResponse, 0, 12, AdminApi.metadata),
     # v9 is the version for members of KIP-848 groups (their member epoch as the generation)
@@ -71,6 +74,7 @@ APIS: dict[int, ApiSpec] = declare(
     ApiSpec(producer.TxnOffsetCommitRequest, producer.TxnOffsetCommitResponse, 0, 3,
             TransactionApi.txn_offset_commit),
     ApiSpec(admin.ElectLeadersRequest, admin.ElectLeadersResponse, 0, 2, AdminApi.elect_leaders),
+    ApiSpec(admin.UpdateFeaturesRequest, admin.UpdateFeaturesResponse, 0, 2, AdminApi.update_features),
     ApiSpec(admin.DescribeConfigsRequest, admin.DescribeConfigsResponse, 1, 4, AdminApi.describe_configs),
     ApiSpec(admin.CreatePartitionsRequest, admin.CreatePartitionsResponse, 0, 3, AdminApi.create_partitions),
     ApiSpec(admin.DeleteGroupsRequest, admin.DeleteGroupsResponse, 0, 2, GroupApi.delete_groups),

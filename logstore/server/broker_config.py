@@ -69,6 +69,7 @@ class BrokerConfig:
     # a cluster's coordinator topics are created with these (the controller refuses more than its brokers)
     offsets_topic_replication_factor: int = 3
     transaction_state_log_replication_factor: int = 3
+    transaction_state_log_min_isr: int = 2  # __transaction_state's min.insync.replicas in a cluster
     socket_request_max_bytes: int = 104_857_600
     queued_max_request_bytes: int = 512 * 1024 * 1024
     group_initial_rebalance_delay_ms: int = 3000
@@ -113,6 +114,7 @@ class BrokerConfig:
             offsets_topic_replication_factor=property_int(props, "offsets.topic.replication.factor", 3, lo=1),
             transaction_state_log_replication_factor=property_int(
                 props, "transaction.state.log.replication.factor", 3, lo=1),
+            transaction_state_log_min_isr=property_int(props, "transaction.state.log.min.isr", 2, lo=1),
             socket_request_max_bytes=property_int(props, "socket.request.max.bytes", 104_857_600, lo=1024),
             queued_max_request_bytes=property_int(props, "queued.max.request.bytes", 512 * 1024 * 1024, lo=-1),
             group_initial_rebalance_delay_ms=property_int(props, "group.initial.rebalance.delay.ms", 3000),

@@ -98,8 +98,7 @@ class ControlHooks:
     def __init__(self, node_id: int = -1):
         self.node_id = node_id
         self._hooks: list[Hook] = []
-        self._cut_nodes: set[int] = set()
-        self._clients_cut = False
+        self._cut: set[int | None] = set()  # the nodes cut off, None standing for the clients
         self._lock = threading.Lock()
 
     def add(self, hook: Hook) -> Hook:
@@ -118,46 +117,46 @@ class ControlHooks:
     def cut(self, node_id: int | None) -> None:
         """Lose every request from node `node_id` (None: from clients) until `heal`."""
         with self._lock:
-            if node_id is None:
-                self._clients_cut = True
-            else:
-                self._cut_nodes.add(node_id)
+            self._cut.add(node_id)
 
     def heal(self, node_id: int | None) -> None:
         """Undo `cut(node_id)`."""
         with self._lock:
-            if node_id is None:
-                self._clients_cut = False
-            else:
-                self._cut_nodes.discard(node_id)
+            self._cut.discard(node_id)
 
     async def handle(self, request: Request, handler: Callable[[Request], Awaitable[Any]]) -> Any:
         """`request`'s response: `handler`'s, unless a hook answers or holds it; DROP to close
         the connection instead (a hook's Drop, or a link cut before the request came or before
-        its answer left, as a long-polling fetch's answer is lost when the link breaks)."""
+        its answer left, as a long-polling fetch's answer is lost when the link breaks); None
+        for an acks=0 Produce a hook answers. Every Observe hook of the API sees the request;
+        of the others, the first installed that takes it acts."""
         if self._is_cut(request):
             return DROP
-        with self._lock:
-            hooks = [h for h in self._hooks if h.api_key == request.api_key]
-        hook = next((h for h in hooks if h.take(self.node_id, request)), None)
-        if hook is not None and hook.exhausted:
-            hook.remove()
-        action = None if hook is None else hook.action
+        action = self._action(request)
         if isinstance(action, Drop):
             return DROP
         if isinstance(action, Answer):
-            return error_response(request, action.error_code)
+            return None if getattr(request.body, "acks", None) == 0 else error_response(request, action.error_code)
         if isinstance(action, Delay):
             await asyncio.sleep(action.seconds)
         response = await handler(request)
         return DROP if self._is_cut(request) else response
 
+    def _action(self, request: Request) -> Action | None:
+        """What the hooks do with `request` (None: nothing but observe it); spent hooks go."""
+        with self._lock:
+            hooks = [h for h in self._hooks if h.api_key == request.api_key]
+        action = None
+        for hook in hooks:
+            if (isinstance(hook.action, Observe) or action is None) and hook.take(self.node_id, request):
+                action = action if isinstance(hook.action, Observe) else hook.action
+                if hook.exhausted:
+                    hook.remove()
+        return action
+
     def _is_cut(self, request: Request) -> bool:
         with self._lock:
-            if not (self._cut_nodes or self._clients_cut):
-                return False
-            sender = sender_node(request.client_id)
-            return (sender is None and self._clients_cut) or sender in self._cut_nodes
+            return bool(self._cut) and sender_node(request.client_id) in self._cut
 
 
 # Fields naming what a request is about, by the entity they name: a response mirrors the

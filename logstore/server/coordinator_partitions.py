@@ -12,7 +12,12 @@ import logging
 from collections.abc import Callable
 from typing import TypeVar
 
-from logstore.errors import LogstoreError, NotCoordinatorError
+from logstore.errors import (
+    CoordinatorNotAvailableError,
+    LogstoreError,
+    NotCoordinatorError,
+    NotEnoughReplicasError,
+)
 from logstore.log import Log
 from logstore.server import error_codes as ec
 from logstore.server.context import ServerContext
@@ -25,17 +30,19 @@ T = TypeVar("T")
 
 
 class CoordinatorPartitions:
-    """Topic `topic` of `configured` partitions (created with `replication_factor` replicas in
-    a cluster); `load(partition)` reads one partition's state from its log (a coroutine) when
+    """Topic `topic` of `configured` partitions (created in a cluster with `replication_factor`
+    replicas and the config overrides `configs`); `load(partition)` reads one partition's state from its log (a coroutine) when
     this node becomes its leader: `read(log)` on the disk thread, then `install(partition, what
     read returned)` on the event loop; `unload(partition)` forgets it when the node leads it no more."""
 
     def __init__(self, ctx: ServerContext, topic: str, configured: int, replication_factor: int,
-                 read: Callable[[Log], T], install: Callable[[int, T], None], unload: Callable[[int], None]):
+                 read: Callable[[Log], T], install: Callable[[int, T], None], unload: Callable[[int], None],
+                 configs: dict[str, str] | None = None):
         self._ctx = ctx
         self.topic = topic
         self._configured = configured
         self._replication_factor = replication_factor
+        self._configs = configs or {}
         self.standalone = ctx.config.quorum is None
         self._read, self._install, self._unload = read, install, unload
         self._led: dict[int, int] = {}  # partition -> its leader epoch, the coordinator epoch
@@ -83,11 +90,20 @@ class CoordinatorPartitions:
     def append(self, key: str, records: list[tuple[bytes, bytes | None]], now_ms: int, *,
                producer_id: int = -1, producer_epoch: int = -1) -> None:
         """Write coordinator records of `key` to its partition, at the coordinator epoch;
-        NotCoordinatorError where this node does not lead it."""
+        NotCoordinatorError where this node does not lead it, CoordinatorNotAvailableError while
+        its ISR is smaller than its min.insync.replicas (Kafka's coordinators append with acks=-1)."""
         partition = self.partition_of(key)
         log = self.log(partition)
         if log is None or not (self.standalone or partition in self._loaded):
             raise NotCoordinatorError(f"{self.topic}-{partition} is not coordinated by this node")
+        if not self.standalone:
+            access = self._ctx.partition(self.topic, partition)
+            if access is None or access.log_end_offset < 0:  # the metadata moved the leadership on
+                raise NotCoordinatorError(f"{self.topic}-{partition} is led by another node")
+            try:
+                access.check_acks_all()
+            except NotEnoughReplicasError as exc:
+                raise CoordinatorNotAvailableError(str(exc)) from exc
         append_records(log, records, now_ms, producer_id=producer_id, producer_epoch=producer_epoch,
                        leader_epoch=self.epoch(partition))
 
@@ -118,7 +134,7 @@ class CoordinatorPartitions:
         cluster = self._ctx.cluster
         info = cluster.image.topic(self.topic)
         if info is None:
-            cluster.create_in_background(self.topic, self._configured, self._replication_factor)
+            cluster.create_in_background(self.topic, self._configured, self._replication_factor, self._configs)
             return ec.COORDINATOR_NOT_AVAILABLE, -1
         state = info.partitions.get(partition_for(key, len(info.partitions)))
         if state is None or state.leader < 0:

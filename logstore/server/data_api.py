@@ -3,6 +3,7 @@ DeleteRecords, each a thin translation between the wire and a partition (Partiti
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any, NamedTuple
 
@@ -10,6 +11,7 @@ from logstore.errors import LogstoreError, OffsetOutOfRangeError, RecordValidati
 from logstore.file_slice import FileSlice
 from logstore.server import error_codes as ec
 from logstore.server.context import ServerContext
+from logstore.server.fetch_request import by_topic_id, error_entry, read_fetch
 from logstore.server.fetch_sessions import FetchSessionCache, FetchSessionError, SessionPartition
 from logstore.server.protocol import Request
 
@@ -64,6 +66,7 @@ class DataApi:
             record_errors = exc.record_errors if isinstance(exc, RecordValidationError) else ()
             return AppendOutcome(ec.for_exception(exc), log_start=target.log_start_offset, message=str(exc),
                                  record_errors=record_errors)
+        self._ctx.data.notify()  # followers' fetches waiting for data return it now, so acks=all waits one round trip
         if acks == ACKS_ALL and not await target.acknowledged(info.last_offset + 1, timeout_s):
             return AppendOutcome(ec.REQUEST_TIMED_OUT, info.first_offset, info.log_append_time,
                                  target.log_start_offset)
@@ -73,11 +76,15 @@ class DataApi:
         body = req.body
         cls = req.spec.response
         entry = cls.TopicProduceResponse.PartitionProduceResponse
+        timeout_s = max(body.timeout_ms, 0) / 1000
+        # every partition is appended before any waits for its acks=all, as Kafka's ReplicaManager does
+        outcomes = iter(await asyncio.gather(*(self._append(topic.name, p.index, p.records, body.acks, timeout_s)
+                                              for topic in body.topic_data for p in topic.partition_data)))
         topics = []
         for topic in body.topic_data:
             partitions = []
             for p in topic.partition_data:
-                out = await self._append(topic.name, p.index, p.records, body.acks, max(body.timeout_ms, 0) / 1000)
+                out = next(outcomes)
                 partitions.append(entry(
                     index=p.index, error_code=out.error, base_offset=out.base_offset,
                     log_append_time_ms=out.log_append_time, log_start_offset=out.log_start, error_message=out.message,
@@ -99,9 +106,7 @@ class DataApi:
         entry = cls.FetchableTopicResponse.PartitionData
         target = self._ctx.partition(topic, partition)
         if target is None:
-            return entry(partition_index=partition, error_code=ec.UNKNOWN_TOPIC_OR_PARTITION, high_watermark=-1,
-                         last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None,
-                         preferred_read_replica=-1, records=b""), 0
+            return error_entry(cls, partition, ec.UNKNOWN_TOPIC_OR_PARTITION), 0
         diverging = None
         try:
             result = None
@@ -128,31 +133,32 @@ class DataApi:
     async def fetch(self, req: Request) -> Any:
         body = req.body
         cls = req.spec.response
+        asked = read_fetch(req, self._ctx.topics.name_of)
+        replica, epochs = asked.replica_id, asked.epochs
         # a follower (ReplicaId >= 0) reads up to the log end, a consumer up to the high watermark
-        isolation = "log_end" if body.replica_id >= 0 else \
+        isolation = "log_end" if replica >= 0 else \
             "read_committed" if body.isolation_level == READ_COMMITTED else "high_watermark"
-        wanted = [(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes)
-                  for t in body.topics for p in t.partitions]
-        epochs = {(t.topic, p.partition): (getattr(p, "current_leader_epoch", -1), getattr(p, "last_fetched_epoch", -1))
-                  for t in body.topics for p in t.partitions}
-        forgotten = [(t.topic, p) for t in body.forgotten_topics_data for p in t.partitions]
         try:
-            session, full = self._sessions.resolve(body.session_id, body.session_epoch, wanted, forgotten)
+            session, full = self._sessions.resolve(body.session_id, body.session_epoch, asked.wanted, asked.forgotten)
         except FetchSessionError as exc:
             return req.response(throttle_time_ms=0, error_code=exc.code, session_id=0, responses=[])
         if session is None:
-            targets = [(t, p, SessionPartition(o, m)) for t, p, o, m in wanted]
+            targets = [(t, p, SessionPartition(o, m)) for t, p, o, m in asked.wanted]
         else:
             targets = [(t, p, s) for (t, p), s in session.partitions.items()]
-        # a follower's fetch offsets say what it holds: the high watermark may move, waking consumers
-        fetched = [(t, p, s.fetch_offset) for t, p, s in targets]
-        if body.replica_id >= 0 and self._ctx.cluster is not None and \
-                self._ctx.cluster.replica_fetched(body.replica_id, fetched):
-            self._ctx.data.notify()
+        refused: set[tuple[str, int]] = set()
+        if replica >= 0 and self._ctx.cluster is not None:
+            # KIP-903: a fetch from an earlier incarnation of the follower is refused; what the
+            # others fetched says what they hold: the high watermark may move, waking consumers
+            refused = self._ctx.cluster.stale_replica_fetch(replica, asked.replica_epoch, [(t, p) for t, p, _ in targets])
+            fetched = [(t, p, s.fetch_offset) for t, p, s in targets if (t, p) not in refused]
+            if self._ctx.cluster.replica_fetched(replica, fetched, asked.replica_epoch):
+                self._ctx.data.notify()
         deadline = time.monotonic() + max(body.max_wait_ms, 0) / 1000
         while True:
             watched = self._ctx.data.watch()
-            topics, total, errors = await self._fetch_round(cls, targets, body.max_bytes, isolation, full, epochs)
+            topics, total, errors = await self._fetch_round(cls, targets, body.max_bytes, isolation, full, epochs,
+                                                            refused)
             remaining = deadline - time.monotonic()
             # Kafka's ReplicaManager answers at once when no partition is asked for or min_bytes
             # (zero or negative included) is met; otherwise it waits up to max_wait_ms
@@ -162,11 +168,13 @@ class DataApi:
             await self._ctx.data.wait(remaining, watched)
         if session is not None:
             _remember(targets, topics)
+        topics = by_topic_id(req, topics, asked.unknown, self._ctx.topics.topic_id)
         return req.response(throttle_time_ms=0, error_code=ec.NONE,
                             session_id=session.session_id if session else 0, responses=topics)
 
     async def _fetch_round(self, cls: Any, targets: list, max_bytes: int, isolation: str,
-                     full: bool, epochs: dict[tuple[str, int], tuple[int, int]]) -> tuple[list, int, bool]:
+                     full: bool, epochs: dict[tuple[str, int], tuple[int, int]],
+                     refused: set[tuple[str, int]] = frozenset()) -> tuple[list, int, bool]:
         by_topic: dict[str, list] = {}
         total = 0
         errors = False
@@ -176,9 +184,12 @@ class DataApi:
             # up to min(partition_max_bytes, what the response has left); only until one partition
             # has returned data may a read go past that, by one whole batch
             limit = min(state.max_bytes, budget) if state.max_bytes > 0 else 0
-            data, size = await self._fetch_partition(cls, topic, partition, state.fetch_offset, limit, isolation,
-                                               min_one_batch=total == 0 and state.max_bytes > 0,
-                                               epochs=epochs.get((topic, partition), NO_EPOCHS))
+            if (topic, partition) in refused:  # a stale follower incarnation (Kafka's Replica state check)
+                data, size = error_entry(cls, partition, ec.NOT_LEADER_OR_FOLLOWER), 0
+            else:
+                data, size = await self._fetch_partition(cls, topic, partition, state.fetch_offset, limit, isolation,
+                                                   min_one_batch=total == 0 and state.max_bytes > 0,
+                                                   epochs=epochs.get((topic, partition), NO_EPOCHS))
             changed = (size > 0 or data.error_code != ec.NONE or data.high_watermark != state.high_watermark
                        or data.last_stable_offset != state.last_stable_offset
                        or data.log_start_offset != state.log_start_offset)

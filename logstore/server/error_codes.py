@@ -99,6 +99,7 @@ _ENGINE_ERRORS: tuple[tuple[type[BaseException], int], ...] = (
     (errors.InvalidConfigError, INVALID_CONFIG),
     (errors.NotLeaderOrFollowerError, NOT_LEADER_OR_FOLLOWER),
     (errors.NotCoordinatorError, NOT_COORDINATOR),
+    (errors.CoordinatorNotAvailableError, COORDINATOR_NOT_AVAILABLE),
     (errors.NotEnoughReplicasError, NOT_ENOUGH_REPLICAS),
     (errors.ProducerIdsUnavailableError, COORDINATOR_LOAD_IN_PROGRESS),
     (errors.FencedLeaderEpochError, FENCED_LEADER_EPOCH),

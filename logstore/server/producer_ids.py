@@ -17,11 +17,13 @@ PREFETCH_FRACTION = 0.1  # the next block is asked for once this much of the cur
 
 
 class ProducerIdManager:
-    """Allocates producer ids, starting above the largest id in any log's producer state."""
+    """Allocates producer ids, starting above the largest id in any log's producer state (read
+    at the first allocation, which opens the logs not opened yet, rather than at start)."""
 
     def __init__(self, manager: LogManager):
-        seen = [pid for log_ in manager.logs() for pid in log_.producer_state.producers]
-        self._next = max(seen, default=-1) + 1
+        self._manager = manager
+        self._next = 0
+        self._logs_seen = False
         self._blocks: Callable[[], Awaitable[range]] | None = None
         self._block = range(0)  # the ids left in the current block
         self._block_size = 0
@@ -41,6 +43,10 @@ class ProducerIdManager:
     def allocate(self) -> int:
         """A producer id no producer of this node (of the cluster, with blocks) has used.
         Raises ProducerIdsUnavailableError while a cluster's broker waits for its next block."""
+        if not self._logs_seen:
+            seen = [pid for log_ in self._manager.logs() for pid in log_.producer_state.producers]
+            self.observe(max(seen, default=-1))
+            self._logs_seen = True
         if self._blocks is None:
             producer_id = self._next
             self._next += 1

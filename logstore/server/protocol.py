@@ -58,7 +58,8 @@ class ApiSpec(NamedTuple):
     `request_views` decodes the request's bytes fields as views of the frame, not copies;
     `encode` replaces the schema's response encoder (Fetch writes its records through);
     `advertised_min_version`, when set, is the lower bound ApiVersions advertises instead of
-    `min_version`, versions below `min_version` still being refused.
+    `min_version`, versions below `min_version` still being refused; `advertised_max_version`,
+    when set, the upper bound advertised, versions above it up to `max_version` still served.
     """
 
     request: type[ApiMessage]
@@ -69,12 +70,14 @@ class ApiSpec(NamedTuple):
     request_views: bool = False
     encode: Encoder | None = None
     advertised_min_version: int | None = None
+    advertised_max_version: int | None = None
 
     @property
     def advertised_versions(self) -> tuple[int, int]:
         """The (min, max) versions ApiVersions lists."""
         low = self.min_version if self.advertised_min_version is None else self.advertised_min_version
-        return low, self.max_version
+        high = self.max_version if self.advertised_max_version is None else self.advertised_max_version
+        return low, high
 
     @property
     def key(self) -> int:
@@ -232,7 +235,7 @@ def encode_response(request: Request, response: ApiMessage) -> list[Piece]:
 def api_versions_entries(cls: type[ApiMessage], apis: Mapping[int, ApiSpec]) -> list:
     """ApiVersions' `api_keys` array: the declared APIs and their version ranges."""
     entry = cls.ApiVersion
-    return [entry(api_key=key, min_version=apis[key].advertised_versions[0], max_version=apis[key].max_version)
+    return [entry(api_key=key, min_version=apis[key].advertised_versions[0], max_version=apis[key].advertised_versions[1])
             for key in sorted(apis)]
 
 

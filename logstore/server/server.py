@@ -76,6 +76,7 @@ class KafkaServer:
         self._connections: set[asyncio.Task] = set()
         self.manager: LogManager | None = None
         self.context: ServerContext | None = None
+        self._topics: Topics | None = None
         self.port: int | None = None
         self._groups: GroupCoordinator | None = None
         self._txns: TransactionCoordinator | None = None
@@ -181,6 +182,8 @@ class KafkaServer:
     def _close_manager(self) -> None:
         if self.context is not None:  # an append or read cancelled with its connection ends first
             self.context.disk.shutdown(wait=True)
+        if self._topics is not None:
+            self._topics.close()  # its background writes end before the logs close
         if self.manager is not None:
             (self.manager.abandon if self._killed else self.manager.close)()
 
@@ -190,7 +193,7 @@ class KafkaServer:
         self.manager = LogManager(self.data_dir, config.log_defaults, clock=self._clock,
                                   cleaner=self._cleaner, retention=self._retention)
         meta = load_or_create(self.data_dir, config.node_id, self._cluster_id)
-        topics = Topics(self.manager, hosts_all=config.quorum is None)
+        topics = self._topics = Topics(self.manager, hosts_all=config.quorum is None)
         ctx = ServerContext(config, meta, self.manager, topics, self._clock, host=self._advertised_host)
         handlers = self._build_handlers(ctx)
         ctx.implemented = APIS

@@ -2,13 +2,19 @@
 each partition directory) and configs, over a LogManager. Internal topics are created here
 with the configs Kafka gives them (compacted).
 
+A restarted node learns its partitions without opening their logs (they open on first use) and
+writes the `partition.metadata` files it finds missing on a background thread, as Kafka flushes
+them after the log is created: 10,000 crash-safe writes took up to 40 s of a first start.
+
 Partitions cost no file descriptor while unused: the segments' descriptors come from the
 process's pool (logstore.descriptor_pool), which the node sizes to half its descriptor limit
 (`reserve_descriptors`), so connections keep the other half however many partitions it holds."""
 
 from __future__ import annotations
 
+import os
 import resource
+import threading
 import uuid
 from collections.abc import Collection, Mapping
 from pathlib import Path
@@ -18,6 +24,7 @@ from logstore.descriptor_pool import capacity_for, process_pool
 from logstore.errors import CorruptMetadataFileError, LogstoreError
 from logstore.internal_topics.coordinator_schemas import OFFSETS_TOPIC, TRANSACTION_TOPIC
 from logstore.log import Log
+from logstore.log_files import partition_dir_name
 from logstore.manager import LogManager, refuse_reserved
 from logstore.partition_metadata import (
     PARTITION_METADATA,
@@ -73,21 +80,52 @@ class Topics:
         self._manager = manager
         self._partitions: dict[str, int] = {}
         self._ids: dict[str, uuid.UUID] = {}
-        for log in manager.logs():
-            self._partitions[log.topic] = max(self._partitions.get(log.topic, 0), log.partition + 1)
-            topic_id = _stored_topic_id(log.dir)
-            if topic_id is not None:
-                self._ids.setdefault(log.topic, topic_id)
+        # Held around every write of partition.metadata and every topic deletion, so the
+        # background writer never writes a stale id into a partition created anew.
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        found = manager.partitions()  # no log opens here: they open on first use
+        for topic, partition in found:
+            self._partitions[topic] = max(self._partitions.get(topic, 0), partition + 1)
+            if topic not in self._ids:
+                topic_id = _stored_topic_id(self._dir_of(topic, partition))
+                if topic_id is not None:
+                    self._ids[topic] = topic_id
+        present = set(found)
         for topic, count in self._partitions.items():
-            overrides = self.overrides(topic)
             self._ids.setdefault(topic, uuid.uuid4())
-            for partition in range(count):
-                log = manager.get(topic, partition)
-                if log is None and not hosts_all:
+            gaps = [p for p in range(count) if (topic, p) not in present] if hosts_all else []
+            overrides = self.overrides(topic) if gaps else {}
+            for partition in gaps:
+                log = manager.get_or_create(topic, partition, overrides or None)
+                write_partition_metadata(log.dir, self._ids[topic])
+        self._writer = threading.Thread(target=self._write_missing_ids, args=(found,), daemon=True,
+                                        name="logstore-partition-metadata")
+        self._writer.start()
+
+    def _write_missing_ids(self, partitions: list[tuple[str, int]]) -> None:
+        """Write the topic id into each of `partitions` lacking its partition.metadata, until
+        `close()`; a partition deleted meanwhile is skipped."""
+        for topic, partition in partitions:
+            if self._stop.is_set():
+                return
+            directory = self._dir_of(topic, partition)
+            with self._lock:
+                topic_id = self._ids.get(topic)
+                if topic_id is None or os.path.exists(os.path.join(directory, PARTITION_METADATA)):
                     continue
-                log = log or manager.get_or_create(topic, partition, overrides or None)
-                if not (log.dir / PARTITION_METADATA).exists():
-                    write_partition_metadata(log.dir, self._ids[topic])
+                try:
+                    write_partition_metadata(directory, topic_id)
+                except FileNotFoundError:
+                    continue  # its topic was deleted
+
+    def close(self) -> None:
+        """Stop writing missing partition.metadata files (a restart writes the rest)."""
+        self._stop.set()
+        self._writer.join()
+
+    def _dir_of(self, topic: str, partition: int) -> Path:
+        return self._manager.data_dir / partition_dir_name(topic, partition)
 
     def names(self) -> list[str]:
         """Every topic, sorted."""
@@ -155,7 +193,8 @@ class Topics:
         overrides = self.overrides(topic) if overrides is None else overrides
         for partition in range(start, end):
             log = self._manager.get_or_create(topic, partition, overrides)
-            write_partition_metadata(log.dir, self._ids[topic])
+            with self._lock:
+                write_partition_metadata(log.dir, self._ids[topic])
             self._partitions[topic] = partition + 1
 
     def adopt(self, topic: str, topic_id: uuid.UUID, hosted: Collection[int], count: int,
@@ -167,7 +206,8 @@ class Topics:
         for partition in hosted:
             if self._manager.get(topic, partition) is None:
                 log = self._manager.get_or_create(topic, partition, overrides)
-                write_partition_metadata(log.dir, topic_id)
+                with self._lock:
+                    write_partition_metadata(log.dir, topic_id)
         self._partitions[topic] = max(self._partitions.get(topic, 0), count)
 
     def add_partitions(self, topic: str, count: int, *, validate_only: bool = False) -> None:
@@ -183,9 +223,10 @@ class Topics:
     def delete(self, topic: str) -> None:
         """Delete every partition of `topic` (renamed `-delete`, removed later by the manager)."""
         self.partition_count(topic)
-        self._manager.delete_topic(topic)  # drops the stored configs too
-        del self._partitions[topic]
-        self._ids.pop(topic, None)
+        with self._lock:
+            self._manager.delete_topic(topic)  # drops the stored configs too
+            del self._partitions[topic]
+            self._ids.pop(topic, None)
 
     def alter_config(self, topic: str, overrides: Mapping[str, str], *, validate_only: bool = False) -> None:
         """Replace the stored overrides of `topic` and apply them to its open logs

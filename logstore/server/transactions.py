@@ -47,7 +47,8 @@ class TransactionCoordinator:
         # a single node coordinates every partition; a cluster's node those it leads (load on election)
         self.coordinated = CoordinatorPartitions(ctx, TRANSACTION_TOPIC, config.transaction_state_log_num_partitions,
                                                  config.transaction_state_log_replication_factor,
-                                                 replay_transactions, self._install, self._unload)
+                                                 replay_transactions, self._install, self._unload,
+                                                 {"min.insync.replicas": str(config.transaction_state_log_min_isr)})
         self._markers = MarkerSender(ctx)
         self._sending: dict[str, asyncio.Task] = {}  # markers on their way to other nodes' partitions
         self._timeouts: asyncio.Task | None = None

@@ -1,7 +1,9 @@
 """Fetch responses written in pieces are byte for byte the schema encoder's, for every
-served version, and records larger than a page are passed through, not copied."""
+served version (topics by name to v12, by id from v13), and records larger than a page are passed through, not copied."""
 
 from __future__ import annotations
+
+import uuid
 
 import pytest
 from kafka.protocol.consumer import FetchResponse
@@ -25,14 +27,14 @@ def response(version: int):
                     preferred_read_replica=-1, records=records)
 
     topics = [
-        cls.FetchableTopicResponse(topic="t" * 200, partitions=[
+        cls.FetchableTopicResponse(topic="t" * 200, topic_id=uuid.UUID(int=2**127 + 5), partitions=[
             partition(0, LARGE, None),
             partition(1, None, []),
             partition(2, b"", [aborted(producer_id=5, first_offset=9), aborted(producer_id=-1, first_offset=2**40)]),
             partition(3, memoryview(LARGE)[:100], None),
             partition(4, bytearray(LARGE) * 2, None),
         ]),
-        cls.FetchableTopicResponse(topic="empty", partitions=[]),
+        cls.FetchableTopicResponse(topic="empty", topic_id=uuid.UUID(int=6), partitions=[]),
     ]
     return cls(version=version, throttle_time_ms=3, error_code=0, session_id=12345, responses=topics)
 

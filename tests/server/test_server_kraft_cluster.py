@@ -19,7 +19,7 @@ from logstore import Log
 from logstore.clock import ManualClock
 from logstore.partition_metadata import read_partition_metadata
 from logstore.records import Record, build_batch, iter_batches
-from logstore.server import KafkaServer
+from logstore.server import KafkaCluster, KafkaServer
 from logstore.server.messages.controller_apis import (
     BrokerHeartbeatRequest,
     BrokerHeartbeatResponse,
@@ -49,33 +49,35 @@ def broker_node(data_dir: Path, clock: ManualClock, node_id: int, controller_por
 
 
 class Cluster:
-    """Three nodes: 1 (broker and controller), 2 and 3 (brokers), each with broker `configs`."""
+    """Three nodes on a driven clock, 1 (broker and controller), 2 and 3 (brokers), each with
+    broker `configs`: a KafkaCluster whose running servers the tests reach into."""
 
     def __init__(self, data_dir: Path, configs: dict | None = None):
         self.dir = data_dir
         self.clock = ManualClock(NOW)
-        self.configs = configs
-        self.nodes: dict[int, KafkaServer] = {1: controller_node(data_dir, self.clock, configs).start()}
-        for node_id in (2, 3):
-            self.start(node_id)
+        self.kafka = KafkaCluster(3, data_dir=data_dir, clock=self.clock, cluster_id=CLUSTER_ID,
+                                  config={"broker.session.timeout.ms": SESSION_MS, **(configs or {})}).start()
+
+    @property
+    def nodes(self) -> dict[int, KafkaServer]:
+        """The running nodes' servers, by node id."""
+        return {n: node.server for n, node in self.kafka.nodes.items() if node.running}
 
     @property
     def controller(self):
         return self.nodes[1].cluster.controller
 
     def start(self, node_id: int) -> KafkaServer:
-        port = self.nodes[1].cluster.controller_port
-        self.nodes[node_id] = broker_node(self.dir, self.clock, node_id, port, self.configs).start()
+        self.kafka.node(node_id).start()
         return self.nodes[node_id]
 
     def stop(self, node_id: int) -> None:
-        self.nodes.pop(node_id).stop()
+        self.kafka.node(node_id).stop()
 
     def pass_time(self, ms: int) -> None:
         """Advance the clock by `ms` (less than a session) while every running node heartbeats."""
         self.clock.advance(ms)
-        for node in self.nodes.values():
-            node.check_timers()
+        self.kafka.check_timers()
 
     def caught_up(self) -> None:
         caught_up(self.controller, self.nodes.values())
@@ -86,8 +88,7 @@ class Cluster:
         return metadata(self.nodes[node_id].port, topics)
 
     def close(self) -> None:
-        for node_id in sorted(self.nodes, reverse=True):
-            self.stop(node_id)
+        self.kafka.stop()
 
 
 def caught_up(controller, brokers, timeout_s: float = 10) -> None:

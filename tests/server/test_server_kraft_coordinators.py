@@ -7,10 +7,16 @@ completed by the successor (PrepareCommit committed, Ongoing aborted at its time
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import dataclasses
 
 import pytest
-from kafka.protocol.admin import DescribeTransactionsRequest, DescribeTransactionsResponse
+from kafka.protocol.admin import (
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    DescribeTransactionsRequest,
+    DescribeTransactionsResponse,
+)
 from kafka.protocol.consumer import OffsetFetchRequest, OffsetFetchResponse
 from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
 from kafka.protocol.producer import (
@@ -24,6 +30,7 @@ from kafka.protocol.producer import (
 
 from logstore.records import Record, build_batch, iter_batches
 from logstore.records.control import CONTROL_KEY
+from logstore.server import KafkaCluster
 from logstore.server.coordinator_records import partition_for, transaction_record
 from tests.server.group_wire import Wire
 from tests.server.test_server_kraft_cluster import Cluster, create_topic, eventually
@@ -224,3 +231,53 @@ def test_a_coordinator_topic_wider_than_the_cluster_is_refused_and_no_coordinato
         assert find_coordinator(cluster.nodes[2].port, "billing", GROUP_KEY).error_code == COORDINATOR_NOT_AVAILABLE
     finally:
         cluster.close()
+
+
+def test_a_one_node_kafka_cluster_gives_its_coordinator_topics_one_replica(tmp_path):
+    with KafkaCluster(1, data_dir=tmp_path, config=CONFIGS) as kafka_cluster:
+        port = kafka_cluster.node(1).port
+        for key_type in (GROUP_KEY, TRANSACTION_KEY):
+            eventually(lambda key_type=key_type: find_coordinator(port, "billing", key_type).error_code == 0)
+            assert find_coordinator(port, "billing", key_type).node_id == 1
+
+
+def init_producer_id(port: int, txn_id: str) -> int:
+    return txn_call(port, InitProducerIdRequest[3](transactional_id=txn_id, transaction_timeout_ms=TXN_TIMEOUT_MS,
+                                                   producer_id=-1, producer_epoch=-1), InitProducerIdResponse[3]).error_code
+
+
+def test_transaction_writes_are_refused_below_the_transaction_logs_min_isr_and_group_commits_are_not(cluster):
+    create_topic(cluster.nodes[1].port, "orders", 1, 3)
+    coordinator_of(cluster, "anything", TRANSACTION_KEY)
+    coordinator_of(cluster, "anything", GROUP_KEY)
+    cluster.stop(2)
+    cluster.stop(3)  # node 1 leads every partition now, alone in each ISR (transaction.state.log.min.isr is 2)
+    port = cluster.nodes[1].port
+    eventually(lambda: init_producer_id(port, "payments") == COORDINATOR_NOT_AVAILABLE)
+    with Wire(port) as wire:
+        eventually(lambda: wire.commit("billing", -1, "", None, {("orders", 0): 5}) == [0])
+
+
+def group_state(port: int, group: str) -> str:
+    with WireClient(port) as client:
+        answer = client.call(DescribeGroupsRequest[3](groups=[group], include_authorized_operations=False),
+                             DescribeGroupsResponse[3]).groups[0]
+    return answer.group_state if answer.error_code == 0 else f"error {answer.error_code}"
+
+
+def test_a_coordinator_that_loses_its_partition_sends_its_waiting_members_to_the_new_one(cluster):
+    create_topic(cluster.nodes[1].port, "orders", 1, 3)
+    coordinator_of(cluster, "anything", GROUP_KEY)
+    group, partition = key_led_by_a_broker(cluster, "__consumer_offsets", "billing")
+    first = coordinator_of(cluster, group, GROUP_KEY)
+    port = cluster.nodes[first].port
+    eventually(lambda: group_state(port, group) == "Dead")  # loaded: an unknown group
+    with Wire(port) as wire, concurrent.futures.ThreadPoolExecutor(1) as pool:
+        member_id = wire.join(group, None).member_id  # MEMBER_ID_REQUIRED, then the join that waits
+        joining = pool.submit(wire.join, group, None, member_id)  # for group.initial.rebalance.delay.ms
+        eventually(lambda: group_state(port, group) == "PreparingRebalance")
+        successor = next(n for n in (1, 2, 3) if n != first)
+        cluster.kafka.move_leader("__consumer_offsets", partition, successor)
+        assert joining.result(10).error_code == NOT_COORDINATOR
+    assert group_state(port, group) == f"error {NOT_COORDINATOR}"
+    assert coordinator_of(cluster, group, GROUP_KEY) == successor

@@ -1,5 +1,6 @@
-"""The `kafka_broker` pytest fixture, run as a user's test suite would load it: README's
-example as written, a fresh broker per test, and one broker per session when the ini says so."""
+"""The `kafka_broker` and `kafka_cluster` pytest fixtures, run as a user's test suite would load
+them: README's examples as written, a fresh broker per test, one broker per session when the
+ini says so, and a cluster shaped by its mark."""
 
 from __future__ import annotations
 
@@ -52,9 +53,9 @@ def test_second(kafka_broker):
 '''
 
 
-def readme_example() -> str:
-    """The Python example of README's `kafka_broker` section, as a user would copy it."""
-    section = (ROOT / "README.md").read_text().split("the `kafka_broker` fixture", 1)[1]
+def readme_example(heading: str = "the `kafka_broker` fixture") -> str:
+    """The Python example of the README section under `heading`, as a user would copy it."""
+    section = (ROOT / "README.md").read_text().split(heading, 1)[1]
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 
@@ -72,11 +73,12 @@ def test_the_plugin_is_registered_through_the_pytest11_entry_point():
 
 
 @pytest.mark.slow
-def test_kafka_broker_fixture_serves_a_users_tests_and_the_readme_example(tmp_path):
+def test_the_fixtures_serve_a_users_tests_and_the_readme_examples(tmp_path):
     (tmp_path / "test_user.py").write_text(USER_TESTS)
     (tmp_path / "test_readme.py").write_text(readme_example())
-    result = run_user_tests(tmp_path, "test_user.py", "test_readme.py")
-    assert "4 passed" in result.stdout, result.stdout + result.stderr
+    (tmp_path / "test_readme_cluster.py").write_text(readme_example("`kafka_cluster` and fault injection"))
+    result = run_user_tests(tmp_path, "test_user.py", "test_readme.py", "test_readme_cluster.py")
+    assert "6 passed" in result.stdout, result.stdout + result.stderr
 
 
 @pytest.mark.slow
@@ -97,3 +99,11 @@ def test_the_kafka_broker_config_mark_sets_the_brokers_configs_over_the_test_def
 def test_the_kafka_broker_without_a_mark_has_the_test_defaults(kafka_broker):
     assert kafka_broker.config.num_partitions == 1
     assert kafka_broker.config.offsets_topic_num_partitions == 1
+
+
+@pytest.mark.kafka_cluster(nodes=2, config={"num.partitions": 3})
+def test_the_kafka_cluster_mark_shapes_the_cluster_over_the_test_defaults(kafka_cluster):
+    assert sorted(kafka_cluster.nodes) == [1, 2]
+    assert len(kafka_cluster.bootstrap_servers.split(",")) == 2
+    config = kafka_cluster.node(2).server.config
+    assert (config.num_partitions, config.offsets_topic_num_partitions) == (3, 1)  # TEST_BROKER_CONFIG's

@@ -1,4 +1,4 @@
-"""Audits over remote filesystems: streamed segment reads, URI schemes, and a local S3 server
+"""Audits over remote filesystems: segment reads by byte range, URI schemes, and a local S3 server
 (moto in server mode on 127.0.0.1) for input and for reports written with --out."""
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ CONFIGS = {"retention.ms": 86_400_000, "cleanup.policy": "compact,delete",
 
 
 def _remote(root: Path) -> pafs.FileSystem:
-    """A local directory seen through a filesystem that is not LocalFileSystem (streamed)."""
+    """A local directory seen through a filesystem that is not LocalFileSystem (read by range)."""
     return pafs.SubTreeFileSystem(str(root), pafs.LocalFileSystem())
 
 
@@ -51,7 +51,7 @@ def _write_segment(directory: Path, batches: list[bytes]) -> Path:
     return path
 
 
-def test_streamed_reads_equal_memory_mapped_reads():
+def test_ranged_reads_equal_memory_mapped_reads():
     fs = _remote(SAMPLES)
     for path in sorted((SAMPLES / "plain-0").glob("*.log")):
         inner = f"plain-0/{path.name}"
@@ -62,7 +62,7 @@ def test_streamed_reads_equal_memory_mapped_reads():
         assert {**streamed, "path": None} == {**mapped, "path": None}
 
 
-def test_streamed_chunks_are_bounded_by_rows(tmp_path):
+def test_ranged_chunks_are_bounded_by_rows(tmp_path):
     batches = [build_batch([Record(i, 0, b"k%d" % i, b"v")], base_offset=i) for i in range(10)]
     _write_segment(tmp_path / "t-0", batches)
     scans = list(scan_segment("t-0/" + segment_file_name(0, LOG_SUFFIX),
@@ -72,7 +72,7 @@ def test_streamed_chunks_are_bounded_by_rows(tmp_path):
         sum(len(b) for b in batches[:i]) for i in range(10)]
 
 
-def test_streamed_corruption_names_file_and_position(tmp_path):
+def test_ranged_corruption_names_file_and_position(tmp_path):
     good = build_batch([Record(0, 0, b"k", b"v")])
     bad = bytearray(build_batch([Record(1, 0, b"k", b"value")], base_offset=1))
     bad[-1] ^= 0xFF
@@ -83,7 +83,7 @@ def test_streamed_corruption_names_file_and_position(tmp_path):
     assert info.value.path == inner and info.value.position == len(good)
 
 
-def test_streamed_partial_batch_at_end_is_an_error(tmp_path):
+def test_ranged_partial_batch_at_end_is_an_error(tmp_path):
     batch = build_batch([Record(0, 0, b"k", b"v")])
     _write_segment(tmp_path / "t-0", [batch, batch[:20]])
     with pytest.raises(CorruptRecordError, match="partial batch") as info:
@@ -155,6 +155,15 @@ def test_local_reports_from_s3_with_credentials_from_the_environment(s3, monkeyp
         assert got[kind].to_pylist() == table.to_pylist()
 
 
+def test_segments_on_s3_are_read_by_byte_range_and_equal_local_reads(s3):
+    for path in sorted((SAMPLES / "plain-0").glob("*.log")):
+        inner = f"audit/data/plain-0/{path.name}"
+        assert _table(inner, filesystem=s3["fs"]).equals(_table(path))
+        remote = read_segment_metadata(inner, filesystem=s3["fs"], last_modified_ms=0)
+        local = read_segment_metadata(path, last_modified_ms=0)
+        assert {**remote, "path": None} == {**local, "path": None}
+
+
 @pytest.mark.spark
 def test_cli_audit_reads_s3a_and_writes_reports_to_s3(spark, s3, tmp_path, capsys):
     uri = f"s3a://testing:{SECRET}@audit/data{s3['query']}"
@@ -202,3 +211,96 @@ def test_json_reports_are_sorted_by_topic_then_partition_number(tmp_path):
     assert path == f"{tmp_path.as_uri()}/r.json"
     rows = [json.loads(line) for line in (tmp_path / "r.json").read_text().splitlines()]
     assert [(r["topic"], r["partition"]) for r in rows] == [("a", 9), ("a", 10), ("b", 0)]
+
+
+# --- byte ranges: what a remote read fetches -----------------------------------------------
+
+
+class _CountingFile:
+    """A read-only file object that counts the bytes read from it (pyarrow wraps it)."""
+
+    def __init__(self, path: str, counter: list[int]):
+        self._file = open(path, "rb")  # noqa: SIM115 - closed by pyarrow through close()
+        self._counter = counter
+        self.closed = False
+
+    def read(self, n: int = -1) -> bytes:
+        data = self._file.read(n)
+        self._counter[0] += len(data)
+        return data
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return self._file.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._file.tell()
+
+    def size(self) -> int:
+        return Path(self._file.name).stat().st_size
+
+    def close(self) -> None:
+        self._file.close()
+        self.closed = True
+
+
+class _CountingHandler(pafs.FileSystemHandler):
+    """A directory as a non-local pyarrow filesystem whose file reads are counted in ``read``."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.inner = pafs.SubTreeFileSystem(str(root), pafs.LocalFileSystem())
+        self.read = [0]
+
+    def get_type_name(self) -> str:
+        return "counting"
+
+    def equals(self, other) -> bool:
+        return isinstance(other, _CountingHandler) and other.root == self.root
+
+    def normalize_path(self, path: str) -> str:
+        return path
+
+    def get_file_info(self, paths):
+        return self.inner.get_file_info(paths)
+
+    def get_file_info_selector(self, selector):
+        return self.inner.get_file_info(selector)
+
+    def open_input_file(self, path: str):
+        return pa.PythonFile(_CountingFile(str(self.root / path), self.read), mode="r")
+
+    def open_input_stream(self, path: str):
+        return self.open_input_file(path)
+
+    def _read_only(self, *args):
+        raise OSError("read-only test filesystem")
+
+    create_dir = delete_dir = delete_dir_contents = delete_root_dir_contents = _read_only
+    delete_file = move = copy_file = open_output_stream = open_append_stream = _read_only
+
+
+def _large_batches(directory: Path, batches: int, records: int, value_bytes: int) -> Path:
+    """One segment of ``batches`` batches, each of ``records`` records of ``value_bytes``."""
+    return _write_segment(directory, [
+        build_batch([Record(b * records + i, 1_000 + b, b"k%d" % i, b"v" * value_bytes)
+                     for i in range(records)], base_offset=b * records)
+        for b in range(batches)])
+
+
+def test_segment_metadata_reads_only_batch_headers_by_byte_range(tmp_path):
+    path = _large_batches(tmp_path / "t-0", batches=20, records=16, value_bytes=16 << 10)
+    handler = _CountingHandler(tmp_path)
+    remote = read_segment_metadata("t-0/" + path.name, filesystem=pafs.PyFileSystem(handler),
+                                   last_modified_ms=0)
+    local = read_segment_metadata(path, last_modified_ms=0)
+    assert {**remote, "path": None} == {**local, "path": None}
+    assert remote["batch_count"] == 20
+    assert handler.read[0] * 10 < path.stat().st_size
+
+
+def test_ranged_full_reads_fetch_each_byte_once_and_equal_local_reads(tmp_path):
+    path = _large_batches(tmp_path / "t-0", batches=20, records=16, value_bytes=16 << 10)
+    handler = _CountingHandler(tmp_path)
+    remote = _table("t-0/" + path.name, filesystem=pafs.PyFileSystem(handler))
+    assert remote.equals(_table(path))
+    assert handler.read[0] == path.stat().st_size

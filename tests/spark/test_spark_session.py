@@ -65,6 +65,9 @@ def test_local_masters_bind_to_loopback_and_cluster_masters_keep_spark_addresses
     assert "spark.driver.host" not in cluster and "spark.executor.extraJavaOptions" not in cluster
     assert "-XX:+UseSerialGC" in local["spark.driver.extraJavaOptions"]
     assert "-XX:" not in cluster["spark.driver.extraJavaOptions"]
+    assert "TieredStopAtLevel" not in local["spark.driver.extraJavaOptions"]
+    short = session_settings("local[2]", short_lived=True)["spark.driver.extraJavaOptions"]
+    assert "-XX:+UseSerialGC" in short and "-XX:TieredStopAtLevel=1" in short
     assert cluster["spark.ui.enabled"] == "true"
 
 

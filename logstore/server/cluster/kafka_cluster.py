@@ -27,17 +27,29 @@ from logstore.errors import LogstoreError
 from logstore.kafka_uuid import random_uuid
 from logstore.server.apis import APIS
 from logstore.server.cluster.nodes import HOST, ClusterMember, InProcessNode, ProcessNode
-from logstore.server.control_hooks import Action, Hook
+from logstore.server.control_hooks import Action, Answer, Hook
 from logstore.server.kraft.controller_api import CONTROLLER_APIS
 from logstore.server.protocol import admin, metadata
 
 # Quick failover for tests: a killed broker is fenced (and its partitions get new leaders) after
 # 3 s, not Kafka's 9; a heartbeat every half second keeps live brokers well inside that.
 FAST_FAILOVER = {"broker.heartbeat.interval.ms": "500", "broker.session.timeout.ms": "3000"}
+# A process node's power loss reads the recovery points from their checkpoint: written from the
+# start and every 200 ms (not after 30 s and every 60), it lags the logs' own by little.
+PROCESS_CHECKPOINTS = {"log.initial.task.delay.ms": "0", "log.flush.offset.checkpoint.interval.ms": "200"}
 READY_TIMEOUT_S = 60
 WIRE_TIMEOUT_S = 10
 METADATA_VERSION, CREATE_TOPICS_VERSION = 12, 7
 _SIZE = struct.Struct(">i")
+
+
+def coordinator_replication(nodes: int) -> dict[str, str]:
+    """The coordinator topics' replication factor and __transaction_state's min ISR: Kafka's 3
+    and 2, at most the cluster's nodes (the controller refuses more replicas than brokers, and
+    groups and transactions would never find a coordinator on a smaller cluster)."""
+    factor = str(min(3, nodes))
+    return {"offsets.topic.replication.factor": factor, "transaction.state.log.replication.factor": factor,
+            "transaction.state.log.min.isr": str(min(2, nodes))}
 
 
 class ClusterFaultError(LogstoreError):
@@ -48,8 +60,9 @@ class KafkaCluster:
     """`nodes` nodes of one KRaft cluster over `data_dir` (a temporary directory, removed on
     stop, when not given). `processes` runs each node as a `logstore serve` process; otherwise
     they run in this process, on `clock` (a ManualClock is driven with `check_timers`).
-    `config` holds Kafka broker configs for every node (over FAST_FAILOVER), `node_configs`
-    those of single nodes by id. A context manager; `start()` returns once every broker serves."""
+    `config` holds Kafka broker configs for every node (over FAST_FAILOVER, and for processes
+    PROCESS_CHECKPOINTS), `node_configs` those of single nodes by id. A context manager;
+    `start()` returns once every broker serves."""
 
     def __init__(self, nodes: int = 3, *, data_dir: str | os.PathLike[str] | None = None, processes: bool = False,
                  config: Mapping[str, Any] | None = None, node_configs: Mapping[int, Mapping[str, Any]] | None = None,
@@ -63,7 +76,8 @@ class KafkaCluster:
         self.cluster_id = cluster_id or random_uuid()
         self.processes = processes
         self.nodes: dict[int, ClusterMember] = {}
-        common = {**FAST_FAILOVER, **{k: str(v) for k, v in (config or {}).items()}}
+        common = {**FAST_FAILOVER, **coordinator_replication(nodes), **(PROCESS_CHECKPOINTS if processes else {}),
+                  **{k: str(v) for k, v in (config or {}).items()}}
         for node_id in range(1, nodes + 1):
             own = {k: str(v) for k, v in (node_configs or {}).get(node_id, {}).items()}
             args = (node_id, "broker,controller" if node_id == 1 else "broker", self.data_dir / f"node-{node_id}",
@@ -75,6 +89,12 @@ class KafkaCluster:
     def start(self) -> KafkaCluster:
         """Start every node (the controller first) and wait until every broker serves."""
         try:
+            if self.processes:  # every process at once: their ports chosen first
+                for node in self.nodes.values():
+                    node.reserve_ports()
+                    node.launch()
+                for node in self.nodes.values():
+                    node.wait_serving()
             for node in self.nodes.values():
                 node.start()
             self.wait_until_ready()
@@ -210,6 +230,11 @@ class KafkaCluster:
         for member in self._hooked([node] if node is not None else list(self.nodes)):
             member.hooks.add(hook)
         return hook
+
+    def push_errors(self, api: int | str, *error_codes: int, node: int | None = None) -> list[Hook]:
+        """Answer the next requests of `api` with `error_codes`, one each, in order (librdkafka's
+        rd_kafka_mock_push_request_errors): one-shot Answer hooks, the first installed asked first."""
+        return [self.control(api, Answer(code), node=node) for code in error_codes]
 
     def move_leader(self, topic: str, partition: int, to_node: int) -> int:
         """Move the leadership of `topic`-`partition` to `to_node` (a live in-sync replica) at the

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -32,6 +33,13 @@ PROCESS_STOP_S = 30
 # What `logstore serve` prints once it serves: its client address and, on a controller, the controller listener's.
 SERVING_LINE = re.compile(rf"logstore: serving .* on [^ ]+:(\d+) .*?(?:{CONTROLLER_LISTENER} on [^ ]+:(\d+))?\)$",
                           re.MULTILINE)
+
+
+def free_port() -> int:
+    """A port nothing listens on now (the kernel's pick for a socket bound to port 0)."""
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        return sock.getsockname()[1]
 
 
 class NodeStartError(LogstoreError):
@@ -157,6 +165,7 @@ class ProcessNode(ClusterMember):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.process: subprocess.Popen | None = None
+        self._log_start = 0  # where this start's lines begin in the log file
         self.properties_file = self.data_dir.with_name(f"{self.data_dir.name}.properties")
         self.log_file = self.data_dir.with_name(f"{self.data_dir.name}.log")
 
@@ -164,11 +173,22 @@ class ProcessNode(ClusterMember):
     def running(self) -> bool:
         return self.process is not None
 
+    def reserve_ports(self) -> None:
+        """Choose the node's ports before its first start, so that every node of a cluster can
+        start at once (the brokers' configs name the controller's port)."""
+        self.port = self.port or free_port()
+        if self.controller is None:
+            self.controller_port = self.controller_port or free_port()
+
     def start(self) -> None:
-        if self.process is not None:
-            return
+        if self.process is None:
+            self.launch()
+            self.wait_serving()
+
+    def launch(self) -> None:
+        """Start the process; `wait_serving` waits until it serves."""
         self.properties_file.write_text("".join(f"{k}={v}\n" for k, v in self.properties().items()))
-        start = self.log_file.stat().st_size if self.log_file.exists() else 0
+        self._log_start = self.log_file.stat().st_size if self.log_file.exists() else 0
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(logstore.__file__).parent.parent),
                                                           env.get("PYTHONPATH")]))
@@ -177,18 +197,21 @@ class ProcessNode(ClusterMember):
                 [sys.executable, "-m", "logstore", "serve", str(self.data_dir), "--config-file",
                  str(self.properties_file), "--cluster-id", self.cluster_id],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log, env=env)
+
+    def wait_serving(self) -> None:
+        """Wait for the line saying the process serves (written once its broker is unfenced);
+        NodeStartError, the process killed, when it exits or stays silent first."""
         try:
-            self._wait_serving(start)
+            self._wait_serving()
         except BaseException:
             self.kill()
             raise
 
-    def _wait_serving(self, start: int) -> None:
-        """Wait for the line saying the process serves (written once its broker is unfenced)."""
+    def _wait_serving(self) -> None:
         deadline = time.monotonic() + PROCESS_START_S
         while True:
             with self.log_file.open("rb") as log:
-                log.seek(start)
+                log.seek(self._log_start)
                 match = SERVING_LINE.search(log.read().decode(errors="replace"))
             if match is not None:
                 self.port = int(match.group(1))

@@ -35,7 +35,8 @@ REGISTRATION_VERSION, HEARTBEAT_VERSION, FETCH_VERSION = 4, 1, 17
 MIN_METADATA_VERSION = 7  # 3.3-IV3, the oldest metadata.version Kafka 4.0 brokers run
 # The feature ranges a Kafka 4.0 broker registers with.
 SUPPORTED_FEATURES = {"metadata.version": (MIN_METADATA_VERSION, METADATA_VERSION_LEVEL),
-                      "kraft.version": (0, 1), "group.version": (0, 1), "transaction.version": (0, 2)}
+                      "kraft.version": (0, 1), "group.version": (0, 1), "transaction.version": (0, 2),
+                      "eligible.leader.replicas.version": (0, 1)}
 FETCH_MAX_WAIT_MS = 500
 FETCH_MAX_BYTES = 8 * 1024 * 1024
 RETRY_S = 0.05

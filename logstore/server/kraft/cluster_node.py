@@ -128,7 +128,8 @@ class ClusterNode:
                               lambda: self.lifecycle.broker_epoch)
         self.view = ClusterView(image, node_id, listener, address, ctx.manager.get, ctx.data, self.isr)
         ctx.cluster = self.view
-        self.fetcher = ReplicaFetcher(node_id, image, ctx.manager.get, listener, ctx.disk)
+        self.fetcher = ReplicaFetcher(node_id, image, ctx.manager.get, listener, ctx.disk,
+                                      lambda: self.lifecycle.broker_epoch)
         self.lifecycle = BrokerLifecycle(
             node_id, self._meta.cluster_id, parse_kafka_uuid(self._meta.directory_id), address, [Endpoint(listener, ctx.host, ctx.port)],
             image, heartbeat_interval_ms=quorum.heartbeat_interval_ms, local_log=self._local_log, offset=offset,

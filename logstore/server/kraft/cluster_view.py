@@ -13,13 +13,14 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Any
 
+from logstore.clean_shutdown import NO_BROKER_EPOCH
 from logstore.epoch import check_current_leader_epoch
 from logstore.errors import InvalidTopicError, NotEnoughReplicasError, NotLeaderOrFollowerError
 from logstore.log import Log
 from logstore.log_files import validate_topic
 from logstore.log_results import AppendInfo, FetchResult
 from logstore.server import error_codes as ec
-from logstore.server.kraft.isr_tracker import IsrTracker
+from logstore.server.kraft.isr_tracker import IsrTracker, under_min_isr
 from logstore.server.kraft.metadata_image import TOPIC_RESOURCE, MetadataImage, TopicInfo
 from logstore.server.kraft.node_channel import NodeChannel, NodeUnreachableError
 from logstore.server.partition_access import LocalPartition, PartitionAccess
@@ -97,20 +98,24 @@ class ClusterView:
         self.create_in_background(name)
         return ec.LEADER_NOT_AVAILABLE
 
-    def create_in_background(self, name: str, partitions: int = -1, replication_factor: int = -1) -> None:
-        """Ask the controller to create `name` (-1: its defaults), unless already asking; a
-        topic auto-created, or a coordinator topic on first FindCoordinator."""
+    def create_in_background(self, name: str, partitions: int = -1, replication_factor: int = -1,
+                             configs: dict[str, str] | None = None) -> None:
+        """Ask the controller to create `name` (-1: its defaults) with config overrides `configs`,
+        unless already asking; a topic auto-created, or a coordinator topic on first FindCoordinator."""
         if name in self._creating_names:
             return
-        task = asyncio.get_running_loop().create_task(self._create(name, partitions, replication_factor))
+        task = asyncio.get_running_loop().create_task(self._create(name, partitions, replication_factor,
+                                                                   configs or {}))
         self._creating.add(task)
         self._creating_names.add(name)
         task.add_done_callback(lambda done: (self._creating.discard(done), self._creating_names.discard(name)))
 
-    async def _create(self, name: str, partitions: int, replication_factor: int) -> None:
+    async def _create(self, name: str, partitions: int, replication_factor: int, configs: dict[str, str]) -> None:
         cls = admin.CreateTopicsRequest
+        entries = [cls.CreatableTopic.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()]
         request = cls(version=CREATE_TOPICS_VERSION, topics=[cls.CreatableTopic(
-            name=name, num_partitions=partitions, replication_factor=replication_factor, assignments=[], configs=[])],
+            name=name, num_partitions=partitions, replication_factor=replication_factor, assignments=[],
+            configs=entries)],
             timeout_ms=30_000, validate_only=False)
         try:
             response = await self._channel.send(request, CREATE_TOPICS_VERSION, admin.CreateTopicsResponse)
@@ -142,18 +147,28 @@ class ClusterView:
             return LocalPartition(log, disk)
         if state.leader != self.node_id:
             return FollowerPartition(log.topic, log.partition, state.leader, state.leader_epoch)
-        alone = state.isr == [self.node_id]  # no follower to wait for: committed once appended
+        # no follower to wait for: committed once appended (with KIP-966's ELR on, only while
+        # one replica is all min.insync.replicas asks for)
+        alone = state.isr == [self.node_id] and not under_min_isr(self.image, state, log)
         if log.high_watermark_follows_log_end != alone:
             log.high_watermark_follows_log_end = alone
             if alone:
                 log.high_watermark = log.log_end_offset
         return LeaderPartition(log, disk, state.leader_epoch, len(state.isr), self._data)
 
-    def replica_fetched(self, replica: int, fetched: list[tuple[str, int, int]]) -> bool:
-        """A follower fetched these (topic, partition, offset)s: it holds everything below each
-        offset. Where this broker leads, the high watermark moves up to the smallest offset the
-        ISR holds and a follower that caught up rejoins the ISR (IsrTracker); True when one moved."""
-        return self.isr is not None and self.isr.fetched(replica, fetched)
+    def replica_fetched(self, replica: int, fetched: list[tuple[str, int, int]],
+                        broker_epoch: int = NO_BROKER_EPOCH) -> bool:
+        """A follower (at `broker_epoch`, when its Fetch says) fetched these (topic, partition,
+        offset)s: it holds everything below each offset. Where this broker leads, the high
+        watermark moves up to the smallest offset the ISR holds and a follower that caught up
+        rejoins the ISR (IsrTracker); True when one moved."""
+        return self.isr is not None and self.isr.fetched(replica, fetched, broker_epoch)
+
+    def stale_replica_fetch(self, replica: int, broker_epoch: int,
+                            partitions: list[tuple[str, int]]) -> set[tuple[str, int]]:
+        """The partitions led here that a follower fetched from a later incarnation than
+        `broker_epoch` (KIP-903: this fetch comes from an earlier one, refused)."""
+        return set() if self.isr is None else self.isr.stale(replica, broker_epoch, partitions)
 
     async def forward(self, req: Request) -> Any:
         """Send a client's request to the active controller and return its answer."""

@@ -1,7 +1,7 @@
 """The APIs the controller listener serves (Kafka's ControllerApis, reduced): ApiVersions,
 BrokerRegistration, BrokerHeartbeat, AlterPartition (ISR changes from partition leaders),
 AllocateProducerIds (blocks of producer ids for brokers' idempotent and transactional producers), Fetch of `__cluster_metadata` (brokers learn the metadata
-by fetching its log, long-polling for new records), CreateTopics and ElectLeaders (brokers
+by fetching its log, long-polling for new records), CreateTopics, ElectLeaders and UpdateFeatures (brokers
 forward their clients' requests here). Declared once, in `CONTROLLER_APIS`; answered by `ControllerApi`."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from logstore.internal_topics.metadata_schemas import METADATA_TOPIC
 from logstore.server import error_codes as ec
 from logstore.server.apis import declare
 from logstore.server.context import DataSignal
-from logstore.server.kraft import elect_leaders
+from logstore.server.kraft import elect_leaders, feature_updates
 from logstore.server.kraft.quorum_controller import PRODUCER_ID_BLOCK_SIZE, QuorumController
 from logstore.server.messages.controller_apis import (
     AllocateProducerIdsRequest,
@@ -141,6 +141,13 @@ class ControllerApi:
         self.changed()
         return elect_leaders.respond(req, results)
 
+    async def update_features(self, req: Request) -> Any:
+        """Feature levels finalized (`feature_updates.requested`), forwarded by brokers."""
+        results = self._controller.update_features(feature_updates.requested(req),
+                                                   validate_only=feature_updates.validate_only(req))
+        self.changed()
+        return feature_updates.respond(req, results)
+
     async def allocate_producer_ids(self, req: Request) -> Any:
         error, start = self._controller.allocate_producer_ids(req.body.broker_id, req.body.broker_epoch)
         self.changed()
@@ -200,4 +207,5 @@ CONTROLLER_APIS: dict[int, ApiSpec] = declare(
     ApiSpec(AlterPartitionRequest, AlterPartitionResponse, 2, 3, ControllerApi.alter_partition),
     ApiSpec(AllocateProducerIdsRequest, AllocateProducerIdsResponse, 0, 0, ControllerApi.allocate_producer_ids),
     ApiSpec(admin.ElectLeadersRequest, admin.ElectLeadersResponse, 0, 2, ControllerApi.elect_leaders),
+    ApiSpec(admin.UpdateFeaturesRequest, admin.UpdateFeaturesResponse, 0, 2, ControllerApi.update_features),
 )

@@ -34,6 +34,7 @@ class FollowerProgress:
     log_end_offset: int = -1
     last_fetch_leader_end: int = -1
     last_fetch_ms: int = -1
+    broker_epoch: int = NO_BROKER_EPOCH  # the follower's registration its latest Fetch named (v15+)
 
     def fetched(self, offset: int, leader_end: int, now: int) -> None:
         """Kafka's Replica.updateFetchState: caught up when it fetched at the leader's log end, or
@@ -43,6 +44,12 @@ class FollowerProgress:
         elif offset >= self.last_fetch_leader_end:
             self.last_caught_up_ms = max(self.last_caught_up_ms, self.last_fetch_ms)
         self.log_end_offset, self.last_fetch_leader_end, self.last_fetch_ms = offset, leader_end, now
+
+
+def under_min_isr(image: MetadataImage, state: PartitionInfo, log_: Log) -> bool:
+    """Whether KIP-966 holds the high watermark back: ELR on and the ISR below min.insync.replicas
+    (what is committed then stays on enough replicas for the ELR to hold it)."""
+    return image.eligible_leader_replicas_enabled and len(state.isr) < log_.config.min_insync_replicas
 
 
 class IsrTracker:
@@ -97,10 +104,21 @@ class IsrTracker:
             return None
         return pending[1]
 
-    def fetched(self, replica: int, fetched: list[tuple[str, int, int]]) -> bool:
-        """Follower `replica` fetched these (topic, partition, offset)s: it holds everything below
-        each offset. Moves high watermarks, asks to add a follower that caught up; True when a
-        high watermark moved."""
+    def stale(self, replica: int, broker_epoch: int, partitions: list[Key]) -> set[Key]:
+        """The partitions led here whose follower `replica` fetched from a later registration
+        than `broker_epoch` (Kafka's Replica check: a stale incarnation's fetch is refused)."""
+        out = set()
+        for topic, partition in partitions:
+            led = self._led(topic, partition)
+            progress = None if led is None else self._followers((topic, partition), led[1]).get(replica)
+            if progress is not None and broker_epoch != NO_BROKER_EPOCH and progress.broker_epoch > broker_epoch:
+                out.add((topic, partition))
+        return out
+
+    def fetched(self, replica: int, fetched: list[tuple[str, int, int]], broker_epoch: int = NO_BROKER_EPOCH) -> bool:
+        """Follower `replica` (at `broker_epoch`, if its Fetch named one) fetched these (topic,
+        partition, offset)s: it holds everything below each offset. Moves high watermarks, asks
+        to add a follower that caught up; True when a high watermark moved."""
         moved = False
         now = self._clock.time_ms()
         for topic, partition, offset in fetched:
@@ -112,15 +130,28 @@ class IsrTracker:
             if progress is None:
                 continue  # not a replica of this partition
             progress.fetched(offset, log_.log_end_offset, now)
+            if broker_epoch != NO_BROKER_EPOCH:
+                progress.broker_epoch = broker_epoch
             asked = self._asked((topic, partition), state)
             if replica not in state.isr and asked is None and offset >= log_.high_watermark and \
-                    not self._image.registry.is_fenced(replica):
+                    self._eligible(replica, progress):
                 self._alter(info, partition, state, frozenset(state.isr) | {replica})
             moved = self._advance(topic, partition, state, log_) or moved
         return moved
 
+    def _eligible(self, replica: int, progress: FollowerProgress) -> bool:
+        """Kafka's isReplicaIsrEligible: unfenced, not shutting down and, when its fetches name a
+        broker epoch, fetching from its current registration (KIP-903)."""
+        info = self._image.brokers.get(replica)
+        if info is None or self._image.registry.is_fenced(replica) or info.in_controlled_shutdown:
+            return False
+        return progress.broker_epoch in (NO_BROKER_EPOCH, info.broker_epoch)
+
     def _advance(self, topic: str, partition: int, state: PartitionInfo, log_: Log) -> bool:
-        """Kafka's maybeIncrementLeaderHW: up to the smallest offset the (maximal) ISR holds."""
+        """Kafka's maybeIncrementLeaderHW: up to the smallest offset the (maximal) ISR holds;
+        with KIP-966's ELR on, not while the ISR is below min.insync.replicas."""
+        if under_min_isr(self._image, state, log_):
+            return False
         members = set(state.isr) | (self._asked((topic, partition), state) or set())
         followers = self._followers((topic, partition), state)
         high = min([log_.log_end_offset] + [followers[r].log_end_offset for r in members if r in followers])
@@ -162,14 +193,21 @@ class IsrTracker:
                       topics=[cls.TopicData(topic_id=info.topic_id, partitions=[cls.TopicData.PartitionData(
                           partition_index=partition, leader_epoch=state.leader_epoch,
                           partition_epoch=state.partition_epoch, leader_recovery_state=state.leader_recovery_state,
-                          new_isr_with_epochs=[member(broker_id=b, broker_epoch=self._epoch_of(b)) for b in sorted(isr)])])])
+                          new_isr_with_epochs=[member(broker_id=b, broker_epoch=self._epoch_of(info.name, partition, b))
+                                               for b in sorted(isr)])])])
         task = asyncio.get_running_loop().create_task(self._send(info.name, partition, request))
         self._sending.add(task)
         task.add_done_callback(self._sending.discard)
         return task
 
-    def _epoch_of(self, broker: int) -> int:
-        return self._broker_epoch() if broker == self.node_id else NO_BROKER_EPOCH
+    def _epoch_of(self, topic: str, partition: int, broker: int) -> int:
+        """The broker epoch AlterPartition names for an ISR member (KIP-903): this broker's own,
+        a follower's as its latest Fetch named it (NO_BROKER_EPOCH before Fetch v15)."""
+        if broker == self.node_id:
+            return self._broker_epoch()
+        _epoch, followers = self._progress.get((topic, partition), (None, {}))
+        progress = followers.get(broker)
+        return NO_BROKER_EPOCH if progress is None else progress.broker_epoch
 
     async def _send(self, topic: str, partition: int, request: AlterPartitionRequest) -> None:
         try:

@@ -50,6 +50,8 @@ MIGRATING_DIRECTORY = uuid.UUID(int=2)  # DirectoryId.MIGRATING: the broker regi
 MIN_INSYNC_REPLICAS = "min.insync.replicas"
 UNCLEAN_LEADER_ELECTION = "unclean.leader.election.enable"
 UNCLEAN_RECOVERY_STRATEGY = "unclean.recovery.strategy"
+# The features UpdateFeatures changes here (metadata.version upgrades and kraft.version are not written).
+UPDATABLE_FEATURES = frozenset({mr.ELIGIBLE_LEADER_REPLICAS_VERSION, "group.version", "transaction.version"})
 
 
 @dataclass(frozen=True)
@@ -396,11 +398,39 @@ class QuorumController:
         """Finalize feature `name` at `level` (a FeatureLevelRecord; 0 removes it), as
         `kafka-features upgrade` does, e.g. `eligible.leader.replicas.version` 1 turns KIP-966's
         ELR on. Turning ELR off clears every partition's ELR and last-known ELR."""
+        self._commit(self._feature_records(name, level))
+
+    def _feature_records(self, name: str, level: int) -> list[mr.MetadataRecord]:
         records = [mr.feature_level(name, level)]
         if name == mr.ELIGIBLE_LEADER_REPLICAS_VERSION and level == 0:
             records += [mr.partition_change(info.topic_id, partition_id, elr=[], last_known_elr=[])
                         for info, partition_id, p in self._partitions() if p.elr or p.last_known_elr]
-        self._commit(records)
+        return records
+
+    def update_features(self, updates: Sequence[tuple[str, int, bool]], *,
+                        validate_only: bool = False) -> dict[str, tuple[int, str | None]]:
+        """UpdateFeatures: (feature, level, downgrade allowed) each; all are finalized together
+        or none is. Each answers NONE or INVALID_UPDATE_VERSION (Kafka's checks: a feature this
+        controller finalizes, a level every registered broker supports, no downgrade unless
+        allowed; metadata.version and kraft.version do not change here)."""
+        results = {name: self._feature_error(name, level, downgrade) for name, level, downgrade in updates}
+        if not validate_only and all(error == ec.NONE for error, _ in results.values()):
+            records = [r for name, level, _ in updates for r in self._feature_records(name, level)]
+            if records:
+                self._commit(records)
+        return results
+
+    def _feature_error(self, name: str, level: int, downgrade: bool) -> tuple[int, str | None]:
+        if name not in UPDATABLE_FEATURES:
+            return ec.INVALID_UPDATE_VERSION, f"the controller does not update feature {name}"
+        if level < self.image.features.get(name, 0) and not downgrade:
+            return ec.INVALID_UPDATE_VERSION, f"{name} may not go down to {level} without a downgrade type"
+        for broker_id, info in sorted(self.image.brokers.items()):
+            ranges = {f["name"]: (f["minSupportedVersion"], f["maxSupportedVersion"]) for f in info.features}
+            low, high = ranges.get(name, (0, 0))
+            if level and not low <= level <= high:
+                return ec.INVALID_UPDATE_VERSION, f"broker {broker_id} does not support {name} level {level}"
+        return ec.NONE, None
 
     # ------------------------------------------------------------------ topics
 

@@ -1,6 +1,7 @@
 """Followers copy their leaders' records over Kafka's protocol (Kafka's ReplicaFetcherThread,
-reduced): for every partition placed on this broker and led by another, Fetch from the leader as
-replica `node_id` (ReplicaId, the current leader epoch, the last fetched epoch), append what comes
+reduced): for every partition placed on this broker and led by another, Fetch (v17: topics by id)
+from the leader as replica `node_id` at its broker epoch (ReplicaState, KIP-903), with the
+current leader epoch and the last fetched epoch, and append what comes
 keeping its offsets and epochs. Where the leader answers that the follower's log diverges from
 its own (DivergingEpoch, KIP-320) the follower truncates there and fetches again, as Kafka's
 followers do; a log without epochs first asks the leader (OffsetForLeaderEpoch), which cuts it
@@ -15,10 +16,12 @@ import asyncio
 import contextlib
 import functools
 import logging
+import uuid
 from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import NamedTuple
 
+from logstore.clean_shutdown import NO_BROKER_EPOCH
 from logstore.epoch import UNDEFINED_EPOCH
 from logstore.errors import CorruptRecordError, InvalidRecordError
 from logstore.log import Log
@@ -30,7 +33,7 @@ from logstore.server.kraft.node_channel import NodeChannel, NodeUnreachableError
 from logstore.server.protocol import consumer
 
 log = logging.getLogger("logstore.server")
-FETCH_VERSION, EPOCH_VERSION = 12, 4
+FETCH_VERSION, EPOCH_VERSION = 17, 4  # Kafka 4.0's: topics by id, the broker epoch in ReplicaState
 FETCH_MAX_WAIT_MS = 500
 FETCH_MAX_BYTES = 8 * 1024 * 1024
 PARTITION_MAX_BYTES = 1024 * 1024
@@ -65,8 +68,9 @@ class ReplicaFetcher:
     is the listener name leaders are reached on; `disk` runs appends and truncations."""
 
     def __init__(self, node_id: int, image: MetadataImage, local_log: Callable[[str, int], Log | None],
-                 listener: str, disk: Executor):
+                 listener: str, disk: Executor, broker_epoch: Callable[[], int] = lambda: NO_BROKER_EPOCH):
         self.node_id = node_id
+        self._broker_epoch = broker_epoch
         self._image = image
         self._local_log = local_log
         self._listener = listener
@@ -74,6 +78,7 @@ class ReplicaFetcher:
         self._tasks: dict[int, asyncio.Task] = {}
         self._channels: dict[int, NodeChannel] = {}
         self._truncated: dict[tuple[str, int], int] = {}  # partition -> leader epoch reconciled with
+        self._closed = False
 
     def followed(self, leader: int) -> list[Followed]:
         """The partitions placed here that `leader` leads now."""
@@ -87,7 +92,10 @@ class ReplicaFetcher:
         return out
 
     def update(self) -> None:
-        """Start fetching from every leader of a partition placed here (after each metadata replay)."""
+        """Start fetching from every leader of a partition placed here (after each metadata
+        replay); nothing once closed (a broker shutting down still replays the metadata)."""
+        if self._closed:
+            return
         leaders = {p.leader for info in list(self._image.topics.values()) for p in info.partitions.values()
                    if p.leader >= 0 and p.leader != self.node_id and self.node_id in p.replicas}
         loop = asyncio.get_running_loop()
@@ -153,29 +161,37 @@ class ReplicaFetcher:
 
     async def _fetch(self, channel: NodeChannel, followed: list[Followed]) -> bool:
         """One Fetch of every followed partition of one leader, appended as follower; False when
-        the leader refused a partition's leader epoch (fenced or not known there yet)."""
+        the leader refused a partition's leader epoch (fenced or not known there yet), does not
+        know the partition yet, or took this fetch for an earlier incarnation's."""
         cls = consumer.FetchRequest
-        topics: dict[str, list] = {}
+        topics: dict[uuid.UUID, list] = {}
+        names: dict[uuid.UUID, str] = {}
         for f in followed:
-            topics.setdefault(f.topic, []).append(cls.FetchTopic.FetchPartition(
+            info = self._image.topic(f.topic)
+            if info is None:
+                continue
+            names[info.topic_id] = f.topic
+            topics.setdefault(info.topic_id, []).append(cls.FetchTopic.FetchPartition(
                 partition=f.partition, current_leader_epoch=f.leader_epoch, fetch_offset=f.log.log_end_offset,
                 last_fetched_epoch=_last_fetched_epoch(f.log),
                 log_start_offset=f.log.log_start_offset, partition_max_bytes=PARTITION_MAX_BYTES))
-        request = cls(version=FETCH_VERSION, replica_id=self.node_id, max_wait_ms=FETCH_MAX_WAIT_MS, min_bytes=1,
+        request = cls(version=FETCH_VERSION, max_wait_ms=FETCH_MAX_WAIT_MS, min_bytes=1,
+                      replica_state=cls.ReplicaState(replica_id=self.node_id, replica_epoch=self._broker_epoch()),
                       max_bytes=FETCH_MAX_BYTES, isolation_level=0, session_id=0, session_epoch=-1,
-                      topics=[cls.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
+                      topics=[cls.FetchTopic(topic_id=t, partitions=ps) for t, ps in topics.items()],
                       forgotten_topics_data=[], rack_id="")
         response = await channel.send(request, FETCH_VERSION, consumer.FetchResponse)
         by_key = {(f.topic, f.partition): f for f in followed}
         agreed = True
         for topic in response.responses:
             for p in topic.partitions:
-                f = by_key.get((topic.topic, p.partition_index))
+                f = by_key.get((names.get(topic.topic_id), p.partition_index))
                 if f is None:
                     continue
                 if p.error_code == ec.OFFSET_OUT_OF_RANGE:
                     self._truncated.pop((f.topic, f.partition), None)  # reconcile again with the leader
-                elif p.error_code in (ec.FENCED_LEADER_EPOCH, ec.UNKNOWN_LEADER_EPOCH):
+                elif p.error_code in (ec.FENCED_LEADER_EPOCH, ec.UNKNOWN_LEADER_EPOCH, ec.NOT_LEADER_OR_FOLLOWER,
+                                      ec.UNKNOWN_TOPIC_ID, ec.UNKNOWN_TOPIC_OR_PARTITION):
                     agreed = False
                 elif p.error_code == ec.NONE and p.diverging_epoch is not None:
                     await self._truncate_by(f, EpochEndOffset(p.diverging_epoch.epoch, p.diverging_epoch.end_offset))
@@ -199,6 +215,7 @@ class ReplicaFetcher:
 
     async def close(self) -> None:
         """Stop every fetch and close the connections to the leaders."""
+        self._closed = True
         for task in self._tasks.values():
             task.cancel()
         await asyncio.gather(*self._tasks.values(), return_exceptions=True)

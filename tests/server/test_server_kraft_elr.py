@@ -1,0 +1,62 @@
+"""KIP-966 on a running cluster: UpdateFeatures (as `kafka-features upgrade` sends it to any
+broker) finalizes `eligible.leader.replicas.version`, after which a leader whose ISR is below
+min.insync.replicas holds its high watermark back, and replicas leaving that ISR become eligible
+leaders instead of being forgotten."""
+
+from __future__ import annotations
+
+from kafka.protocol.admin import UpdateFeaturesRequest, UpdateFeaturesResponse
+
+from logstore.server import error_codes as ec
+from logstore.server.kraft.metadata_records import ELIGIBLE_LEADER_REPLICAS_VERSION
+from tests.server.test_server_kraft_cluster import (  # noqa: F401 (the cluster fixture)
+    cluster,
+    create_topic,
+    eventually,
+    produce,
+    replicated,
+)
+from tests.support.wire import WireClient
+
+
+def update_features(port: int, levels: dict[str, int], *, upgrade_type: int = 1, version: int = 1) -> dict:
+    request = UpdateFeaturesRequest[version]
+    updates = [request.FeatureUpdateKey(feature=name, max_version_level=level, upgrade_type=upgrade_type)
+               for name, level in levels.items()]
+    with WireClient(port) as client:
+        response = client.call(request(timeout_ms=10_000, feature_updates=updates, validate_only=False),
+                               UpdateFeaturesResponse[version])
+    return {r.feature: r.error_code for r in response.results}
+
+
+def test_update_features_turns_elr_on_and_refuses_what_kafka_refuses(cluster):  # noqa: F811 (fixture)
+    port = cluster.nodes[2].port
+    assert update_features(port, {ELIGIBLE_LEADER_REPLICAS_VERSION: 2}) == {
+        ELIGIBLE_LEADER_REPLICAS_VERSION: ec.INVALID_UPDATE_VERSION}  # no broker supports level 2
+    assert update_features(port, {"metadata.version": 24}) == {"metadata.version": ec.INVALID_UPDATE_VERSION}
+    assert update_features(port, {ELIGIBLE_LEADER_REPLICAS_VERSION: 1}) == {ELIGIBLE_LEADER_REPLICAS_VERSION: ec.NONE}
+    assert cluster.controller.image.eligible_leader_replicas_enabled
+    assert update_features(port, {ELIGIBLE_LEADER_REPLICAS_VERSION: 0}) == {
+        ELIGIBLE_LEADER_REPLICAS_VERSION: ec.INVALID_UPDATE_VERSION}  # a downgrade must say so
+    assert update_features(port, {ELIGIBLE_LEADER_REPLICAS_VERSION: 0}, upgrade_type=2) == {
+        ELIGIBLE_LEADER_REPLICAS_VERSION: ec.NONE}
+    assert not cluster.controller.image.eligible_leader_replicas_enabled
+
+
+def test_below_min_isr_the_high_watermark_waits_and_the_leavers_stay_eligible(cluster):  # noqa: F811 (fixture)
+    assert update_features(cluster.nodes[3].port, {ELIGIBLE_LEADER_REPLICAS_VERSION: 1}) == {
+        ELIGIBLE_LEADER_REPLICAS_VERSION: ec.NONE}
+    create_topic(cluster.nodes[1].port, "orders", 1, 3, {"min.insync.replicas": "2"})
+    cluster.caught_up()
+    cluster.nodes[1].move_leader("orders", 0, 1)  # led by the node that stays up
+    eventually(lambda: produce(cluster.nodes[1].port, "orders", 0, b"a", acks=-1) == ec.NONE)
+    cluster.stop(2)  # a clean stop leaves the ISR first; [1, 3] still holds min ISR: 2 is not eligible
+    cluster.stop(3)  # the ISR falls below min ISR: 3 holds every committed record, it stays eligible
+    state = cluster.controller.image.topic("orders").partitions[0]
+    assert (state.leader, state.isr, state.elr) == (1, [1], [3])
+    assert produce(cluster.nodes[1].port, "orders", 0, b"b", acks=1) == ec.NONE
+    log = cluster.nodes[1].manager.get("orders", 0)
+    assert (log.log_end_offset, log.high_watermark) == (2, 1)  # KIP-966: nothing commits below min ISR
+    cluster.start(3)
+    eventually(lambda: log.high_watermark == 2)  # caught up and back in the ISR: committed
+    assert cluster.controller.image.topic("orders").partitions[0].isr == [1, 3]
