@@ -78,6 +78,7 @@ class ReplicaFetcher:
         self._tasks: dict[int, asyncio.Task] = {}
         self._channels: dict[int, NodeChannel] = {}
         self._truncated: dict[tuple[str, int], int] = {}  # partition -> leader epoch reconciled with
+        self._closed = False
 
     def followed(self, leader: int) -> list[Followed]:
         """The partitions placed here that `leader` leads now."""
@@ -91,7 +92,10 @@ class ReplicaFetcher:
         return out
 
     def update(self) -> None:
-        """Start fetching from every leader of a partition placed here (after each metadata replay)."""
+        """Start fetching from every leader of a partition placed here (after each metadata
+        replay); nothing once closed (a broker shutting down still replays the metadata)."""
+        if self._closed:
+            return
         leaders = {p.leader for info in list(self._image.topics.values()) for p in info.partitions.values()
                    if p.leader >= 0 and p.leader != self.node_id and self.node_id in p.replicas}
         loop = asyncio.get_running_loop()
@@ -211,6 +215,7 @@ class ReplicaFetcher:
 
     async def close(self) -> None:
         """Stop every fetch and close the connections to the leaders."""
+        self._closed = True
         for task in self._tasks.values():
             task.cancel()
         await asyncio.gather(*self._tasks.values(), return_exceptions=True)
