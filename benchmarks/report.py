@@ -98,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"scale {bench_short(bench)}: {info['ms_per_partition']} ms per partition "
                   f"({info['cpu_ms_per_partition']} ms of CPU){footprint}")
         if "first_metadata_s" in info:
-            print(f"{bench_short(bench)}: first Metadata answered after {info['first_metadata_s']} s")
+            print(f"{bench_short(bench)}: first Metadata answered after {info['first_metadata_s']} s "
+                  f"({info.get('first_metadata_cpu_s')} s of the server's CPU)")
         if "cpu_s" in info:
             print(f"cpu {bench_short(bench)}: {info['cpu_s']} s (all its processes, per round)")
         if "interleaved" in info:
