@@ -31,9 +31,9 @@ T = TypeVar("T")
 
 class CoordinatorPartitions:
     """Topic `topic` of `configured` partitions (created in a cluster with `replication_factor`
-    replicas and the config overrides `configs`); `load(partition)` reads one partition's state from its log (a coroutine) when
-    this node becomes its leader: `read(log)` on the disk thread, then `install(partition, what
-    read returned)` on the event loop; `unload(partition)` forgets it when the node leads it no more."""
+    replicas and the config overrides `configs`). When this node becomes a partition's leader its
+    state is loaded: `read(log)` on the disk thread, then `install(partition, what read returned)`
+    on the event loop; `unload(partition)` forgets it when the node leads it no more."""
 
     def __init__(self, ctx: ServerContext, topic: str, configured: int, replication_factor: int,
                  read: Callable[[Log], T], install: Callable[[int, T], None], unload: Callable[[int], None],
@@ -132,6 +132,8 @@ class CoordinatorPartitions:
         if self.standalone:
             return ec.NONE, self._ctx.node_id
         cluster = self._ctx.cluster
+        if cluster is None:  # the node is still joining its cluster
+            return ec.COORDINATOR_NOT_AVAILABLE, -1
         info = cluster.image.topic(self.topic)
         if info is None:
             cluster.create_in_background(self.topic, self._configured, self._replication_factor, self._configs)
