@@ -250,3 +250,15 @@ def test_pushed_errors_answer_the_next_requests_in_order(cluster):
     cluster.push_errors("Produce", NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT, node=leader)
     assert [produce(port, "orders", partition, b"x") for _ in range(3)] == [NOT_LEADER_OR_FOLLOWER,
                                                                            REQUEST_TIMED_OUT, 0]
+
+
+def test_a_restarted_node_serves_again_on_its_port(cluster):
+    led = [p for p in range(3) if cluster.leader("orders", p) == 3]
+    port, server = cluster.node(3).port, cluster.node(3).server
+    cluster.node(3).restart()
+    assert cluster.node(3).server is not server and cluster.node(3).port == port
+    cluster.wait_until_ready()
+    assert api_versions(port) == 0
+    for partition in led:  # its leaderships moved away before it stopped: give them back
+        eventually(lambda p=partition: 3 in isr(cluster, "orders", p))
+        cluster.move_leader("orders", partition, 3)
