@@ -233,9 +233,15 @@ def test_a_broker_cut_from_the_controller_is_fenced_and_returns_when_healed(clus
     finally:
         cluster.heal(1, 3)
     cluster.wait_until_ready()
-    for partition in led:  # as the module found them, once node 3 has caught up into the ISR again
-        eventually(lambda p=partition: 3 in isr(cluster, "orders", p))
-        cluster.move_leader("orders", partition, 3)
+    lead_again(cluster, led, 3)
+
+
+def lead_again(cluster: KafkaCluster, partitions: list[int], node: int) -> None:
+    """Give `node` back the leadership of these partitions of "orders" (as the module found
+    them), once it has caught up into their ISR again."""
+    for partition in partitions:
+        eventually(lambda p=partition: node in isr(cluster, "orders", p))
+        cluster.move_leader("orders", partition, node)
 
 
 def isr(cluster: KafkaCluster, topic: str, partition: int) -> list[int]:
@@ -259,6 +265,4 @@ def test_a_restarted_node_serves_again_on_its_port(cluster):
     assert cluster.node(3).server is not server and cluster.node(3).port == port
     cluster.wait_until_ready()
     assert api_versions(port) == 0
-    for partition in led:  # its leaderships moved away before it stopped: give them back
-        eventually(lambda p=partition: 3 in isr(cluster, "orders", p))
-        cluster.move_leader("orders", partition, 3)
+    lead_again(cluster, led, 3)  # its leaderships moved away before it stopped
