@@ -69,8 +69,8 @@ class FileRecords:
 
     def __init__(self, path: Path, state: SegmentState, *, read_only: bool,
                  account: DescriptorAccount = UNCOUNTED) -> None:
-        """Describe the file at `path`, recording its current size in `state`; nothing is opened.
-        `account` counts the descriptor while it is open."""
+        """Describe the file at `path`, whose size `state` already holds (the segment stats it);
+        nothing is opened. `account` counts the descriptor while it is open."""
         self.path = path
         self._state = state
         self._read_only = read_only
@@ -78,10 +78,6 @@ class FileRecords:
         self.closed = False
         self._needs_sync = False  # written through a descriptor since given back: flush() fsyncs
         self._written_behind = 0  # bytes write_behind() has already sent to the disk
-        try:
-            state.size = os.stat(path).st_size
-        except FileNotFoundError:
-            state.size = 0
 
     def require_open(self) -> None:
         """Raise LogClosedError once closed."""

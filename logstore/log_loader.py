@@ -36,7 +36,6 @@ from logstore.log_files import (
     TXN_INDEX_SUFFIX,
     is_segment_log_name,
     offset_from_file_name,
-    segment_file_name,
 )
 from logstore.partition_state import PartitionState
 from logstore.read_only_recovery import recover_read_only
@@ -45,8 +44,6 @@ from logstore.segment_options import SegmentOptions, roll_jitter_ms
 
 # Names of files an interrupted delete, clean or swap left (removed or completed on open).
 _TEMP_SUFFIXES = (DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX)
-# A segment without both of these is recovered (Kafka's sanityCheck finds no offset index).
-_INDEX_FILES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
 
 
 @dataclass(slots=True)
@@ -264,25 +261,25 @@ class LogLoader:
         offset/time indexes, and after an unclean shutdown corrupt ones, except the
         corrupt-txnindex segments, recovered once live. After a clean shutdown no index is
         opened: as Kafka, only their presence is checked (in the listing)."""
-        present = listing
         clean = self._load_state.clean_shutdown
+        for name in listing:
+            # An index without its log indexes nothing.
+            if name[OFFSET_DIGITS:] in INDEX_SUFFIXES and name[:OFFSET_DIGITS] + LOG_SUFFIX not in listing \
+                    and offset_from_file_name(name) is not None:
+                os.unlink(self._dir / name)
         segments, corrupt_txn = [], []
-        for name in sorted(listing):
+        for name in sorted(name for name in listing if name[OFFSET_DIGITS:] == LOG_SUFFIX):
             base = offset_from_file_name(name)
             if base is None:
                 continue
-            suffix = name[OFFSET_DIGITS:]
-            if suffix in INDEX_SUFFIXES:
-                if segment_file_name(base, LOG_SUFFIX) not in present:
-                    os.unlink(self._dir / name)  # an index without its log indexes nothing
-            elif suffix == LOG_SUFFIX:
-                segment = self._open_segment(base)
-                if segment_file_name(base, TXN_INDEX_SUFFIX) in present and not segment.txn_index.is_sound():
-                    corrupt_txn.append(segment)
-                elif any(segment_file_name(base, suffix) not in present for suffix in _INDEX_FILES) \
-                        or (not clean and not _index_files_look_sane(segment)):
-                    self._recover_segment(segment)
-                segments.append(segment)
+            prefix = name[:OFFSET_DIGITS]
+            segment = self._open_segment(base)
+            if prefix + TXN_INDEX_SUFFIX in listing and not segment.txn_index.is_sound():
+                corrupt_txn.append(segment)
+            elif prefix + INDEX_SUFFIX not in listing or prefix + TIME_INDEX_SUFFIX not in listing \
+                    or (not clean and not _index_files_look_sane(segment)):
+                self._recover_segment(segment)
+            segments.append(segment)
         if segments and not clean and (not corrupt_txn or corrupt_txn[-1] is not segments[-1]):
             # Older segments' indexes stay unmapped until first use (fast open of thousands of
             # segments); the active one is checked in full, as Kafka checks every segment.

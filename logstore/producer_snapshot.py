@@ -47,21 +47,27 @@ def snapshot_path(log_dir: Path | str, offset: int) -> Path:
     return _as_path(log_dir) / segment_file_name(offset, SNAPSHOT_SUFFIX)
 
 
-def list_snapshot_files(log_dir: Path | str) -> dict[int, Path]:
-    """{offset: path} of the regular `*.snapshot` files in a directory."""
-    directory = _as_path(log_dir)
+def list_snapshot_names(log_dir: Path | str) -> dict[int, str]:
+    """{offset: file name} of the regular `*.snapshot` files in a directory: names, not paths,
+    as a log holds a snapshot for each of its segments (thousands) and uses one or two."""
     try:
-        entries = list(os.scandir(directory))
+        entries = list(os.scandir(log_dir))
     except (FileNotFoundError, NotADirectoryError):
         return {}
-    found: dict[int, Path] = {}
+    found: dict[int, str] = {}
     for entry in entries:
         name = entry.name
         if name.endswith(SNAPSHOT_SUFFIX) and entry.is_file():
             offset = offset_prefix(name)
             if offset is not None:
-                found[offset] = directory / name
+                found[offset] = name
     return found
+
+
+def list_snapshot_files(log_dir: Path | str) -> dict[int, Path]:
+    """{offset: path} of the regular `*.snapshot` files in a directory."""
+    directory = _as_path(log_dir)
+    return {offset: directory / name for offset, name in list_snapshot_names(directory).items()}
 
 
 def encode_snapshot(entries: Iterable[ProducerStateEntry]) -> bytes:

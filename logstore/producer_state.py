@@ -38,7 +38,7 @@ from logstore.producer_snapshot import (
     JavaHashMapOrder,
     decode_snapshot,
     encode_snapshot,
-    list_snapshot_files,
+    list_snapshot_names,
     snapshot_path,
     write_snapshot_file,
 )
@@ -72,7 +72,7 @@ class ProducerStateManager:
         self._table = JavaHashMapOrder()
         self._ongoing: dict[int, TxnMetadata] = {}  # by first offset
         self._unreplicated: dict[int, TxnMetadata] = {}  # completed, marker above the HW
-        self._snapshots: dict[int, Path] = list_snapshot_files(self.log_dir)
+        self._snapshots: dict[int, str] = list_snapshot_names(self.log_dir)  # file names by offset
         self._last_map_offset = 0
         self._last_snap_offset = 0
 
@@ -299,14 +299,14 @@ class ProducerStateManager:
             return None
         path = snapshot_path(self.log_dir, self._last_map_offset)
         write_snapshot_file(path, encode_snapshot(self.snapshot_entries()), sync=sync)
-        self._snapshots[self._last_map_offset] = path
+        self._snapshots[self._last_map_offset] = path.name
         self._last_snap_offset = self._last_map_offset
         return path
 
     def _remove_snapshot(self, offset: int) -> None:
-        path = self._snapshots.pop(offset, None)
-        if path is not None and not self.read_only:
-            path.unlink(missing_ok=True)
+        name = self._snapshots.pop(offset, None)
+        if name is not None and not self.read_only:
+            (self.log_dir / name).unlink(missing_ok=True)
 
     def delete_snapshots_before(self, offset: int) -> None:
         """Delete snapshot files below `offset`."""
@@ -318,10 +318,11 @@ class ProducerStateManager:
         `.snapshot.deleted`, to be removed with the segment's files (Kafka's
         removeAndMarkSnapshotForDeletion). Returns the renamed file, or None when there was
         no snapshot (or its file was already gone)."""
-        path = self._snapshots.pop(offset, None)
-        if path is None or self.read_only:
+        name = self._snapshots.pop(offset, None)
+        if name is None or self.read_only:
             return None
-        target = path.with_name(path.name + DELETED_SUFFIX)
+        path = self.log_dir / name
+        target = path.with_name(name + DELETED_SUFFIX)
         try:
             os.replace(path, target)
         except FileNotFoundError:
@@ -349,7 +350,7 @@ class ProducerStateManager:
     def _load_from_snapshot(self, log_start_offset: int, now_ms: int) -> None:
         while self._snapshots:
             offset = max(self._snapshots)
-            path = self._snapshots[offset]
+            path = self.log_dir / self._snapshots[offset]
             try:
                 entries = decode_snapshot(path.read_bytes(), path)
             except CorruptSnapshotError as exc:
@@ -434,5 +435,4 @@ class ProducerStateManager:
 
     def update_parent_dir(self, log_dir: Path | str) -> None:
         """Follow a renamed partition directory."""
-        self.log_dir = Path(log_dir)
-        self._snapshots = {o: self.log_dir / p.name for o, p in self._snapshots.items()}
+        self.log_dir = Path(log_dir)  # the snapshots keep their names

@@ -579,7 +579,7 @@ class LogSegment(SegmentFiles):
 
     def close(self) -> None:
         """Add the final time-index entry if needed, trim and unmap the indexes, close the log."""
-        if self._records.closed:
+        if self._closed:
             return
         if self._state.largest is not None and not self._read_only:
             self._time_index.maybe_append(
@@ -587,10 +587,7 @@ class LogSegment(SegmentFiles):
                 self._state.largest.offset,
                 True,
             )
-        self._offset_index.close()
-        self._time_index.close()
-        self._txn_index.close()
-        self._records.close()
+        self._close_files(trim=True)
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self._base_offset}, size={self._state.size}, path={str(self.log_path)!r})"

@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+import numpy as np
 
 from index import OffsetIndex, TimeIndex
 from logstore.descriptor_pool import SegmentDescriptors, process_pool
-from logstore.errors import CorruptIndexError, ReadOnlyLogError
+from logstore.errors import CorruptIndexError, LogClosedError, ReadOnlyLogError
 from logstore.file_records import FileRecords
 from logstore.file_slice import FileSlice
 from logstore.log_files import (
@@ -31,43 +34,90 @@ from logstore.segment_options import SegmentOptions
 from logstore.segment_state import SegmentState
 from logstore.txn_index import TransactionIndex
 
+T = TypeVar("T")
+IndexT = TypeVar("IndexT", OffsetIndex, TimeIndex)
+
+# Held while one of a segment's file objects is built, so two threads (a fetch under the Log's
+# lock, the cleaner outside it) never build two objects for one file.
+_BUILDING = threading.Lock()
+
+
+class _BuiltOnFirstUse(Generic[T]):
+    """A segment attribute (the `.log`'s FileRecords, an index) built by `build` on first read
+    and kept in the instance, which then answers later reads without this descriptor: a log of
+    thousands of segments opens without an object per file, and the hot paths pay nothing."""
+
+    def __init__(self, build: Callable[[Any], T]) -> None:
+        self._build = build
+        self._name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = name
+
+    def __get__(self, segment: Any, owner: type | None = None) -> T:
+        with _BUILDING:
+            built = segment.__dict__.get(self._name)
+            if built is None:
+                built = segment.__dict__[self._name] = self._build(segment)
+        return built
+
 
 class SegmentFiles:
     """The `.log`, `.index`, `.timeindex` and `.txnindex` files of the segment at `base_offset`."""
 
     def __init__(self, directory: str | os.PathLike[str], base_offset: int, options: SegmentOptions) -> None:
-        """Describe the files (with `options.file_suffix`); nothing is opened until used."""
+        """Describe the files (with `options.file_suffix`) and stat the `.log`; nothing is opened,
+        and the objects for the files are built on first use (see _BuiltOnFirstUse)."""
         self._dir = directory if isinstance(directory, Path) else Path(directory)
         self._base_offset = base_offset
-        read_only, file_suffix, max_index_size = options.read_only, options.file_suffix, options.max_index_size
+        self._file_suffix = options.file_suffix
+        read_only = options.read_only
         self._state = SegmentState(base_offset, writable=not read_only)
-        self.max_index_size = max_index_size
+        self.max_index_size = options.max_index_size
         self._read_only = read_only
+        self._closed = False
         #: This segment's account of open descriptors in the process's pool.
         self.descriptors: SegmentDescriptors = process_pool().account(self, self._state.array)
-        account = self.descriptors
-        self._records = FileRecords(self._dir / segment_file_name(base_offset, LOG_SUFFIX, file_suffix),
-                                    self._state, read_only=read_only, account=account)
-        writable = not read_only
-        self._offset_index = OffsetIndex(
-            self._dir / segment_file_name(base_offset, INDEX_SUFFIX, file_suffix),
-            base_offset,
-            max_index_size,
-            writable=writable,
-            meta=self._state.offset_index_counters,
-            account=account,
-        )
-        self._time_index = TimeIndex(
-            self._dir / segment_file_name(base_offset, TIME_INDEX_SUFFIX, file_suffix),
-            base_offset,
-            max_index_size,
-            writable=writable,
-            meta=self._state.time_index_counters,
-            account=account,
-        )
-        self._txn_index = TransactionIndex(
-            base_offset, self._dir / segment_file_name(base_offset, TXN_INDEX_SUFFIX, file_suffix)
-        )
+        try:
+            self._state.size = os.stat(os.path.join(self._dir, self._file_name(LOG_SUFFIX))).st_size
+        except FileNotFoundError:
+            self._state.size = 0
+
+    def _file_name(self, suffix: str) -> str:
+        return segment_file_name(self._base_offset, suffix, self._file_suffix)
+
+    def _new_records(self) -> FileRecords:
+        records = FileRecords(self._dir / self._file_name(LOG_SUFFIX), self._state, read_only=self._read_only,
+                              account=self.descriptors)
+        if self._closed:
+            records.close()
+        return records
+
+    def _new_index(self, kind: type[IndexT], suffix: str, meta: np.ndarray) -> IndexT:
+        index = kind(self._dir / self._file_name(suffix), self._base_offset, self.max_index_size,
+                     writable=not self._read_only, meta=meta, account=self.descriptors)
+        if self._closed:
+            index.close_handler()
+        return index
+
+    def _new_offset_index(self) -> OffsetIndex:
+        return self._new_index(OffsetIndex, INDEX_SUFFIX, self._state.offset_index_counters)
+
+    def _new_time_index(self) -> TimeIndex:
+        return self._new_index(TimeIndex, TIME_INDEX_SUFFIX, self._state.time_index_counters)
+
+    def _new_txn_index(self) -> TransactionIndex:
+        return TransactionIndex(self._base_offset, self._dir / self._file_name(TXN_INDEX_SUFFIX))
+
+    _records = _BuiltOnFirstUse(_new_records)
+    _offset_index = _BuiltOnFirstUse(_new_offset_index)
+    _time_index = _BuiltOnFirstUse(_new_time_index)
+    _txn_index = _BuiltOnFirstUse(_new_txn_index)
+
+    def _built(self) -> tuple[FileRecords | None, OffsetIndex | None, TimeIndex | None, TransactionIndex | None]:
+        """The file objects built so far (None for the others): what close and flush must reach."""
+        built = self.__dict__
+        return built.get("_records"), built.get("_offset_index"), built.get("_time_index"), built.get("_txn_index")
 
     @property
     def base_offset(self) -> int:
@@ -140,9 +190,12 @@ class SegmentFiles:
     def release_descriptors(self) -> None:
         """Close the `.log` descriptor and unmap the indexes for now, keeping every count and
         write (the next use opens and maps them again); a mapping still being read stays."""
-        self._records.release()
-        self._offset_index.unload()
-        self._time_index.unload()
+        records, offset_index, time_index, _ = self._built()
+        if records is not None:
+            records.release()
+        for index in (offset_index, time_index):
+            if index is not None:
+                index.unload()
 
     @contextmanager
     def pinned(self) -> Iterator[int]:
@@ -165,7 +218,8 @@ class SegmentFiles:
         )
 
     def _require_open(self) -> None:
-        self._records.require_open()
+        if self._closed:
+            raise LogClosedError(f"segment {self.log_path} is closed")
 
     def _require_writable(self, action: str) -> None:
         self._require_open()
@@ -201,17 +255,33 @@ class SegmentFiles:
     def flush(self) -> None:
         """fsync the `.log` and the indexes."""
         self._require_open()
-        self._records.flush()
-        self._offset_index.flush()
-        self._time_index.flush()
-        if not self._read_only:
-            self._txn_index.flush()
+        records, offset_index, time_index, txn_index = self._built()  # no other was written
+        for written in (records, offset_index, time_index):
+            if written is not None:
+                written.flush()
+        if txn_index is not None and not self._read_only:
+            txn_index.flush()
 
     def close_handlers(self) -> None:
         """Release file handles and mappings without writing anything."""
-        self._offset_index.close_handler()
-        self._time_index.close_handler()
-        self._records.close()
+        self._close_files(trim=False)
+
+    def _close_files(self, *, trim: bool) -> None:
+        """Close the file objects built so far (trimming the indexes to their entries with
+        `trim`); the segment takes no more appends or reads, and objects built later are closed."""
+        records, offset_index, time_index, txn_index = self._built()
+        self._closed = True
+        self._state.writable = False
+        for index in (offset_index, time_index):
+            if index is not None:
+                if trim:
+                    index.close()
+                else:
+                    index.close_handler()
+        if txn_index is not None:
+            txn_index.close()
+        if records is not None:
+            records.close()
 
     def delete(self) -> None:
         """Close (if still open) and delete the `.log`, `.index`, `.timeindex` and `.txnindex`
@@ -236,11 +306,15 @@ class SegmentFiles:
 
     def update_parent_dir(self, directory: str | os.PathLike[str]) -> None:
         """Follow the files after their directory was renamed."""
-        self._dir = Path(directory)
-        self._records.path = self._dir / self.log_path.name
-        self._offset_index.update_parent_dir(self._dir)
-        self._time_index.update_parent_dir(self._dir)
-        self._txn_index.path = self._dir / self._txn_index.path.name
+        self._dir = Path(directory)  # objects not built yet are built there
+        records, offset_index, time_index, txn_index = self._built()
+        if records is not None:
+            records.path = self._dir / records.path.name
+        for index in (offset_index, time_index):
+            if index is not None:
+                index.update_parent_dir(self._dir)
+        if txn_index is not None:
+            txn_index.path = self._dir / txn_index.path.name
 
 
 def _replace_suffix(path: Path, old_suffix: str, new_suffix: str) -> Path:

@@ -25,7 +25,7 @@ from logstore.checkpoint import atomic_write
 from logstore.config import CONFIG_KEYS, LogConfig
 from logstore.errors import InvalidConfigError
 from logstore.internal_topics.coordinator_schemas import OFFSETS_TOPIC, TRANSACTION_TOPIC
-from logstore.log_files import parse_partition_dir
+from logstore.log_files import LOG_SUFFIX, parse_partition_dir
 
 TOPIC_CONFIGS_FILE = "logstore-topic-configs.json"
 TOPIC_CONFIGS_VERSION = 1
@@ -125,7 +125,12 @@ def store_topic_configs(data_dir: str | os.PathLike[str], topic: str,
 
 def has_data(directory: str | os.PathLike[str]) -> bool:
     """True when the partition directory holds a non-empty segment file (live, or in a swap)."""
-    return any(p.is_file() and p.stat().st_size > 0 for p in Path(directory).glob("*.log*"))
+    try:
+        entries = os.scandir(directory)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    with entries:  # stops at the first: a log may hold thousands of files
+        return any(LOG_SUFFIX in entry.name and entry.is_file() and entry.stat().st_size > 0 for entry in entries)
 
 
 def resolve_log_config(directory: str | os.PathLike[str],

@@ -85,15 +85,21 @@ class Topics:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         found = manager.partitions()  # no log opens here: they open on first use
+        first: dict[str, int] = {}  # each topic's first partition on disk
         for topic, partition in found:
             self._partitions[topic] = max(self._partitions.get(topic, 0), partition + 1)
+            first.setdefault(topic, partition)
             if topic not in self._ids:
                 topic_id = _stored_topic_id(self._dir_of(topic, partition))
                 if topic_id is not None:
                     self._ids[topic] = topic_id
         present = set(found)
         for topic, count in self._partitions.items():
-            self._ids.setdefault(topic, uuid.uuid4())
+            if topic not in self._ids:
+                # Stored in one partition before serving, so a crash before the background
+                # writes cannot give the topic another id at the next start.
+                self._ids[topic] = uuid.uuid4()
+                write_partition_metadata(self._dir_of(topic, first[topic]), self._ids[topic])
             gaps = [p for p in range(count) if (topic, p) not in present] if hosts_all else []
             overrides = self.overrides(topic) if gaps else {}
             for partition in gaps:

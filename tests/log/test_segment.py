@@ -408,6 +408,33 @@ def test_change_file_suffixes_and_delete(tmp_path):
         seg.read(100, 100)
 
 
+def test_a_segment_opened_but_never_used_renames_follows_and_closes_its_files(tmp_path):
+    """A segment builds its file objects on first use (an open of thousands of segments builds
+    none): renames, a moved directory and close still act on every file."""
+    first, moved = tmp_path / "t-0", tmp_path / "u-0"
+    first.mkdir()
+    seg = fresh(first)
+    seg.append_batches(batch(100, [1]))
+    seg.close()
+    names = sorted(p.name for p in first.iterdir())
+
+    unused = LogSegment.open(first, 100, SegmentOptions(max_index_size=1024))
+    unused.change_file_suffixes("", ".deleted")
+    assert sorted(p.name for p in first.iterdir()) == [name + ".deleted" for name in names]
+    unused.change_file_suffixes(".deleted", "")
+
+    unused = LogSegment.open(first, 100, SegmentOptions(max_index_size=1024))
+    first.rename(moved)
+    unused.update_parent_dir(moved)
+    assert unused.read(100, 100).offset == 100
+
+    closed = LogSegment.open(moved, 100, SegmentOptions(max_index_size=1024))
+    closed.close()
+    with pytest.raises(LogClosedError):
+        closed.read(100, 100)
+    assert sorted(p.name for p in moved.iterdir()) == names
+
+
 def test_flush_then_reopen_after_crash_keeps_data(tmp_path):
     seg = fresh(tmp_path, index_interval_bytes=10)
     for i in range(5):

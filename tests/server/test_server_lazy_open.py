@@ -56,6 +56,8 @@ def test_metadata_lists_every_partition_before_any_log_opens(tmp_path, monkeypat
             [topic] = [t for t in response.topics if t.name == "many"]
             assert sorted(p.partition_index for p in topic.partitions) == list(range(PARTITIONS))
             assert not [name for name in opened if name.startswith("many-")]
+            # the id is stored before the node serves: a crash cannot change it
+            assert read_partition_metadata(data / "many-0") == topic.topic_id
         finally:
             release.set()  # before the server stops: its close waits for the opens
         [response] = client.call(fetch_request("many", 7), FetchResponse[11]).responses

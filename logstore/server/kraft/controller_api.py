@@ -16,6 +16,7 @@ from logstore.internal_topics.metadata_schemas import METADATA_TOPIC
 from logstore.server import error_codes as ec
 from logstore.server.apis import declare
 from logstore.server.context import DataSignal
+from logstore.server.fetch_request import read_fetch
 from logstore.server.kraft import elect_leaders, feature_updates
 from logstore.server.kraft.quorum_controller import PRODUCER_ID_BLOCK_SIZE, QuorumController
 from logstore.server.messages.controller_apis import (
@@ -95,8 +96,7 @@ class ControllerApi:
             return req.response(throttle_time_ms=0, error_code=ec.INVALID_REQUEST, session_id=0, responses=[])
         topic, partition = wanted[0]
         log = self._controller.log
-        replica = body.replica_state.replica_id if req.version >= 15 else body.replica_id
-        self._controller.metadata_fetched(replica, partition.fetch_offset)
+        self._controller.metadata_fetched(read_fetch(req, lambda _id: None).replica_id, partition.fetch_offset)
         if partition.fetch_offset >= log.end_offset:
             await self.committed.wait(body.max_wait_ms / 1000)
         data = cls.FetchableTopicResponse.PartitionData
