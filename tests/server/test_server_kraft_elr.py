@@ -11,6 +11,7 @@ from kafka.protocol.admin import UpdateFeaturesRequest, UpdateFeaturesResponse
 from logstore.server import error_codes as ec
 from logstore.server.kraft.metadata_records import ELIGIBLE_LEADER_REPLICAS_VERSION
 from logstore.server.kraft.replica_fetcher import ReplicaFetcher
+from tests.server.test_server_admin_tools import describe_partitions
 from tests.server.test_server_kraft_cluster import (  # noqa: F401 (the cluster fixture)
     cluster,
     create_topic,
@@ -59,6 +60,10 @@ def test_below_min_isr_the_high_watermark_waits_and_the_leavers_stay_eligible(cl
     assert produce(cluster.nodes[1].port, "orders", 0, b"b", acks=1) == ec.NONE
     log = cluster.nodes[1].manager.get("orders", 0)
     assert (log.log_end_offset, log.high_watermark) == (2, 1)  # KIP-966: nothing commits below min ISR
+    described = describe_partitions(cluster.nodes[1], ["orders"], limit=10)
+    p = described.topics[0].partitions[0]  # as kafka-topics --describe shows it: Elr, LastKnownElr
+    assert (p.leader_id, p.isr_nodes, p.eligible_leader_replicas, p.last_known_elr, sorted(p.offline_replicas)) == \
+        (1, [1], [3], [], [2, 3])
     cluster.start(3)
     eventually(lambda: log.high_watermark == 2)  # caught up and back in the ISR: committed
     assert cluster.controller.image.topic("orders").partitions[0].isr == [1, 3]
