@@ -7,6 +7,7 @@ registration."""
 from __future__ import annotations
 
 from kafka.protocol.admin import UpdateFeaturesRequest, UpdateFeaturesResponse
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
 from logstore.server import error_codes as ec
 from logstore.server.kraft.metadata_records import ELIGIBLE_LEADER_REPLICAS_VERSION
@@ -85,3 +86,16 @@ def test_a_cleanly_restarted_broker_stays_eligible_and_one_that_lost_its_marker_
     (cluster.dir / "node-2" / ".kafka_cleanshutdown").unlink()  # as a power loss leaves it
     cluster.start(2)  # no marker: an unclean stop, it may have lost records
     assert cluster.controller.image.topic("orders").partitions[0].elr == [3]
+
+
+def test_api_versions_shows_the_finalized_features_as_kafka_features_describe_reads_them(cluster):  # noqa: F811
+    update_features(cluster.nodes[2].port, {ELIGIBLE_LEADER_REPLICAS_VERSION: 1})
+    cluster.caught_up()
+    with WireClient(cluster.nodes[3].port) as client:
+        answer = client.call(ApiVersionsRequest[3](client_software_name="t", client_software_version="1"),
+                             ApiVersionsResponse[3])
+    finalized = {f.name: (f.min_version_level, f.max_version_level) for f in answer.finalized_features}
+    assert finalized[ELIGIBLE_LEADER_REPLICAS_VERSION] == (1, 1) and finalized["metadata.version"] == (25, 25)
+    supported = {f.name: (f.min_version, f.max_version) for f in answer.supported_features}
+    assert supported[ELIGIBLE_LEADER_REPLICAS_VERSION] == (0, 1)
+    assert answer.finalized_features_epoch > 0
