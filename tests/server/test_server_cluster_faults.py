@@ -233,9 +233,15 @@ def test_a_broker_cut_from_the_controller_is_fenced_and_returns_when_healed(clus
     finally:
         cluster.heal(1, 3)
     cluster.wait_until_ready()
-    for partition in led:  # as the module found them, once node 3 has caught up into the ISR again
-        eventually(lambda p=partition: 3 in isr(cluster, "orders", p))
-        cluster.move_leader("orders", partition, 3)
+    lead_again(cluster, led, 3)
+
+
+def lead_again(cluster: KafkaCluster, partitions: list[int], node: int) -> None:
+    """Give `node` back the leadership of these partitions of "orders" (as the module found
+    them), once it has caught up into their ISR again."""
+    for partition in partitions:
+        eventually(lambda p=partition: node in isr(cluster, "orders", p))
+        cluster.move_leader("orders", partition, node)
 
 
 def isr(cluster: KafkaCluster, topic: str, partition: int) -> list[int]:
@@ -250,3 +256,13 @@ def test_pushed_errors_answer_the_next_requests_in_order(cluster):
     cluster.push_errors("Produce", NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT, node=leader)
     assert [produce(port, "orders", partition, b"x") for _ in range(3)] == [NOT_LEADER_OR_FOLLOWER,
                                                                            REQUEST_TIMED_OUT, 0]
+
+
+def test_a_restarted_node_serves_again_on_its_port(cluster):
+    led = [p for p in range(3) if cluster.leader("orders", p) == 3]
+    port, server = cluster.node(3).port, cluster.node(3).server
+    cluster.node(3).restart()
+    assert cluster.node(3).server is not server and cluster.node(3).port == port
+    cluster.wait_until_ready()
+    assert api_versions(port) == 0
+    lead_again(cluster, led, 3)  # its leaderships moved away before it stopped
