@@ -109,6 +109,9 @@ def main(argv: list[str] | None = None) -> int:
         if "server_cpu_s_per_gib" in info:
             print(f"server CPU {bench_short(bench)}: {info['server_cpu_s_per_gib']} s per GiB served "
                   f"(rounds {info['server_cpu_s_per_gib_rounds']})")
+        if "failover_s" in info:
+            print(f"failover {bench_short(bench)}: {info['failover_s']} s from the leader's SIGKILL to the next "
+                  f"acknowledged produce (rounds {info['failover_s_rounds']})")
         if "cpu_ms_per_round" in info:
             print(f"CPU {bench_short(bench)}: {info['cpu_ms_per_round']} ms per round "
                   f"(rounds {info['cpu_ms_rounds']})")

@@ -40,7 +40,7 @@ from logstore.checkpoint import (
     read_offsets_checkpoint,
     write_offsets_checkpoint,
 )
-from logstore.clean_shutdown import write_marker
+from logstore.clean_shutdown import NO_BROKER_EPOCH, read_marker, write_marker
 from logstore.clock import Clock, SystemClock
 from logstore.config import LONG_MAX, LogConfig
 from logstore.descriptor_pool import named_descriptor_errors
@@ -188,7 +188,10 @@ class LogManager:
 
     def _list_logs(self) -> None:
         marker = self._dir / CLEAN_SHUTDOWN_FILE
-        clean = marker.exists()
+        previous = read_marker(self._dir)
+        clean = previous is not None
+        # KIP-966: a cluster broker registers naming the epoch its clean stop wrote (none: unclean)
+        self.previous_broker_epoch = NO_BROKER_EPOCH if previous is None else previous
         recovery_points = read_offsets_checkpoint(self._dir / RECOVERY_POINT_CHECKPOINT)
         start_offsets = read_offsets_checkpoint(self._dir / LOG_START_OFFSET_CHECKPOINT)
         high_watermarks = read_offsets_checkpoint(self._dir / REPLICATION_OFFSET_CHECKPOINT)
@@ -502,10 +505,11 @@ class LogManager:
 
     # ------------------------------------------------------------------ shutdown
 
-    def close(self) -> None:
+    def close(self, broker_epoch: int = NO_BROKER_EPOCH) -> None:
         """Stop the background thread, flush and close every log (first recovering those not
         opened since an unclean shutdown), write the checkpoints, then the `.kafka_cleanshutdown`
-        marker, and release the directory. Idempotent."""
+        marker (naming `broker_epoch`, a cluster broker's registration), and release the
+        directory. Idempotent."""
         if not self._stop_background():
             return
         with self._lock:
@@ -519,7 +523,7 @@ class LogManager:
                     for lazy in lazies:
                         lazy.retire()
                 self._write_checkpoints()
-                write_marker(self._dir)  # no broker epoch here: a LogManager registers with no controller
+                write_marker(self._dir, broker_epoch)
             finally:
                 self._closed = True
                 self._dir_lock.release()

@@ -11,6 +11,7 @@ from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Any
 
+from logstore.clean_shutdown import NO_BROKER_EPOCH
 from logstore.clock import Clock, SystemClock
 from logstore.manager import LogManager
 from logstore.policies import CleanerFactory, RetentionPass
@@ -185,7 +186,11 @@ class KafkaServer:
         if self._topics is not None:
             self._topics.close()  # its background writes end before the logs close
         if self.manager is not None:
-            (self.manager.abandon if self._killed else self.manager.close)()
+            if self._killed:
+                self.manager.abandon()
+            else:  # a cluster broker's marker names its registration (KIP-966)
+                lifecycle = None if self.cluster is None else self.cluster.lifecycle
+                self.manager.close(NO_BROKER_EPOCH if lifecycle is None else lifecycle.broker_epoch)
 
     async def _open(self) -> None:
         config = self.config

@@ -1,7 +1,8 @@
 """KIP-966 on a running cluster: UpdateFeatures (as `kafka-features upgrade` sends it to any
 broker) finalizes `eligible.leader.replicas.version`, after which a leader whose ISR is below
 min.insync.replicas holds its high watermark back, and replicas leaving that ISR become eligible
-leaders instead of being forgotten."""
+leaders instead of being forgotten, unless their clean-shutdown marker does not name their last
+registration."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from kafka.protocol.admin import UpdateFeaturesRequest, UpdateFeaturesResponse
 
 from logstore.server import error_codes as ec
 from logstore.server.kraft.metadata_records import ELIGIBLE_LEADER_REPLICAS_VERSION
+from logstore.server.kraft.replica_fetcher import ReplicaFetcher
+from tests.server.test_server_admin_tools import describe_partitions
 from tests.server.test_server_kraft_cluster import (  # noqa: F401 (the cluster fixture)
     cluster,
     create_topic,
@@ -57,6 +60,28 @@ def test_below_min_isr_the_high_watermark_waits_and_the_leavers_stay_eligible(cl
     assert produce(cluster.nodes[1].port, "orders", 0, b"b", acks=1) == ec.NONE
     log = cluster.nodes[1].manager.get("orders", 0)
     assert (log.log_end_offset, log.high_watermark) == (2, 1)  # KIP-966: nothing commits below min ISR
+    described = describe_partitions(cluster.nodes[1], ["orders"], limit=10)
+    p = described.topics[0].partitions[0]  # as kafka-topics --describe shows it: Elr, LastKnownElr
+    assert (p.leader_id, p.isr_nodes, p.eligible_leader_replicas, p.last_known_elr, sorted(p.offline_replicas)) == \
+        (1, [1], [3], [], [2, 3])
     cluster.start(3)
     eventually(lambda: log.high_watermark == 2)  # caught up and back in the ISR: committed
     assert cluster.controller.image.topic("orders").partitions[0].isr == [1, 3]
+
+
+def test_a_cleanly_restarted_broker_stays_eligible_and_one_that_lost_its_marker_does_not(
+        cluster, monkeypatch):  # noqa: F811 (fixture)
+    update_features(cluster.nodes[1].port, {ELIGIBLE_LEADER_REPLICAS_VERSION: 1})
+    create_topic(cluster.nodes[1].port, "orders", 1, 3, {"min.insync.replicas": "3"})
+    cluster.caught_up()
+    cluster.nodes[1].move_leader("orders", 0, 1)
+    eventually(lambda: produce(cluster.nodes[1].port, "orders", 0, b"a", acks=1) == ec.NONE)
+    cluster.stop(3)
+    cluster.stop(2)
+    assert sorted(cluster.controller.image.topic("orders").partitions[0].elr) == [2, 3]
+    monkeypatch.setattr(ReplicaFetcher, "followed", lambda _self, _leader: [])  # they stay out of the ISR
+    cluster.start(3)  # its marker names its last registration: a clean stop, still eligible
+    assert sorted(cluster.controller.image.topic("orders").partitions[0].elr) == [2, 3]
+    (cluster.dir / "node-2" / ".kafka_cleanshutdown").unlink()  # as a power loss leaves it
+    cluster.start(2)  # no marker: an unclean stop, it may have lost records
+    assert cluster.controller.image.topic("orders").partitions[0].elr == [3]

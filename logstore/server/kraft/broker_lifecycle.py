@@ -54,7 +54,7 @@ class BrokerLifecycle:
     def __init__(self, node_id: int, cluster_id: str, log_dir_id: uuid.UUID, controller: tuple[str, int],
                  endpoints: Sequence[Endpoint], image: MetadataImage, *, heartbeat_interval_ms: int,
                  local_log: MetadataLog | None = None, offset: Callable[[], int] | None = None,
-                 on_metadata: Callable[[], None] = lambda: None):
+                 on_metadata: Callable[[], None] = lambda: None, previous_broker_epoch: int = NO_BROKER_EPOCH):
         self.node_id = node_id
         self.cluster_id = cluster_id
         self.incarnation_id = uuid.uuid4()
@@ -70,6 +70,7 @@ class BrokerLifecycle:
         self._heartbeats = NodeChannel(*controller, client)
         self._fetches = NodeChannel(*controller, client)
         self.broker_epoch = NO_BROKER_EPOCH
+        self._previous_broker_epoch = previous_broker_epoch  # what the last clean stop's marker named
         self.fenced = True
         self.unfenced = asyncio.Event()
         self._caught_up = asyncio.Event()
@@ -118,7 +119,10 @@ class BrokerLifecycle:
                                                         max_supported_version=high)
                       for name, (low, high) in SUPPORTED_FEATURES.items()],
             rack=None, is_migrating_zk_broker=False, log_dirs=[self._log_dir_id],
-            previous_broker_epoch=NO_BROKER_EPOCH)
+            # KIP-966: the epoch of the last clean stop (none after an unclean one); once
+            # registered, this incarnation's own, which it never lost
+            previous_broker_epoch=self.broker_epoch if self.broker_epoch != NO_BROKER_EPOCH
+            else self._previous_broker_epoch)
         while True:
             try:
                 response = await self._heartbeats.send(request, REGISTRATION_VERSION, BrokerRegistrationResponse)

@@ -133,7 +133,7 @@ class ClusterNode:
         self.lifecycle = BrokerLifecycle(
             node_id, self._meta.cluster_id, parse_kafka_uuid(self._meta.directory_id), address, [Endpoint(listener, ctx.host, ctx.port)],
             image, heartbeat_interval_ms=quorum.heartbeat_interval_ms, local_log=self._local_log, offset=offset,
-            on_metadata=self._metadata_changed)
+            on_metadata=self._metadata_changed, previous_broker_epoch=ctx.manager.previous_broker_epoch)
         self.producer_id_blocks = ProducerIdBlocks(node_id, address, lambda: self.lifecycle.broker_epoch)
         self._metadata_changed()
         self.lifecycle.start()
