@@ -15,7 +15,7 @@ from logstore.errors import LogstoreError
 from logstore.server import error_codes as ec
 from logstore.server.consumer_group_coordinator import ConsumerGroupCoordinator
 from logstore.server.context import ServerContext
-from logstore.server.coordinator_records import offset_record
+from logstore.server.coordinator_records import group_record, offset_record
 from logstore.server.group_metadata import (
     COMPLETING,
     DEAD,
@@ -290,11 +290,8 @@ class GroupCoordinator(GroupStore):
         member.last_heartbeat = self._now_ms()
         if group.state == STABLE and group.select_protocol() == group.protocol and \
                 same_subscription(group.protocol_type, old_metadata, member.metadata(group.protocol)):
-            try:
-                self._store_group(group)
-            except LogstoreError as exc:
-                return JoinResult(ec.for_exception(exc), member_id)
-            return self._joined(group, member_id, ec.NONE, leader=old_leader)
+            error, _ = await self._write(group.group_id, [group_record(group.group_id, group.stored())])
+            return self._joined(group, member_id, error, leader=old_leader)
         return await self._await_join(group, member)
 
     async def sync(self, group_id: str, member_id: str, instance_id: str | None, generation: int,
@@ -353,9 +350,10 @@ class GroupCoordinator(GroupStore):
                     error = ec.REBALANCE_IN_PROGRESS
         return error
 
-    def leave(self, group_id: str, leaving: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
+    async def leave(self, group_id: str, leaving: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
         """LeaveGroup of (member id, instance id) pairs, an empty member id naming a static member
-        by its instance id: the group's error and each member's."""
+        by its instance id: the group's error and each member's, once the ISR holds the group's
+        writes (a group left empty is stored)."""
         if self.coordinator_error(group_id) != ec.NONE:
             return self.coordinator_error(group_id), [self.coordinator_error(group_id)] * len(leaving)
         group = self._group(group_id)
@@ -380,7 +378,10 @@ class GroupCoordinator(GroupStore):
             errors.append(error)
         if removed:
             self._member_left(group)
-        return (ec.UNKNOWN_MEMBER_ID if group is None else ec.NONE), errors
+        if group is None:
+            return ec.UNKNOWN_MEMBER_ID, errors
+        error = await self.replicated(group_id)
+        return error, errors if error == ec.NONE else [error] * len(leaving)
 
     # ------------------------------------------------------------------ admin
 
@@ -396,9 +397,10 @@ class GroupCoordinator(GroupStore):
                 and (not states or g.reported_state().lower() in states)
                 and (not types or g.group_type in types)]
 
-    def delete(self, group_id: str) -> int:
-        """DeleteGroups of one group: its offsets and metadata get tombstones; NON_EMPTY_GROUP
-        while it has members."""
+    async def delete(self, group_id: str) -> int:
+        """DeleteGroups of one group: its offsets and metadata get tombstones, answered once the
+        ISR holds them; NON_EMPTY_GROUP while it has members. Kafka's coordinator forgets the
+        group before its tombstones are replicated, and so does this."""
         if self.coordinator_error(group_id) != ec.NONE:
             return self.coordinator_error(group_id)
         group = self._group(group_id)
@@ -409,11 +411,12 @@ class GroupCoordinator(GroupStore):
         records = [offset_record(group_id, t, p, None) for t, p in group.offsets]
         records += group_tombstones(group)
         try:
-            self._append(group_id, records, self._now_ms())
+            end = self._append(group_id, records, self._now_ms())
         except LogstoreError as exc:
             return ec.for_exception(exc)
+        self._transition(group, DEAD)
         del self._groups[group_id]
-        return ec.NONE
+        return await self.coordinated.replicated(group_id, end)
 
     def close(self) -> None:
         """Stop the background tasks."""
