@@ -80,8 +80,11 @@ class AdminApi:
         self._ctx = ctx
 
     async def api_versions(self, req: Request) -> Any:
+        # a cluster node's v3 answer carries its supported and finalized features (KIP-584)
+        features = self._ctx.cluster.feature_fields(req.spec.response) \
+            if req.version >= 3 and self._ctx.cluster is not None else {}
         return req.response(error_code=ec.NONE, api_keys=api_versions_entries(req.spec.response, self._ctx.implemented),
-                            throttle_time_ms=0)
+                            throttle_time_ms=0, **features)
 
     # ------------------------------------------------------------------ metadata
 

@@ -13,7 +13,7 @@ from logstore.server.broker_config import BROKER_TO_TOPIC, BrokerConfig
 
 # DescribeConfigsResponse's ConfigSource and ConfigType codes (Kafka's DescribeConfigsResponse)
 SOURCE_DYNAMIC_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
-TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_LONG, TYPE_DOUBLE, TYPE_LIST = 1, 2, 3, 5, 6, 7
+TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_SHORT, TYPE_LONG, TYPE_DOUBLE, TYPE_LIST = 1, 2, 3, 4, 5, 6, 7
 _TYPES = {"boolean": TYPE_BOOLEAN, "string": TYPE_STRING, "int": TYPE_INT, "long": TYPE_LONG,
           "double": TYPE_DOUBLE, "list": TYPE_LIST}
 
@@ -30,6 +30,9 @@ BROKER_SETTINGS: dict[str, tuple[int, str]] = {
     "auto.create.topics.enable": (TYPE_BOOLEAN, "Create a topic when Metadata asks for an unknown one."),
     "offsets.topic.num.partitions": (TYPE_INT, "Partitions of __consumer_offsets."),
     "transaction.state.log.num.partitions": (TYPE_INT, "Partitions of __transaction_state."),
+    "offsets.topic.replication.factor": (TYPE_SHORT, "Replicas of __consumer_offsets in a cluster."),
+    "transaction.state.log.replication.factor": (TYPE_SHORT, "Replicas of __transaction_state in a cluster."),
+    "transaction.state.log.min.isr": (TYPE_INT, "min.insync.replicas of __transaction_state in a cluster."),
     "socket.request.max.bytes": (TYPE_INT, "Largest request a connection may send; larger ones close it."),
     "queued.max.request.bytes": (TYPE_LONG, "Bytes of requests read but not yet answered, across connections."),
     "group.initial.rebalance.delay.ms": (TYPE_INT, "How long a new group waits for more members."),

@@ -1,6 +1,7 @@
 """The describing APIs the Java admin tools use: DescribeCluster (`describeCluster`, with
 authorized operations), DescribeTopicPartitions (`describeTopics`, paged by a cursor) and
-DescribeLogDirs (`kafka-log-dirs.sh`), answered for this one node."""
+DescribeLogDirs (`kafka-log-dirs.sh`), answered for this one node (in a cluster, DescribeCluster
+and DescribeTopicPartitions from the metadata, ELR included)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from logstore.server import error_codes as ec
 from logstore.server.admin_api import CLUSTER_OPERATIONS, TOPIC_OPERATIONS
 from logstore.server.context import ServerContext
 from logstore.server.protocol import Request
+from logstore.server.topics import INTERNAL_TOPICS
 
 BROKER_ENDPOINT, CONTROLLER_ENDPOINT = 1, 2
 # Kafka's max.request.partition.size.limit: the most partitions one DescribeTopicPartitions answers
@@ -49,8 +51,14 @@ class DescribeApi:
         body = req.body
         cls = req.spec.response.DescribeTopicPartitionsResponseTopic
         topics = self._ctx.topics
-        names = sorted({t.name for t in body.topics}) if body.topics else topics.names()
-        counts = {name: topics.partition_count(name) if name in topics else None for name in names}
+        image = None if self._ctx.cluster is None else self._ctx.cluster.image  # a cluster's metadata
+        requested = sorted({t.name for t in body.topics}) if body.topics else None
+        if image is not None:
+            names = requested if requested is not None else sorted(info.name for info in list(image.topics.values()))
+            counts = {name: None if (info := image.topic(name)) is None else len(info.partitions) for name in names}
+        else:
+            names = requested if requested is not None else topics.names()
+            counts = {name: topics.partition_count(name) if name in topics else None for name in names}
         cursor = None if body.cursor is None else (body.cursor.topic_name, body.cursor.partition_index)
         limit = body.response_partition_limit
         pages, next_cursor = partition_page(counts, cursor, min(limit, PARTITION_LIMIT) if limit > 0 else PARTITION_LIMIT)
@@ -60,12 +68,24 @@ class DescribeApi:
             if counts[name] is None:
                 entries.append(cls(error_code=ec.UNKNOWN_TOPIC_OR_PARTITION, name=name, partitions=[]))
                 continue
-            partitions = [cls.DescribeTopicPartitionsResponsePartition(
-                error_code=ec.NONE, partition_index=p, leader_id=node, leader_epoch=0, replica_nodes=[node],
-                isr_nodes=[node], eligible_leader_replicas=None, last_known_elr=None, offline_replicas=[])
-                for p in range(start, end)]
-            entries.append(cls(error_code=ec.NONE, name=name, topic_id=topics.topic_id(name),
-                               is_internal=topics.is_internal(name), partitions=partitions,
+            entry = cls.DescribeTopicPartitionsResponsePartition
+            if image is not None:  # leaders, ISR and KIP-966's ELR as the controller recorded them
+                info = image.topic(name)
+                topic_id = info.topic_id
+                partitions = [entry(
+                    error_code=ec.NONE, partition_index=i, leader_id=p.leader, leader_epoch=p.leader_epoch,
+                    replica_nodes=list(p.replicas), isr_nodes=list(p.isr), eligible_leader_replicas=list(p.elr),
+                    last_known_elr=list(p.last_known_elr),
+                    offline_replicas=[r for r in p.replicas if image.registry.is_fenced(r)])
+                    for i, p in ((i, info.partitions[i]) for i in range(start, end))]
+            else:
+                topic_id = topics.topic_id(name)
+                partitions = [entry(
+                    error_code=ec.NONE, partition_index=p, leader_id=node, leader_epoch=0, replica_nodes=[node],
+                    isr_nodes=[node], eligible_leader_replicas=None, last_known_elr=None, offline_replicas=[])
+                    for p in range(start, end)]
+            entries.append(cls(error_code=ec.NONE, name=name, topic_id=topic_id,
+                               is_internal=name in INTERNAL_TOPICS, partitions=partitions,
                                topic_authorized_operations=sum(1 << op for op in TOPIC_OPERATIONS)))
         cursor_entry = None if next_cursor is None else req.spec.response.Cursor(
             topic_name=next_cursor[0], partition_index=next_cursor[1])

@@ -7,10 +7,12 @@ registration."""
 from __future__ import annotations
 
 from kafka.protocol.admin import UpdateFeaturesRequest, UpdateFeaturesResponse
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
 from logstore.server import error_codes as ec
 from logstore.server.kraft.metadata_records import ELIGIBLE_LEADER_REPLICAS_VERSION
 from logstore.server.kraft.replica_fetcher import ReplicaFetcher
+from tests.server.test_server_admin_tools import describe_partitions
 from tests.server.test_server_kraft_cluster import (  # noqa: F401 (the cluster fixture)
     cluster,
     create_topic,
@@ -59,6 +61,10 @@ def test_below_min_isr_the_high_watermark_waits_and_the_leavers_stay_eligible(cl
     assert produce(cluster.nodes[1].port, "orders", 0, b"b", acks=1) == ec.NONE
     log = cluster.nodes[1].manager.get("orders", 0)
     assert (log.log_end_offset, log.high_watermark) == (2, 1)  # KIP-966: nothing commits below min ISR
+    described = describe_partitions(cluster.nodes[1], ["orders"], limit=10)
+    p = described.topics[0].partitions[0]  # as kafka-topics --describe shows it: Elr, LastKnownElr
+    assert (p.leader_id, p.isr_nodes, p.eligible_leader_replicas, p.last_known_elr, sorted(p.offline_replicas)) == \
+        (1, [1], [3], [], [2, 3])
     cluster.start(3)
     eventually(lambda: log.high_watermark == 2)  # caught up and back in the ISR: committed
     assert cluster.controller.image.topic("orders").partitions[0].isr == [1, 3]
@@ -80,3 +86,16 @@ def test_a_cleanly_restarted_broker_stays_eligible_and_one_that_lost_its_marker_
     (cluster.dir / "node-2" / ".kafka_cleanshutdown").unlink()  # as a power loss leaves it
     cluster.start(2)  # no marker: an unclean stop, it may have lost records
     assert cluster.controller.image.topic("orders").partitions[0].elr == [3]
+
+
+def test_api_versions_shows_the_finalized_features_as_kafka_features_describe_reads_them(cluster):  # noqa: F811
+    update_features(cluster.nodes[2].port, {ELIGIBLE_LEADER_REPLICAS_VERSION: 1})
+    cluster.caught_up()
+    with WireClient(cluster.nodes[3].port) as client:
+        answer = client.call(ApiVersionsRequest[3](client_software_name="t", client_software_version="1"),
+                             ApiVersionsResponse[3])
+    finalized = {f.name: (f.min_version_level, f.max_version_level) for f in answer.finalized_features}
+    assert finalized[ELIGIBLE_LEADER_REPLICAS_VERSION] == (1, 1) and finalized["metadata.version"] == (25, 25)
+    supported = {f.name: (f.min_version, f.max_version) for f in answer.supported_features}
+    assert supported[ELIGIBLE_LEADER_REPLICAS_VERSION] == (0, 1)
+    assert answer.finalized_features_epoch > 0

@@ -1,13 +1,19 @@
 """Leaderships moving on a running cluster: a broker stopping cleanly hands its leaderships over
 before it stops (controlled shutdown), so the next produce is answered by its successor at once;
 an operator moves a leader to another in-sync replica, which the brokers follow; and
-ElectLeaders, sent to any broker, brings preferred replicas back."""
+ElectLeaders, sent to any broker (by confluent-kafka's admin client too), brings preferred
+replicas back."""
 
 from __future__ import annotations
 
+import pytest
+from confluent_kafka import ElectionType, TopicPartition
+from confluent_kafka.admin import AdminClient
+from kafka import KafkaAdminClient
 from kafka.protocol.admin import ElectLeadersRequest, ElectLeadersResponse
 
 from logstore.server import error_codes as ec
+from logstore.server.kraft.metadata_records import ELIGIBLE_LEADER_REPLICAS_VERSION
 from tests.server.test_server_kraft_cluster import (  # noqa: F401 (the cluster fixture)
     cluster,
     create_topic,
@@ -68,3 +74,23 @@ def test_a_single_node_needs_no_election(server):
     create_topic(port, "orders", 1, 1)
     assert elect_leaders(port, 0, {"orders": [0, 5]}) == {
         ("orders", 0): ec.ELECTION_NOT_NEEDED, ("orders", 5): ec.UNKNOWN_TOPIC_OR_PARTITION}
+
+
+@pytest.mark.slow
+def test_admin_clients_elect_the_preferred_leader_and_turn_elr_on(cluster):  # noqa: F811 (fixture)
+    """confluent-kafka's elect_leaders and kafka-python's update_features, as operators call them."""
+    create_topic(cluster.nodes[1].port, "orders", 1, 3)
+    cluster.caught_up()
+    preferred, other = cluster.controller.image.topic("orders").partitions[0].replicas[:2]
+    cluster.nodes[1].move_leader("orders", 0, other)
+    admin = AdminClient({"bootstrap.servers": cluster.nodes[2].bootstrap_servers})
+    elected = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("orders", 0)]).result(10)
+    assert list(elected.values()) == [None]
+    assert cluster.controller.image.topic("orders").partitions[0].leader == preferred
+    operator = KafkaAdminClient(bootstrap_servers=cluster.nodes[3].bootstrap_servers)
+    try:
+        assert operator.update_features({ELIGIBLE_LEADER_REPLICAS_VERSION: 1}) == {
+            ELIGIBLE_LEADER_REPLICAS_VERSION: "OK"}
+    finally:
+        operator.close()
+    assert cluster.controller.image.eligible_leader_replicas_enabled

@@ -19,7 +19,7 @@ from logstore.server import error_codes as ec
 from logstore.server.kraft.controller_api import METADATA_TOPIC_ID
 from logstore.server.kraft.metadata_image import MetadataImage
 from logstore.server.kraft.metadata_log import MetadataLog
-from logstore.server.kraft.metadata_records import METADATA_VERSION_LEVEL
+from logstore.server.kraft.metadata_records import SUPPORTED_FEATURES
 from logstore.server.kraft.node_channel import NodeChannel, NodeUnreachableError
 from logstore.server.kraft.quorum_config import Endpoint
 from logstore.server.messages.controller_apis import (
@@ -32,11 +32,6 @@ from logstore.server.protocol import consumer
 
 log = logging.getLogger("logstore.server")
 REGISTRATION_VERSION, HEARTBEAT_VERSION, FETCH_VERSION = 4, 1, 17
-MIN_METADATA_VERSION = 7  # 3.3-IV3, the oldest metadata.version Kafka 4.0 brokers run
-# The feature ranges a Kafka 4.0 broker registers with.
-SUPPORTED_FEATURES = {"metadata.version": (MIN_METADATA_VERSION, METADATA_VERSION_LEVEL),
-                      "kraft.version": (0, 1), "group.version": (0, 1), "transaction.version": (0, 2),
-                      "eligible.leader.replicas.version": (0, 1)}
 FETCH_MAX_WAIT_MS = 500
 FETCH_MAX_BYTES = 8 * 1024 * 1024
 RETRY_S = 0.05

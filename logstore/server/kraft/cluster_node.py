@@ -104,7 +104,8 @@ class ClusterNode:
         self._fencing = loop.create_task(self._fence_expired_sessions())
         if not quorum.is_broker:  # a controller-only node answers its clients' Metadata, hosts nothing
             self.view = ClusterView(self.controller.image, self._meta.node_id, PLAINTEXT,
-                                    (self._ctx.host, self.controller_port))
+                                    (self._ctx.host, self.controller_port),
+                                    metadata_offset=lambda: self.controller.log.end_offset)
             self._ctx.cluster = self.view
 
     async def _fence_expired_sessions(self) -> None:
@@ -126,7 +127,8 @@ class ClusterNode:
         listener = quorum.broker_listeners[0].name
         self.isr = IsrTracker(node_id, image, ctx.manager.get, self._clock, address,
                               lambda: self.lifecycle.broker_epoch)
-        self.view = ClusterView(image, node_id, listener, address, ctx.manager.get, ctx.data, self.isr)
+        self.view = ClusterView(image, node_id, listener, address, ctx.manager.get, ctx.data, self.isr,
+                                metadata_offset=lambda: self.lifecycle.metadata_offset)
         ctx.cluster = self.view
         self.fetcher = ReplicaFetcher(node_id, image, ctx.manager.get, listener, ctx.disk,
                                       lambda: self.lifecycle.broker_epoch)

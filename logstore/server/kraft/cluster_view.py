@@ -22,6 +22,7 @@ from logstore.log_results import AppendInfo, FetchResult
 from logstore.server import error_codes as ec
 from logstore.server.kraft.isr_tracker import IsrTracker, under_min_isr
 from logstore.server.kraft.metadata_image import TOPIC_RESOURCE, MetadataImage, TopicInfo
+from logstore.server.kraft.metadata_records import SUPPORTED_FEATURES
 from logstore.server.kraft.node_channel import NodeChannel, NodeUnreachableError
 from logstore.server.partition_access import LocalPartition, PartitionAccess
 from logstore.server.protocol import Request, admin
@@ -39,8 +40,9 @@ class ClusterView:
 
     def __init__(self, image: MetadataImage, node_id: int, listener: str, controller: tuple[str, int],
                  logs: Callable[[str, int], Log | None] = lambda _topic, _partition: None, data: Any = None,
-                 isr: IsrTracker | None = None):
+                 isr: IsrTracker | None = None, metadata_offset: Callable[[], int] = lambda: 0):
         self.image = image
+        self._metadata_offset = metadata_offset  # how far this node has replayed the metadata log
         self._logs = logs
         self._data = data  # the node's DataSignal: notified, among others, when a high watermark moves
         self.node_id = node_id
@@ -59,6 +61,15 @@ class ClusterView:
             if endpoint is not None:
                 out.append((broker_id, endpoint["host"], endpoint["port"], info.rack))
         return out
+
+    def feature_fields(self, cls: Any) -> dict[str, Any]:
+        """ApiVersions v3's features: what this broker supports, and the levels finalized in the
+        metadata it has replayed (the epoch: its metadata offset), as `kafka-features describe` reads them."""
+        return {"supported_features": [cls.SupportedFeatureKey(name=name, min_version=low, max_version=high)
+                                       for name, (low, high) in sorted(SUPPORTED_FEATURES.items())],
+                "finalized_features_epoch": self._metadata_offset(),
+                "finalized_features": [cls.FinalizedFeatureKey(name=name, max_version_level=level, min_version_level=level)
+                                       for name, level in sorted(self.image.features.items())]}
 
     def metadata(self, req: Request, topic_operations: frozenset[int] | None, auto_create: bool) -> Any:
         """The Metadata response from the image (topics missing and auto-created are asked of

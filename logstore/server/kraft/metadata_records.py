@@ -23,6 +23,11 @@ BOOTSTRAP_FEATURES = {"group.version": 1, "transaction.version": 2}
 REGISTER_BROKER_VERSION = 3
 PARTITION_VERSION = 2
 PARTITION_CHANGE_VERSION = 2
+MIN_METADATA_VERSION = 7  # 3.3-IV3, the oldest metadata.version Kafka 4.0 brokers run
+# The feature ranges a Kafka 4.0 broker registers with.
+SUPPORTED_FEATURES = {"metadata.version": (MIN_METADATA_VERSION, METADATA_VERSION_LEVEL),
+                      "kraft.version": (0, 1), "group.version": (0, 1), "transaction.version": (0, 2),
+                      "eligible.leader.replicas.version": (0, 1)}
 # BrokerRegistrationChangeRecord v2 (Kafka 4.0's: v1 added InControlledShutdown, v2 LogDirs).
 REGISTRATION_CHANGE_VERSION = 2
 # BrokerRegistrationChangeRecord.Fenced: BrokerRegistrationFencingChange's values.

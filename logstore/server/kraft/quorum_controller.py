@@ -18,7 +18,7 @@ preferred and unclean elections (ElectLeaders), and an operator's `move_leader`.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -235,46 +235,42 @@ class QuorumController:
         """The partition changes of the broker leaving: it leaves every ISR (with ELR off, the
         last member stays, to lead on return; with ELR on, into the ELR below min ISR) and every
         leadership, which goes where the election rules say among the other live brokers."""
-        live = set(self._live()) - {broker_id}
         elr_on = self.image.eligible_leader_replicas_enabled
-        changes = []
-        for info, partition_id, p in self._partitions():
+
+        def change(p: PartitionInfo) -> dict | None:
             if broker_id not in p.isr and p.leader != broker_id:
-                continue
+                return None
             kept = isr_after_fencing(p.isr, [broker_id], eligible_leader_replicas=elr_on)
-            policy = self.policy(info.name)
-            change = partition_change(info.topic_id, partition_id, p, live, policy,
-                                      isr=[r for r in p.isr if r in kept], kind=policy.kind())
-            if change is not None:
-                changes.append(change)
-        return changes
+            return {"isr": [r for r in p.isr if r in kept]}
+
+        return self._changes(set(self._live()) - {broker_id}, change)
 
     def _lead_leaderless(self, broker_id: int) -> list[mr.MetadataRecord]:
         """Elections for the leaderless partitions the unfenced broker holds a replica of: it may
         lead from the ISR, the ELR, as last-known leader, or uncleanly, as the topic allows."""
-        live = set(self._live()) | {broker_id}
-        changes = []
-        for info, partition_id, p in self._partitions():
-            if p.leader == mr.NO_LEADER and broker_id in p.replicas:
-                policy = self.policy(info.name)
-                change = partition_change(info.topic_id, partition_id, p, live, policy, kind=policy.kind())
-                if change is not None:
-                    changes.append(change)
-        return changes
+        return self._changes(set(self._live()) | {broker_id},
+                             lambda p: {} if p.leader == mr.NO_LEADER and broker_id in p.replicas else None)
 
     def _unclean_shutdown(self, broker_id: int) -> list[mr.MetadataRecord]:
         """KIP-966: a broker whose previous epoch is not its last registration's stopped
         uncleanly and may have lost unflushed records: it leaves every ISR and ELR."""
-        live = set(self._live()) - {broker_id}
-        changes = []
+        return self._changes(set(self._live()) - {broker_id}, lambda p: {
+            "isr": [r for r in p.isr if r != broker_id], "unclean_shutdown": [broker_id]}
+            if broker_id in p.isr or broker_id in p.elr else None)
+
+    def _changes(self, live: set[int], change: Callable[[PartitionInfo], dict | None]) -> list[mr.MetadataRecord]:
+        """The PartitionChangeRecords of every partition `change` selects (giving the target ISR
+        and such), leaders elected among `live` as each topic's policy says."""
+        records = []
         for info, partition_id, p in self._partitions():
-            if broker_id in p.isr or broker_id in p.elr:
-                policy = self.policy(info.name)
-                change = partition_change(info.topic_id, partition_id, p, live, policy, kind=policy.kind(),
-                                          isr=[r for r in p.isr if r != broker_id], unclean_shutdown=[broker_id])
-                if change is not None:
-                    changes.append(change)
-        return changes
+            options = change(p)
+            if options is None:
+                continue
+            policy = self.policy(info.name)
+            record = partition_change(info.topic_id, partition_id, p, live, policy, kind=policy.kind(), **options)
+            if record is not None:
+                records.append(record)
+        return records
 
     def _partitions(self) -> list[tuple[TopicInfo, int, PartitionInfo]]:
         return [(info, partition_id, p) for info in self.image.topics.values()
