@@ -275,24 +275,37 @@ class GroupCoordinator(GroupStore):
                              protocols: list[tuple[str, bytes]]) -> JoinResult:
         """A known static instance joins with a new member id: the old id is fenced and the new
         one takes its place and assignment. A Stable group whose subscriptions and protocol stay
-        the same does not rebalance (KIP-345)."""
+        the same does not rebalance (KIP-345): the new id is stored, and where the ISR does not
+        take it the old one comes back and the joiner gets no id (Kafka's revert)."""
         old_id, old_leader = member.member_id, group.leader
+        old = (member.client_id, member.protocols, member.session_timeout, member.rebalance_timeout)
         for future in (member.join, member.sync):
             if future is not None and not future.done():
                 future.set_result(ec.FENCED_INSTANCE_ID)
-        group.members = OrderedDict((member_id if key == old_id else key, m) for key, m in group.members.items())
-        if group.leader == old_id:
-            group.leader = member_id
+        self._rename_member(group, old_id, member_id)
         old_metadata = member.metadata(group.protocol)
-        member.member_id, member.join, member.sync = member_id, None, None
+        member.join, member.sync = None, None
         member.client_id, member.protocols = client_id, protocols
         member.session_timeout, member.rebalance_timeout = session_timeout_ms, rebalance_timeout_ms
         member.last_heartbeat = self._now_ms()
         if group.state == STABLE and group.select_protocol() == group.protocol and \
                 same_subscription(group.protocol_type, old_metadata, member.metadata(group.protocol)):
             error, _ = await self._write(group.group_id, [group_record(group.group_id, group.stored())])
-            return self._joined(group, member_id, error, leader=old_leader)
+            if error != ec.NONE:
+                if group.members.get(member_id) is member:
+                    self._rename_member(group, member_id, old_id)
+                    member.client_id, member.protocols, member.session_timeout, member.rebalance_timeout = old
+                return JoinResult(error, "")
+            return self._joined(group, member_id, ec.NONE, leader=old_leader)
         return await self._await_join(group, member)
+
+    @staticmethod
+    def _rename_member(group: Group, old_id: str, new_id: str) -> None:
+        """The member `old_id` goes by `new_id`, in its place and with its leadership."""
+        group.members = OrderedDict((new_id if key == old_id else key, m) for key, m in group.members.items())
+        group.members[new_id].member_id = new_id
+        if group.leader == old_id:
+            group.leader = new_id
 
     async def sync(self, group_id: str, member_id: str, instance_id: str | None, generation: int,
                    assignments: dict[str, bytes]) -> SyncResult:

@@ -2,7 +2,8 @@
 (Kafka's coordinator appends with acks=-1), and a committed offset becomes visible only then:
 with the leader cut off from its followers an OffsetCommit, a static member's rejoin, a
 LeaveGroup, an OffsetDelete and a DeleteGroups are written but not answered until the link
-heals; a commit that times out is COORDINATOR_NOT_AVAILABLE and leaves the committed offset."""
+heals, and a KIP-848 member's leave too; a commit or a static rejoin that times out is
+COORDINATOR_NOT_AVAILABLE and leaves the committed offset, and the member its id, as they were."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from kafka.protocol.consumer import (
 
 from logstore.server.coordinator_records import partition_for
 from tests.server.group_wire import Wire
+from tests.server.test_server_consumer_groups import heartbeat
 from tests.server.test_server_kraft_cluster import Cluster, create_topic, eventually
 from tests.server.test_server_kraft_coordinators import (
     CONFIGS,
@@ -113,22 +115,33 @@ def test_group_writes_are_answered_and_commits_seen_only_once_the_isr_holds_them
                 DeleteGroupsRequest[2](groups_names=[GROUP]), DeleteGroupsResponse[2]))
             assert removed.results[0].error_code == 0
             assert committed(cluster, leader) == -1
+
+            assert heartbeat(other, GROUP, "kip-848", 0, topics=["orders"]).error_code == 0
+            gone = held_until_healed(cluster, leader, lambda: heartbeat(other, GROUP, "kip-848", -1))
+            assert (gone.error_code, gone.member_epoch) == (0, -1)
     finally:
         cluster.close()
 
 
-def test_a_commit_the_isr_does_not_take_in_time_is_refused_and_leaves_the_committed_offset(tmp_path):
-    cluster, leader = coordinated_group(tmp_path, timeout_ms=300)
+def test_writes_the_isr_does_not_take_in_time_are_refused_and_leave_the_group_as_it_was(tmp_path):
+    cluster, leader = coordinated_group(tmp_path, timeout_ms=1000)
+    port = cluster.nodes[leader].port
     try:
-        with Wire(cluster.nodes[leader].port) as wire:
-            eventually(lambda: wire.commit(GROUP, -1, "", None, {("orders", 0): 7}) == [0])  # clients retry
+        with Wire(port) as wire, Wire(port) as other:
+            member = wire.join(GROUP, "instance-1")
+            ids = (GROUP, member.generation_id, member.member_id, "instance-1")
+            eventually(lambda: wire.sync(*ids, {member.member_id: b""}).error_code == 0)  # clients retry
+            eventually(lambda: wire.commit(*ids, {("orders", 0): 7}) == [0])
             cut_off(cluster, leader)
             try:
-                assert wire.commit(GROUP, -1, "", None, {("orders", 0): 42}) == [COORDINATOR_NOT_AVAILABLE]
+                assert wire.commit(*ids, {("orders", 0): 42}) == [COORDINATOR_NOT_AVAILABLE]
                 assert committed(cluster, leader) == 7
+                rejoined = other.join(GROUP, "instance-1")
+                assert (rejoined.error_code, rejoined.member_id) == (COORDINATOR_NOT_AVAILABLE, "")
             finally:
                 cut_off(cluster, leader, heal=True)
-            eventually(lambda: wire.commit(GROUP, -1, "", None, {("orders", 0): 43}) == [0])
+            assert wire.heartbeat(*ids) == 0  # the static member keeps its old id
+            eventually(lambda: wire.commit(*ids, {("orders", 0): 43}) == [0])
             assert committed(cluster, leader) == 43
     finally:
         cluster.close()
