@@ -283,6 +283,8 @@ class KafkaServer:
         self._killed = True
         if self.cluster is not None:
             await self.cluster.close(controlled=False)
+        if self._txns is not None:  # its connections to the leaders it sent markers to
+            await self._txns.close()
         if self._server is not None:
             self._server.close()
         current = asyncio.current_task()
