@@ -52,9 +52,9 @@ async def mark_led(ctx: ServerContext, partitions: Collection[tuple[str, int]], 
                    producer_epoch: int, coordinator_epoch: int,
                    written: Callable[[str], None] | None = None) -> dict[tuple[str, int], int]:
     """Markers on `partitions` as their leader, as Kafka's WriteTxnMarkers handler writes them:
-    each appended on the disk thread where this node leads it (`written(topic)` after each),
-    then the ISR waits of all at once. Each partition's error: NONE only once its ISR holds the
-    marker, NOT_LEADER_OR_FOLLOWER where another node leads it."""
+    each appended on the disk thread where this node leads it, then the ISR waits of all at once.
+    Each partition's error: NONE only once its ISR holds the marker (`written(topic)` then),
+    NOT_LEADER_OR_FOLLOWER where another node leads it."""
     errors: dict[tuple[str, int], int] = {}
     waits = {}
     now = ctx.clock.time_ms()
@@ -74,13 +74,13 @@ async def mark_led(ctx: ServerContext, partitions: Collection[tuple[str, int]], 
         except LogstoreError as exc:
             errors[topic, partition] = ec.for_exception(exc)
             continue
-        if written is not None:
-            written(topic)
         waits[topic, partition] = access.acknowledged(end, MARKER_TIMEOUT_S)
     if waits:
         ctx.data.notify()
-        for tp, acknowledged in zip(waits, await asyncio.gather(*waits.values()), strict=True):
-            errors[tp] = ec.NONE if acknowledged else ec.REQUEST_TIMED_OUT
+        for (topic, partition), acknowledged in zip(waits, await asyncio.gather(*waits.values()), strict=True):
+            errors[topic, partition] = ec.NONE if acknowledged else ec.REQUEST_TIMED_OUT
+            if acknowledged and written is not None:
+                written(topic)
     return errors
 
 
@@ -156,7 +156,8 @@ class MarkerSender:
 class TxnMarkerApi:
     """WriteTxnMarkers on a partition's leader: each marker appended on the disk thread at the
     partition's leader epoch and answered once the ISR holds it; a marker on a
-    `__consumer_offsets` partition also applies or drops the transaction's offsets."""
+    `__consumer_offsets` partition then also applies or drops the transaction's offsets (Kafka's
+    onTransactionCompleted, after the replicated append)."""
 
     def __init__(self, ctx: ServerContext, groups: GroupStore):
         self._ctx = ctx
