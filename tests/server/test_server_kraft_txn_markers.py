@@ -8,7 +8,16 @@ it holds the transaction only until the send times out."""
 from __future__ import annotations
 
 import pytest
-from kafka.protocol.producer import EndTxnRequest, EndTxnResponse
+from kafka.protocol.producer import (
+    AddOffsetsToTxnRequest,
+    AddOffsetsToTxnResponse,
+    EndTxnRequest,
+    EndTxnResponse,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
+)
 
 from logstore.records import iter_batches
 from logstore.records.control import CONTROL_KEY
@@ -18,10 +27,12 @@ from logstore.server.coordinator_records import partition_for
 from tests.server.test_server_kraft_cluster import SESSION_MS, Cluster, create_topic, eventually
 from tests.server.test_server_kraft_coordinators import (
     CONFIGS,
+    GROUP_KEY,
     PARTITIONS,
     TRANSACTION_KEY,
     TXN_TIMEOUT_MS,
     coordinator_of,
+    fetch_offset,
     key_led_by_a_broker,
     marked,
     state_at,
@@ -115,6 +126,45 @@ def test_a_leader_that_does_not_answer_the_markers_is_sent_them_again_after_a_ti
     held.wait()
     eventually(lambda: state_at(alone, coordinator, txn_id) == "CompleteCommit")
     assert markers(alone.nodes[leader].manager.get("orders", index)) == [COMMIT]
+
+
+def committed(cluster: Cluster, node: int, group: str) -> int:
+    answer = fetch_offset(cluster.nodes[node].port, group, "orders", 0)
+    assert answer.error_code == 0
+    return answer.topics[0].partitions[0].committed_offset
+
+
+def test_offsets_committed_in_a_transaction_are_served_once_the_isr_holds_their_commit_marker(alone):
+    txn_id, coordinator = a_coordinator(alone, "payments")
+    coordinator_of(alone, "anything", GROUP_KEY)  # creates __consumer_offsets, 3 replicas
+    partitions = alone.controller.image.topic("__consumer_offsets").partitions
+    group = next(f"billing-{i}" for i in range(100) if partitions[partition_for(f"billing-{i}", PARTITIONS)].leader
+                 != coordinator)
+    offsets_partition = partition_for(group, PARTITIONS)
+    leader = partitions[offsets_partition].leader  # the group's coordinator
+    eventually(lambda: fetch_offset(alone.nodes[leader].port, group, "orders", 0).error_code == 0)  # loaded
+    port = alone.nodes[coordinator].port
+    init = txn_call(port, InitProducerIdRequest[3](transactional_id=txn_id, transaction_timeout_ms=TXN_TIMEOUT_MS,
+                                                   producer_id=-1, producer_epoch=-1), InitProducerIdResponse[3])
+    ids = {"transactional_id": txn_id, "producer_id": init.producer_id, "producer_epoch": init.producer_epoch}
+    assert txn_call(port, AddOffsetsToTxnRequest[3](**ids, group_id=group), AddOffsetsToTxnResponse[3]).error_code == 0
+    topic = TxnOffsetCommitRequest[3].TxnOffsetCommitRequestTopic
+    offsets = txn_call(alone.nodes[leader].port, TxnOffsetCommitRequest[3](
+        **ids, group_id=group, generation_id=-1, member_id="", group_instance_id=None, topics=[topic(
+            name="orders", partitions=[topic.TxnOffsetCommitRequestPartition(
+                partition_index=0, committed_offset=42, committed_leader_epoch=-1, committed_metadata="")])]),
+        TxnOffsetCommitResponse[3])
+    assert offsets.topics[0].partitions[0].error_code == 0
+    follower = next(n for n in alone.nodes if n not in (coordinator, leader))
+    alone.kafka.cut(leader, follower)  # the marker reaches the leader, not this follower
+    commit(alone, coordinator, txn_id, (init.producer_id, init.producer_epoch))
+    log = alone.nodes[leader].manager.get("__consumer_offsets", offsets_partition)
+    eventually(lambda: markers(log) == [COMMIT])
+    assert committed(alone, leader, group) == -1  # a failover now would lose it
+
+    alone.kafka.heal(leader, follower)
+    eventually(lambda: committed(alone, leader, group) == 42)
+    eventually(lambda: state_at(alone, coordinator, txn_id) == "CompleteCommit")
 
 
 def test_a_coordinator_killed_before_its_prepare_record_is_replicated_leaves_no_commit_marker(tmp_path):
