@@ -1,7 +1,8 @@
 """A cluster's transaction coordinator writes markers in Kafka's order: only once the ISR of its
 `__transaction_state` partition holds the PREPARE record (a coordinator cut off and killed
 before leaves no COMMIT marker: its successor aborts the transaction everywhere), and completes
-the transaction only once every partition's ISR holds its marker. WriteTxnMarkers travels as
+the transaction only once every partition's ISR holds its marker; a group's transactional
+offsets are served once the ISR holds their marker. WriteTxnMarkers travels as
 node traffic (a node cut off from its clients still takes it) and a leader that does not answer
 it holds the transaction only until the send times out."""
 
