@@ -48,6 +48,7 @@ class CoordinatorPartitions:
         self._led: dict[int, int] = {}  # partition -> its leader epoch, the coordinator epoch
         self._loaded: set[int] = set()  # the led partitions whose state is installed
         self._loading: dict[int, asyncio.Task] = {}
+        self._written: dict[int, int] = {}  # partition -> the leader epoch of its last write here
 
     def load_standalone(self) -> None:
         """On a single node: install the state of every partition on disk now (a restart's replay)."""
@@ -104,8 +105,9 @@ class CoordinatorPartitions:
                 access.check_acks_all()
             except NotEnoughReplicasError as exc:
                 raise CoordinatorNotAvailableError(str(exc)) from exc
+        self._written[partition] = self.epoch(partition)
         append_records(log, records, now_ms, producer_id=producer_id, producer_epoch=producer_epoch,
-                       leader_epoch=self.epoch(partition))
+                       leader_epoch=self._written[partition])
 
     def log(self, partition: int) -> Log | None:
         """This node's log of `partition`, if it holds one."""
@@ -114,15 +116,21 @@ class CoordinatorPartitions:
     async def replicated(self, key: str) -> int:
         """Wait until every in-sync replica holds what the node wrote to `key`'s partition so far
         (Kafka's coordinators append with acks=-1): NONE; NOT_COORDINATOR once another node leads
-        it; COORDINATOR_NOT_AVAILABLE when the ISR does not catch up within
+        it, or leads it no more at the epoch written at (the write may be truncated);
+        COORDINATOR_NOT_AVAILABLE when the ISR does not catch up within
         offsets.commit.timeout.ms (the client retries, as Kafka maps a timed-out append)."""
         if self.standalone:
             return ec.NONE
-        access = self._ctx.partition(self.topic, partition_for(key, self.count()))
+        partition = partition_for(key, self.count())
+        access = self._ctx.partition(self.topic, partition)
         if access is None or access.log_end_offset < 0:  # not held, or held as a follower
             return ec.NOT_COORDINATOR
-        return ec.NONE if await access.acknowledged(access.log_end_offset, COMMIT_TIMEOUT_S) \
-            else ec.COORDINATOR_NOT_AVAILABLE
+        try:
+            access.check_leader_epoch(self._written.get(partition, self.epoch(partition)))
+            acknowledged = await access.acknowledged(access.log_end_offset, COMMIT_TIMEOUT_S)
+        except LogstoreError:  # a newer leader epoch, or the leadership moved on while waiting
+            return ec.NOT_COORDINATOR
+        return ec.NONE if acknowledged else ec.COORDINATOR_NOT_AVAILABLE
 
     def leader_of(self, key: str) -> tuple[int, int]:
         """FindCoordinator's (error, node id) for `key`: this node on a single node; in a

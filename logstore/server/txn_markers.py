@@ -12,7 +12,7 @@ import logging
 from collections.abc import Collection
 from typing import Any
 
-from logstore.errors import LogstoreError
+from logstore.errors import LogstoreError, NotLeaderOrFollowerError
 from logstore.log import Log
 from logstore.records.control import build_control_batch
 from logstore.server import error_codes as ec
@@ -149,6 +149,9 @@ class TxnMarkerApi:
         if topic == OFFSETS_TOPIC:
             self._groups.complete_transaction(marker.producer_id, marker.transaction_result)
         ctx.data.notify()
-        if not await access.acknowledged(access.log_end_offset, MARKER_TIMEOUT_S):
-            return ec.REQUEST_TIMED_OUT
+        try:
+            if not await access.acknowledged(access.log_end_offset, MARKER_TIMEOUT_S):
+                return ec.REQUEST_TIMED_OUT
+        except NotLeaderOrFollowerError:  # the leadership moved on: the marker may be truncated
+            return ec.NOT_LEADER_OR_FOLLOWER
         return ec.NONE
