@@ -24,6 +24,7 @@ from logstore.server.context import ServerContext
 from logstore.server.coordinator_records import append_records, partition_for
 
 COMMIT_TIMEOUT_S = 5.0  # offsets.commit.timeout.ms: how long a coordinator write waits for the ISR
+LOAD_RETRY_S = 0.5  # how long a coordinator waits to load a partition again after a failed load
 
 logger = logging.getLogger("logstore.server")
 T = TypeVar("T")
@@ -172,31 +173,41 @@ class CoordinatorPartitions:
     def follow(self, leaders: dict[int, int]) -> None:
         """The partitions the metadata now says this node leads, with their leader epochs: newly
         led ones are loaded (read on the disk thread, then installed), ones led no more
-        unloaded, as Kafka's coordinators do on becoming and ceasing to be a partition's leader."""
-        for partition in [p for p in self._led if p not in leaders]:
-            del self._led[partition]
-            task = self._loading.pop(partition, None)
-            if task is not None:
-                task.cancel()
-            if partition in self._loaded:
-                self._loaded.discard(partition)
-                self._unload(partition)
+        unloaded, and ones led at another epoch unloaded and loaded again (led elsewhere in
+        between, their log may have lost writes and gained others), as Kafka's coordinators do."""
+        for partition in [p for p, epoch in self._led.items() if leaders.get(p) != epoch]:
+            self._resign(partition)
         for partition, epoch in leaders.items():
-            new = partition not in self._led
-            self._led[partition] = epoch
-            if new:
+            if partition not in self._led:
+                self._led[partition] = epoch
                 self._loading[partition] = asyncio.get_running_loop().create_task(self._elected(partition))
 
+    def _resign(self, partition: int) -> None:
+        del self._led[partition]
+        self._written.pop(partition, None)
+        task = self._loading.pop(partition, None)
+        if task is not None:
+            task.cancel()
+        if partition in self._loaded:
+            self._loaded.discard(partition)
+            self._unload(partition)
+
     async def _elected(self, partition: int) -> None:
+        """Load a partition led here, again every LOAD_RETRY_S while that fails (clients are
+        answered COORDINATOR_LOAD_IN_PROGRESS meanwhile: a quiet cluster brings no metadata
+        change to try again on)."""
         try:
-            log = self.log(partition)
-            if log is None:
-                raise NotCoordinatorError(f"{self.topic}-{partition} is led here but not open")
-            state = await asyncio.get_running_loop().run_in_executor(self._ctx.disk, self._read, log)
-        except (LogstoreError, OSError) as exc:  # NOT_COORDINATOR meanwhile; the next change tries again
-            logger.warning("loading %s-%d failed: %s", self.topic, partition, exc)
-            self._led.pop(partition, None)
-            return
+            while True:
+                try:
+                    log = self.log(partition)
+                    if log is None:
+                        raise NotCoordinatorError(f"{self.topic}-{partition} is led here but not open")
+                    state = await asyncio.get_running_loop().run_in_executor(self._ctx.disk, self._read, log)
+                    break
+                except (LogstoreError, OSError) as exc:
+                    logger.warning("loading %s-%d failed, trying again in %s s: %s", self.topic, partition,
+                                   LOAD_RETRY_S, exc)
+                    await asyncio.sleep(LOAD_RETRY_S)
         finally:
             if self._loading.get(partition) is asyncio.current_task():
                 del self._loading[partition]
