@@ -31,6 +31,7 @@ from kafka.protocol.producer import (
 from logstore.records import Record, build_batch, iter_batches
 from logstore.records.control import CONTROL_KEY
 from logstore.server import KafkaCluster, group_store
+from logstore.server.control_hooks import Drop
 from logstore.server.coordinator_records import partition_for, transaction_record
 from tests.server.group_wire import Wire
 from tests.server.test_server_kraft_cluster import Cluster, create_topic, eventually
@@ -340,3 +341,29 @@ def test_a_failed_coordinator_load_is_tried_again_and_clients_are_told_to_wait(t
         assert committed(cluster.nodes[successor].port, group) == 7
     finally:
         cluster.close()
+
+
+def test_a_commit_waiting_for_the_isr_when_the_coordinator_moves_is_refused_not_acknowledged(cluster):
+    create_topic(cluster.nodes[1].port, "orders", 1, 3)
+    coordinator_of(cluster, "anything", GROUP_KEY)
+    group, partition = key_led_by_a_broker(cluster, "__consumer_offsets", "billing")
+    first = coordinator_of(cluster, group, GROUP_KEY)
+    with Wire(cluster.nodes[first].port) as wire:
+        eventually(lambda: wire.commit(group, -1, "", None, {("orders", 0): 6}) == [0])
+    # the followers cannot fetch the commit of 7; the successor takes one of 8 at its offset
+    starved = cluster.kafka.control("Fetch", Drop(), node=first, times=None)
+    followers = {n for n in (1, 2, 3) if n != first}
+    eventually(lambda: {r.body.replica_state.replica_id for _, r in starved.requests} == followers)
+    old = cluster.nodes[first].manager.get("__consumer_offsets", partition)
+    end = old.log_end_offset
+    with Wire(cluster.nodes[first].port) as wire, concurrent.futures.ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(wire.commit, group, -1, "", None, {("orders", 0): 7})
+        eventually(lambda: old.log_end_offset > end)
+        successor = next(iter(followers))
+        cluster.kafka.move_leader("__consumer_offsets", partition, successor)
+        starved.remove()
+        with Wire(cluster.nodes[successor].port) as other:
+            eventually(lambda: other.commit(group, -1, "", None, {("orders", 0): 8}) == [0])
+        eventually(lambda: old.high_watermark > end)
+        assert waiting.result(30) == [NOT_COORDINATOR]
+    assert committed(cluster.nodes[successor].port, group) == 8
