@@ -85,6 +85,7 @@ class BrokerConfig:
     offsets_retention_minutes: int = 7 * 24 * 60
     offsets_retention_check_interval_ms: int = 600_000
     offset_metadata_max_bytes: int = 4096
+    offsets_commit_timeout_ms: int = 5000  # how long a coordinator write waits for the ISR (cluster)
     listeners: str | None = None
     log_defaults: Mapping[str, Any] = field(default_factory=dict)
     quorum: QuorumConfig | None = None  # None: a standalone node (no process.roles)
@@ -130,6 +131,7 @@ class BrokerConfig:
             offsets_retention_check_interval_ms=property_int(props, "offsets.retention.check.interval.ms", 600_000,
                                                      lo=1),
             offset_metadata_max_bytes=property_int(props, "offset.metadata.max.bytes", 4096),
+            offsets_commit_timeout_ms=property_int(props, "offsets.commit.timeout.ms", 5000, lo=1),
             listeners=listeners.strip() if listeners else None,
             log_defaults=log_defaults,
             quorum=QuorumConfig.from_properties(props, node_id),

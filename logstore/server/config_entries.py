@@ -47,6 +47,7 @@ BROKER_SETTINGS: dict[str, tuple[int, str]] = {
     "offsets.retention.minutes": (TYPE_INT, "How long committed offsets of an empty group are kept."),
     "offsets.retention.check.interval.ms": (TYPE_LONG, "How often expired offsets are looked for."),
     "offset.metadata.max.bytes": (TYPE_INT, "Largest metadata string of a committed offset."),
+    "offsets.commit.timeout.ms": (TYPE_INT, "How long a coordinator write waits for the in-sync replicas."),
     "listeners": (TYPE_STRING, "The address the server listens on."),
 }
 # A KRaft node's settings (BrokerConfig.quorum; unset on a standalone node): type, doc, default.

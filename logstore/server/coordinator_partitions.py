@@ -23,7 +23,6 @@ from logstore.server import error_codes as ec
 from logstore.server.context import ServerContext
 from logstore.server.coordinator_records import append_records, partition_for
 
-COMMIT_TIMEOUT_S = 5.0  # offsets.commit.timeout.ms: how long a coordinator write waits for the ISR
 LOAD_RETRY_S = 0.5  # how long a coordinator waits to load a partition again after a failed load
 
 logger = logging.getLogger("logstore.server")
@@ -90,10 +89,11 @@ class CoordinatorPartitions:
         return self.error(key) == ec.NONE
 
     def append(self, key: str, records: list[tuple[bytes, bytes | None]], now_ms: int, *,
-               producer_id: int = -1, producer_epoch: int = -1) -> None:
-        """Write coordinator records of `key` to its partition, at the coordinator epoch;
-        NotCoordinatorError where this node does not lead it, CoordinatorNotAvailableError while
-        its ISR is smaller than its min.insync.replicas (Kafka's coordinators append with acks=-1)."""
+               producer_id: int = -1, producer_epoch: int = -1) -> int:
+        """Write coordinator records of `key` to its partition, at the coordinator epoch: the
+        log end offset after them (what `replicated` waits for). NotCoordinatorError where this
+        node does not lead it, CoordinatorNotAvailableError while its ISR is smaller than its
+        min.insync.replicas (Kafka's coordinators append with acks=-1)."""
         partition = self.partition_of(key)
         log = self.log(partition)
         if log is None or not (self.standalone or partition in self._loaded):
@@ -109,26 +109,30 @@ class CoordinatorPartitions:
         self._written[partition] = self.epoch(partition)
         append_records(log, records, now_ms, producer_id=producer_id, producer_epoch=producer_epoch,
                        leader_epoch=self._written[partition])
+        return log.log_end_offset
 
     def log(self, partition: int) -> Log | None:
         """This node's log of `partition`, if it holds one."""
         return self._ctx.topics.log(self.topic, partition)
 
-    async def replicated(self, key: str) -> int:
-        """Wait until every in-sync replica holds what the node wrote to `key`'s partition so far
-        (Kafka's coordinators append with acks=-1): NONE; NOT_COORDINATOR once another node leads
-        it, or leads it no more at the epoch written at (the write may be truncated);
-        COORDINATOR_NOT_AVAILABLE when the ISR does not catch up within
-        offsets.commit.timeout.ms (the client retries, as Kafka maps a timed-out append)."""
+    async def replicated(self, key: str, end_offset: int | None = None) -> int:
+        """Wait until every in-sync replica holds what the node wrote to `key`'s partition so far,
+        or below `end_offset` (what `append` returned), as Kafka's coordinators append with
+        acks=-1: NONE; NOT_COORDINATOR once another node leads it, or leads it no more at the
+        epoch written at (the write may be truncated); COORDINATOR_NOT_AVAILABLE when the ISR
+        does not catch up within offsets.commit.timeout.ms (the client retries, as Kafka maps a
+        timed-out append)."""
         if self.standalone:
             return ec.NONE
         partition = partition_for(key, self.count())
         access = self._ctx.partition(self.topic, partition)
         if access is None or access.log_end_offset < 0:  # not held, or held as a follower
             return ec.NOT_COORDINATOR
+        end = access.log_end_offset if end_offset is None else end_offset
+        timeout_s = self._ctx.config.offsets_commit_timeout_ms / 1000
         try:
             access.check_leader_epoch(self._written.get(partition, self.epoch(partition)))
-            acknowledged = await access.acknowledged(access.log_end_offset, COMMIT_TIMEOUT_S)
+            acknowledged = await access.acknowledged(end, timeout_s)
         except LogstoreError:  # a newer leader epoch, or the leadership moved on while waiting
             return ec.NOT_COORDINATOR
         return ec.NONE if acknowledged else ec.COORDINATOR_NOT_AVAILABLE

@@ -100,7 +100,7 @@ class GroupApi:
         body = req.body
         leaving = [(body.member_id, None)] if req.version < 3 else \
             [(m.member_id, m.group_instance_id) for m in body.members]
-        group_error, errors = self._groups.leave(body.group_id, leaving)
+        group_error, errors = await self._groups.leave(body.group_id, leaving)
         if req.version < 3:
             return req.response(throttle_time_ms=0, error_code=errors[0])
         cls = req.spec.response.MemberResponse
@@ -110,10 +110,9 @@ class GroupApi:
 
     async def offset_commit(self, req: Request) -> Any:
         body = req.body
-        error, errors = self._groups.commit_offsets(body.group_id, body.member_id, body.generation_id_or_member_epoch,
-                                                    body.group_instance_id, commit_entries(body.topics))
-        if error == ec.NONE:  # answered once the ISR holds the commit (Kafka's acks=-1 append)
-            error = await self._groups.replicated(body.group_id)
+        error, errors = await self._groups.commit_offsets(body.group_id, body.member_id,
+                                                          body.generation_id_or_member_epoch, body.group_instance_id,
+                                                          commit_entries(body.topics))
         cls = req.spec.response.OffsetCommitResponseTopic
         return req.response(throttle_time_ms=0, topics=[cls(name=t.name, partitions=[
             cls.OffsetCommitResponsePartition(partition_index=p.partition_index,
@@ -182,4 +181,4 @@ class GroupApi:
     async def delete_groups(self, req: Request) -> Any:
         cls = req.spec.response.DeletableGroupResult
         return req.response(throttle_time_ms=0, results=[
-            cls(group_id=group_id, error_code=self._groups.delete(group_id)) for group_id in req.body.groups_names])
+            cls(group_id=group_id, error_code=await self._groups.delete(group_id)) for group_id in req.body.groups_names])

@@ -15,7 +15,7 @@ from logstore.errors import LogstoreError
 from logstore.server import error_codes as ec
 from logstore.server.consumer_group_coordinator import ConsumerGroupCoordinator
 from logstore.server.context import ServerContext
-from logstore.server.coordinator_records import offset_record
+from logstore.server.coordinator_records import group_record, offset_record
 from logstore.server.group_metadata import (
     COMPLETING,
     DEAD,
@@ -275,27 +275,37 @@ class GroupCoordinator(GroupStore):
                              protocols: list[tuple[str, bytes]]) -> JoinResult:
         """A known static instance joins with a new member id: the old id is fenced and the new
         one takes its place and assignment. A Stable group whose subscriptions and protocol stay
-        the same does not rebalance (KIP-345)."""
+        the same does not rebalance (KIP-345): the new id is stored, and where the ISR does not
+        take it the old one comes back and the joiner gets no id (Kafka's revert)."""
         old_id, old_leader = member.member_id, group.leader
+        old = (member.client_id, member.protocols, member.session_timeout, member.rebalance_timeout)
         for future in (member.join, member.sync):
             if future is not None and not future.done():
                 future.set_result(ec.FENCED_INSTANCE_ID)
-        group.members = OrderedDict((member_id if key == old_id else key, m) for key, m in group.members.items())
-        if group.leader == old_id:
-            group.leader = member_id
+        self._rename_member(group, old_id, member_id)
         old_metadata = member.metadata(group.protocol)
-        member.member_id, member.join, member.sync = member_id, None, None
+        member.join, member.sync = None, None
         member.client_id, member.protocols = client_id, protocols
         member.session_timeout, member.rebalance_timeout = session_timeout_ms, rebalance_timeout_ms
         member.last_heartbeat = self._now_ms()
         if group.state == STABLE and group.select_protocol() == group.protocol and \
                 same_subscription(group.protocol_type, old_metadata, member.metadata(group.protocol)):
-            try:
-                self._store_group(group)
-            except LogstoreError as exc:
-                return JoinResult(ec.for_exception(exc), member_id)
+            error, _ = await self._write(group.group_id, [group_record(group.group_id, group.stored())])
+            if error != ec.NONE:
+                if group.members.get(member_id) is member:
+                    self._rename_member(group, member_id, old_id)
+                    member.client_id, member.protocols, member.session_timeout, member.rebalance_timeout = old
+                return JoinResult(error, "")
             return self._joined(group, member_id, ec.NONE, leader=old_leader)
         return await self._await_join(group, member)
+
+    @staticmethod
+    def _rename_member(group: Group, old_id: str, new_id: str) -> None:
+        """The member `old_id` goes by `new_id`, in its place and with its leadership."""
+        group.members = OrderedDict((new_id if key == old_id else key, m) for key, m in group.members.items())
+        group.members[new_id].member_id = new_id
+        if group.leader == old_id:
+            group.leader = new_id
 
     async def sync(self, group_id: str, member_id: str, instance_id: str | None, generation: int,
                    assignments: dict[str, bytes]) -> SyncResult:
@@ -353,9 +363,10 @@ class GroupCoordinator(GroupStore):
                     error = ec.REBALANCE_IN_PROGRESS
         return error
 
-    def leave(self, group_id: str, leaving: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
+    async def leave(self, group_id: str, leaving: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
         """LeaveGroup of (member id, instance id) pairs, an empty member id naming a static member
-        by its instance id: the group's error and each member's."""
+        by its instance id: the group's error and each member's, once the ISR holds the group's
+        writes (a group left empty is stored)."""
         if self.coordinator_error(group_id) != ec.NONE:
             return self.coordinator_error(group_id), [self.coordinator_error(group_id)] * len(leaving)
         group = self._group(group_id)
@@ -380,7 +391,10 @@ class GroupCoordinator(GroupStore):
             errors.append(error)
         if removed:
             self._member_left(group)
-        return (ec.UNKNOWN_MEMBER_ID if group is None else ec.NONE), errors
+        if group is None:
+            return ec.UNKNOWN_MEMBER_ID, errors
+        error = await self.replicated(group_id)
+        return error, errors if error == ec.NONE else [error] * len(leaving)
 
     # ------------------------------------------------------------------ admin
 
@@ -396,9 +410,10 @@ class GroupCoordinator(GroupStore):
                 and (not states or g.reported_state().lower() in states)
                 and (not types or g.group_type in types)]
 
-    def delete(self, group_id: str) -> int:
-        """DeleteGroups of one group: its offsets and metadata get tombstones; NON_EMPTY_GROUP
-        while it has members."""
+    async def delete(self, group_id: str) -> int:
+        """DeleteGroups of one group: its offsets and metadata get tombstones, answered once the
+        ISR holds them; NON_EMPTY_GROUP while it has members. Kafka's coordinator forgets the
+        group before its tombstones are replicated, and so does this."""
         if self.coordinator_error(group_id) != ec.NONE:
             return self.coordinator_error(group_id)
         group = self._group(group_id)
@@ -409,11 +424,12 @@ class GroupCoordinator(GroupStore):
         records = [offset_record(group_id, t, p, None) for t, p in group.offsets]
         records += group_tombstones(group)
         try:
-            self._append(group_id, records, self._now_ms())
+            end = self._append(group_id, records, self._now_ms())
         except LogstoreError as exc:
             return ec.for_exception(exc)
+        self._transition(group, DEAD)
         del self._groups[group_id]
-        return ec.NONE
+        return await self.coordinated.replicated(group_id, end)
 
     def close(self) -> None:
         """Stop the background tasks."""

@@ -66,6 +66,9 @@ class Group:
     pending_members: dict[str, int] = field(default_factory=dict)  # KIP-394 member id -> clock ms deadline
     offsets: dict[tuple[str, int], OffsetAndMetadata] = field(default_factory=dict)
     pending_txn: dict[int, dict[tuple[str, int], OffsetAndMetadata]] = field(default_factory=dict)
+    # __consumer_offsets position after the record each applied offset (or deletion) came from:
+    # a write the ISR acknowledges late never undoes a later one
+    offset_positions: dict[tuple[str, int], int] = field(default_factory=dict)
     rebalance: asyncio.Task | None = None
     state_timestamp: int = -1  # clock ms of the last state change; -1 if unknown (old records)
     consumer: ConsumerGroup | None = None  # set when the group speaks KIP-848's consumer protocol

@@ -95,8 +95,32 @@ class GroupStore:
         return await self.coordinated.replicated(group_id)
 
     def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]], now_ms: int, *,
-                producer_id: int = -1, producer_epoch: int = -1) -> None:
-        self.coordinated.append(group_id, records, now_ms, producer_id=producer_id, producer_epoch=producer_epoch)
+                producer_id: int = -1, producer_epoch: int = -1) -> int:
+        return self.coordinated.append(group_id, records, now_ms, producer_id=producer_id,
+                                       producer_epoch=producer_epoch)
+
+    async def _write(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> tuple[int, int]:
+        """Append `records` of `group_id` and wait until the ISR of its partition holds them, as
+        Kafka's coordinator appends with acks=-1: (error code, log end offset after them or -1)."""
+        try:
+            end = self._append(group_id, records, self._now_ms())
+        except LogstoreError as exc:
+            return ec.for_exception(exc), -1
+        return await self.coordinated.replicated(group_id, end), end
+
+    def _apply_offsets(self, group: Group, offsets: dict[tuple[str, int], OffsetAndMetadata | None],
+                       position: int) -> None:
+        """Make offsets written below `position` (None: deleted) the committed ones, unless a
+        later write already applied its own (Kafka's olderThan check)."""
+        if self._groups.get(group.group_id) is not group:  # deleted or unloaded meanwhile
+            return
+        for tp, om in offsets.items():
+            if group.offset_positions.get(tp, -1) < position:
+                group.offset_positions[tp] = position
+                if om is None:
+                    group.offsets.pop(tp, None)
+                else:
+                    group.offsets[tp] = om
 
     def _now_ms(self) -> int:
         return self._ctx.clock.time_ms()
@@ -133,24 +157,33 @@ class GroupStore:
         return ec.NONE
 
     def commit(self, group_id: str, offsets: dict[tuple[str, int], OffsetAndMetadata], *,
-               producer_id: int = -1, producer_epoch: int = -1) -> int:
-        """Write offsets (transactional ones wait for their marker); returns an error code."""
+               producer_id: int, producer_epoch: int) -> int:
+        """Write a transaction's offsets, pending until its marker (complete_transaction); returns
+        an error code. TxnOffsetCommit waits for the ISR itself (`replicated`)."""
         records = [offset_record(group_id, t, p, om) for (t, p), om in offsets.items()]
         try:
             self._append(group_id, records, self._now_ms(), producer_id=producer_id, producer_epoch=producer_epoch)
         except LogstoreError as exc:
             return ec.for_exception(exc)
-        group = self._group(group_id, create=True)
-        if producer_id >= 0:
-            group.pending_txn.setdefault(producer_id, {}).update(offsets)
-        else:
-            group.offsets.update(offsets)
+        self._group(group_id, create=True).pending_txn.setdefault(producer_id, {}).update(offsets)
         return ec.NONE
 
-    def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> tuple[int, dict[tuple[str, int], int]]:
+    async def _commit(self, group_id: str, offsets: dict[tuple[str, int], OffsetAndMetadata]) -> int:
+        """Write plain offsets and apply them once the ISR holds them, in Kafka's order: OffsetFetch
+        never returns an offset a failover could lose, and a failed or timed-out commit leaves
+        the committed offsets as they were."""
+        group = self._group(group_id, create=True)
+        error, end = await self._write(group_id, [offset_record(group_id, t, p, om) for (t, p), om in offsets.items()])
+        if error == ec.NONE:
+            self._apply_offsets(group, offsets, end)
+        return error
+
+    async def delete_offsets(self, group_id: str,
+                             partitions: list[tuple[str, int]]) -> tuple[int, dict[tuple[str, int], int]]:
         """OffsetDelete as Kafka's coordinator rules it: (group error, error per partition).
         An Empty group loses any offsets; a consumer group only those of topics no member
-        subscribes to (GROUP_SUBSCRIBED_TO_TOPIC); another non-empty group none (NON_EMPTY_GROUP)."""
+        subscribes to (GROUP_SUBSCRIBED_TO_TOPIC); another non-empty group none (NON_EMPTY_GROUP).
+        The offsets go, and the answer comes, once the ISR holds their tombstones."""
         if self.coordinator_error(group_id) != ec.NONE:
             return self.coordinator_error(group_id), {}
         group = self._group(group_id)
@@ -166,13 +199,12 @@ class GroupStore:
                 subscribed = frozenset(group.consumer.subscribed_names(t for t, _ in partitions))
         errors = {tp: ec.GROUP_SUBSCRIBED_TO_TOPIC if tp[0] in subscribed else ec.NONE for tp in partitions}
         deleted = [tp for tp, error in errors.items() if error == ec.NONE and tp in group.offsets]
-        try:
-            if deleted:
-                self._append(group_id, [offset_record(group_id, t, p, None) for t, p in deleted], self._now_ms())
-        except LogstoreError as exc:
-            return ec.for_exception(exc), {}
-        for tp in deleted:
-            del group.offsets[tp]
+        if not deleted:
+            return await self.replicated(group_id), errors
+        error, end = await self._write(group_id, [offset_record(group_id, t, p, None) for t, p in deleted])
+        if error != ec.NONE:
+            return error, {}
+        self._apply_offsets(group, dict.fromkeys(deleted), end)
         return ec.NONE, errors
 
     def complete_transaction(self, producer_id: int, committed: bool) -> None:
@@ -200,9 +232,10 @@ class GroupStore:
                 offsets[tp] = OffsetAndMetadata(e.offset, e.leader_epoch, metadata, now)
         return offsets, errors
 
-    def commit_offsets(self, group_id: str, member_id: str, generation: int, instance_id: str | None,
-                       entries: list[OffsetCommitEntry]) -> tuple[int, dict[tuple[str, int], int]]:
-        """OffsetCommit: the error of the whole commit and those of single partitions."""
+    async def commit_offsets(self, group_id: str, member_id: str, generation: int, instance_id: str | None,
+                             entries: list[OffsetCommitEntry]) -> tuple[int, dict[tuple[str, int], int]]:
+        """OffsetCommit: the error of the whole commit and those of single partitions, answered
+        once the ISR holds the commit."""
         offsets, errors = self.offsets_to_commit(entries)
         group = self._group(group_id)
         if not group_id_fits(group_id):  # an empty id is a simple commit, as in Kafka
@@ -213,8 +246,8 @@ class GroupStore:
             error = self.check_member(group_id, member_id, generation, instance_id)
         if error == ec.NONE and group is not None and group.state == COMPLETING:
             error = ec.REBALANCE_IN_PROGRESS  # joined the new generation but not yet given its partitions
-        if error == ec.NONE and offsets:
-            error = self.commit(group_id, offsets)
+        if error == ec.NONE:
+            error = await self._commit(group_id, offsets) if offsets else await self.replicated(group_id)
         return error, errors
 
     def fetch_member_error(self, group_id: str, member_id: str | None, member_epoch: int) -> int:
@@ -262,13 +295,12 @@ class GroupStore:
             if dead:
                 records += group_tombstones(group)
             try:
-                self._append(group.group_id, records, now_ms)
+                end = self._append(group.group_id, records, now_ms)
             except LogstoreError as exc:
                 logger.warning("expiring offsets of group %r failed, tried again at the next check: %s",
                                group.group_id, exc)
                 continue
-            for tp in expired:
-                del group.offsets[tp]
+            self._apply_offsets(group, dict.fromkeys(expired), end)
             removed += len(expired)
             if dead:
                 self._transition(group, DEAD)

@@ -28,7 +28,7 @@ class OffsetDeleteApi:
         if not body.group_id or not group_id_fits(body.group_id):
             group_error, errors = ec.INVALID_GROUP_ID, {}
         else:
-            group_error, errors = self._groups.delete_offsets(body.group_id, [tp for tp in wanted if tp not in unknown])
+            group_error, errors = await self._groups.delete_offsets(body.group_id, [tp for tp in wanted if tp not in unknown])
         if group_error != ec.NONE:
             return req.response(error_code=group_error, throttle_time_ms=0, topics=[])
         errors |= {tp: ec.UNKNOWN_TOPIC_OR_PARTITION for tp in unknown}

@@ -66,7 +66,7 @@ def test_a_silent_member_is_removed_once_the_clock_passes_its_session_timeout(co
 def test_a_standalone_commit_expires_after_the_retention_on_the_clock(coordinator):
     groups, clock, manager = coordinator
     entry = OffsetCommitEntry("t", 0, 42, -1, "meta")
-    assert groups.commit_offsets("solo", "", -1, None, [entry]) == (NONE, {})
+    assert asyncio.run(groups.commit_offsets("solo", "", -1, None, [entry])) == (NONE, {})
     clock.advance(RETENTION_MS - 1)
     groups.check_timers()
     assert [p.offset for p in groups.fetch_offsets("solo", None, False)["t"]] == [42]
