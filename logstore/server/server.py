@@ -121,10 +121,14 @@ class KafkaServer:
         thread, loop = self._thread, self._loop
         if thread is None or loop is None:
             return
-        with contextlib.suppress(RuntimeError):
-            asyncio.run_coroutine_threadsafe(how(), loop).result()
-        thread.join()
-        self._thread = None
+        try:
+            with contextlib.suppress(RuntimeError):  # the loop had already stopped
+                asyncio.run_coroutine_threadsafe(how(), loop).result()
+        finally:  # a failed step still ends the loop, so its thread closes the logs and frees the directory lock
+            with contextlib.suppress(RuntimeError):  # closed already
+                loop.call_soon_threadsafe(loop.stop)
+            thread.join()
+            self._thread = None
 
     def __enter__(self) -> KafkaServer:
         return self.start()
@@ -176,6 +180,8 @@ class KafkaServer:
         try:
             loop.run_forever()
         finally:
+            if self._server is not None:  # a shutdown that failed before closing the listener frees its port here
+                self._server.close()
             loop.run_until_complete(loop.shutdown_asyncgens())
             loop.close()
             self._close_manager()
@@ -277,6 +283,8 @@ class KafkaServer:
         self._killed = True
         if self.cluster is not None:
             await self.cluster.close(controlled=False)
+        if self._txns is not None:  # its connections to the leaders it sent markers to
+            await self._txns.close()
         if self._server is not None:
             self._server.close()
         current = asyncio.current_task()

@@ -26,7 +26,7 @@ from logstore.server.group_coordinator import GroupCoordinator
 from logstore.server.group_metadata import group_id_fits
 from logstore.server.group_results import OffsetCommitEntry
 from logstore.server.producer_ids import ProducerIdManager
-from logstore.server.txn_markers import MarkerSender, leader_epoch, write_marker
+from logstore.server.txn_markers import MarkerSender, mark_led, write_marker
 
 EMPTY, ONGOING, PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT = 0, 1, 2, 3, 4, 5
 MAX_EPOCH = 32_766  # Short.MAX_VALUE - 1: past it a producer gets a new id
@@ -109,41 +109,46 @@ class TransactionCoordinator:
     def _write_markers(self, txn: TxnMetadata) -> None:
         """Write a prepared transaction's markers, apply its offsets and complete it. A failed
         marker leaves it prepared, for check_timers to try again (Kafka retries markers
-        until they are written): its partitions' last stable offset waits for them. Markers of
-        partitions other nodes lead go by WriteTxnMarkers, and the transaction completes once
-        they are all written."""
+        until they are written): its partitions' last stable offset waits for them. On a single
+        node this happens now; in a cluster in a task (`_send_markers`)."""
         if txn.transactional_id in self._sending:
             return
         commit = txn.state == PREPARE_COMMIT
-        now = self._ctx.clock.time_ms()
         coordinator_epoch = self.coordinated.epoch(self.coordinated.partition_of(txn.transactional_id))
-        remote = {}
-        for leader, partitions in self._markers.leaders(txn.partitions).items():
-            if leader != self._ctx.node_id:
-                remote[leader] = partitions
-                continue
-            for topic, partition in partitions:
-                log = self._ctx.topics.log(topic, partition)
-                if log is not None:
-                    write_marker(log, commit, txn.producer_id, txn.producer_epoch, coordinator_epoch,
-                                 leader_epoch(self._ctx, topic, partition), now)
-                txn.partitions.discard((topic, partition))
-        if remote:
-            task = asyncio.get_running_loop().create_task(self._send_markers(txn, remote, commit, coordinator_epoch))
+        if not self.coordinated.standalone:
+            task = asyncio.get_running_loop().create_task(self._send_markers(txn, commit, coordinator_epoch))
             self._sending[txn.transactional_id] = task
             return
+        now = self._ctx.clock.time_ms()
+        for topic, partition in list(txn.partitions):
+            log = self._ctx.topics.log(topic, partition)
+            if log is not None:
+                write_marker(log, commit, txn.producer_id, txn.producer_epoch, coordinator_epoch, 0, now)
+            txn.partitions.discard((topic, partition))
         self._completed(txn, commit)
 
-    async def _send_markers(self, txn: TxnMetadata, remote: dict[int, list[tuple[str, int]]], commit: bool,
-                            coordinator_epoch: int) -> None:
-        """The markers of partitions other nodes lead; those written leave the transaction's
-        partitions, and once none is left it completes (else check_timers tries again)."""
+    async def _send_markers(self, txn: TxnMetadata, commit: bool, coordinator_epoch: int) -> None:
+        """A cluster coordinator's marker phase, in Kafka's order: once the ISR holds the
+        PREPARE record (else the transaction stays prepared, for check_timers or the next
+        coordinator), the markers of the partitions led here and, by WriteTxnMarkers, of those
+        other nodes lead, all at once. A partition is done once its leader's ISR holds the
+        marker; once none is left the transaction completes (else check_timers tries again)."""
         try:
-            sent = await asyncio.gather(*(self._markers.send(leader, partitions, commit, txn.producer_id,
-                                                             txn.producer_epoch, coordinator_epoch)
-                                          for leader, partitions in remote.items() if leader >= 0))
+            error = await self.coordinated.replicated(txn.transactional_id)
+            if error != ec.NONE:
+                logger.info("transaction %r prepared but not replicated (error %d): markers later",
+                            txn.transactional_id, error)
+                return
+            by_leader = self._markers.leaders(txn.partitions)
+            here = by_leader.pop(self._ctx.node_id, [])
+            by_leader.pop(-1, None)  # no leader now: tried again later
+            marked_here, *sent = await asyncio.gather(
+                mark_led(self._ctx, here, commit, txn.producer_id, txn.producer_epoch, coordinator_epoch),
+                *(self._markers.send(leader, partitions, commit, txn.producer_id, txn.producer_epoch,
+                                     coordinator_epoch) for leader, partitions in by_leader.items()))
         finally:
             self._sending.pop(txn.transactional_id, None)
+        txn.partitions.difference_update(tp for tp, error in marked_here.items() if error == ec.NONE)
         for done in sent:
             txn.partitions.difference_update(done)
         if txn.partitions or self._txns.get(txn.transactional_id) is not txn:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Any
 
 from logstore.errors import LogstoreError, NotLeaderOrFollowerError
@@ -24,6 +24,7 @@ from logstore.server.protocol import Request, producer
 
 WRITE_TXN_MARKERS_VERSION = 1
 MARKER_TIMEOUT_S = 30.0  # request.timeout.ms: how long a leader waits for its ISR to hold a marker
+SEND_TIMEOUT_S = MARKER_TIMEOUT_S + 5.0  # how long the coordinator waits for a leader's answer
 
 logger = logging.getLogger("logstore.server")
 
@@ -38,11 +39,57 @@ def leader_epoch(ctx: ServerContext, topic: str, partition: int) -> int:
 
 
 def write_marker(log: Log, commit: bool, producer_id: int, producer_epoch: int, coordinator_epoch: int,
-                 epoch: int, now_ms: int) -> None:
-    """Append one COMMIT or ABORT marker of `producer_id`'s transaction to `log` (its leader's)."""
+                 epoch: int, now_ms: int) -> int:
+    """Append one COMMIT or ABORT marker of `producer_id`'s transaction to `log` (its leader's):
+    the log end offset after it."""
     marker = build_control_batch("commit" if commit else "abort", producer_id=producer_id,
                                  producer_epoch=producer_epoch, coordinator_epoch=coordinator_epoch, timestamp=now_ms)
     log.append(bytearray(marker), origin="coordinator", leader_epoch=epoch)
+    return log.log_end_offset
+
+
+async def mark_led(ctx: ServerContext, partitions: Collection[tuple[str, int]], commit: bool, producer_id: int,
+                   producer_epoch: int, coordinator_epoch: int,
+                   written: Callable[[str], None] | None = None) -> dict[tuple[str, int], int]:
+    """Markers on `partitions` as their leader, as Kafka's WriteTxnMarkers handler writes them:
+    each appended on the disk thread where this node leads it (`written(topic)` after each),
+    then the ISR waits of all at once. Each partition's error: NONE only once its ISR holds the
+    marker, NOT_LEADER_OR_FOLLOWER where another node leads it."""
+    errors: dict[tuple[str, int], int] = {}
+    waits = {}
+    now = ctx.clock.time_ms()
+    for topic, partition in partitions:
+        access = ctx.partition(topic, partition)
+        log = ctx.topics.log(topic, partition)
+        if access is None or log is None:
+            errors[topic, partition] = ec.UNKNOWN_TOPIC_OR_PARTITION
+            continue
+        if access.log_end_offset < 0:  # another node leads it
+            errors[topic, partition] = ec.NOT_LEADER_OR_FOLLOWER
+            continue
+        write = functools.partial(write_marker, log, commit, producer_id, producer_epoch, coordinator_epoch,
+                                  leader_epoch(ctx, topic, partition), now)
+        try:
+            end = await asyncio.get_running_loop().run_in_executor(ctx.disk, write)
+        except LogstoreError as exc:
+            errors[topic, partition] = ec.for_exception(exc)
+            continue
+        if written is not None:
+            written(topic)
+        waits[topic, partition] = _held(access, end)
+    if waits:
+        ctx.data.notify()
+        errors.update(zip(waits, await asyncio.gather(*waits.values()), strict=True))
+    return errors
+
+
+async def _held(access: Any, end: int) -> int:
+    """NONE once the ISR holds a marker ending at `end`, REQUEST_TIMED_OUT when it does not in
+    time, NOT_LEADER_OR_FOLLOWER once the leadership moved on (the marker may be truncated)."""
+    try:
+        return ec.NONE if await access.acknowledged(end, MARKER_TIMEOUT_S) else ec.REQUEST_TIMED_OUT
+    except NotLeaderOrFollowerError:
+        return ec.NOT_LEADER_OR_FOLLOWER
 
 
 class MarkerSender:
@@ -78,7 +125,8 @@ class MarkerSender:
         if channel is None or (channel.host, channel.port) != address:
             if channel is not None:
                 await channel.close()
-            channel = self._channels[leader] = NodeChannel(*address, f"txn-coordinator-{self._ctx.node_id}")
+            # named as node channels are (node_channel.sender_node): a cut link drops the markers too
+            channel = self._channels[leader] = NodeChannel(*address, f"broker-{self._ctx.node_id}-txn-markers")
         cls = producer.WriteTxnMarkersRequest
         by_topic: dict[str, list[int]] = {}
         for topic, partition in partitions:
@@ -88,9 +136,12 @@ class MarkerSender:
             topics=[cls.WritableTxnMarker.WritableTxnMarkerTopic(name=t, partition_indexes=ps)
                     for t, ps in by_topic.items()], coordinator_epoch=coordinator_epoch)])
         try:
-            response = await channel.send(request, WRITE_TXN_MARKERS_VERSION, producer.WriteTxnMarkersResponse)
-        except NodeUnreachableError as exc:
-            logger.info("markers to node %d not sent, tried again later: %s", leader, exc)
+            response = await asyncio.wait_for(
+                channel.send(request, WRITE_TXN_MARKERS_VERSION, producer.WriteTxnMarkersResponse), SEND_TIMEOUT_S)
+        except (NodeUnreachableError, TimeoutError) as exc:
+            if isinstance(exc, TimeoutError):  # an answer still on its way would be read as the next one's
+                await channel.close()
+            logger.info("markers to node %d not sent, tried again later: %r", leader, exc)
             return []
         done = []
         for marker in response.markers:
@@ -104,7 +155,9 @@ class MarkerSender:
         return done
 
     async def close(self) -> None:
-        for channel in self._channels.values():
+        """Close the connections to the leaders (the next send opens them again)."""
+        channels, self._channels = self._channels, {}
+        for channel in channels.values():
             await channel.close()
 
 
@@ -119,39 +172,23 @@ class TxnMarkerApi:
 
     async def write_txn_markers(self, req: Request) -> Any:
         cls = req.spec.response.WritableTxnMarkerResult
+        markers = req.body.markers
+        marked = await asyncio.gather(*(self._mark(marker) for marker in markers))
         results = []
-        for marker in req.body.markers:
-            topics = []
-            for topic in marker.topics:
-                partitions = [cls.WritableTxnMarkerTopicResult.WritableTxnMarkerPartitionResult(
-                    partition_index=p, error_code=await self._mark(marker, topic.name, p))
-                    for p in topic.partition_indexes]
-                topics.append(cls.WritableTxnMarkerTopicResult(name=topic.name, partitions=partitions))
+        for marker, errors in zip(markers, marked, strict=True):
+            topics = [cls.WritableTxnMarkerTopicResult(name=topic.name, partitions=[
+                cls.WritableTxnMarkerTopicResult.WritableTxnMarkerPartitionResult(
+                    partition_index=p, error_code=errors[topic.name, p]) for p in topic.partition_indexes])
+                for topic in marker.topics]
             results.append(cls(producer_id=marker.producer_id, topics=topics))
         self._ctx.data.notify()
         return req.response(markers=results)
 
-    async def _mark(self, marker: Any, topic: str, partition: int) -> int:
-        ctx = self._ctx
-        access = ctx.partition(topic, partition)
-        log = ctx.topics.log(topic, partition)
-        if access is None or log is None:
-            return ec.UNKNOWN_TOPIC_OR_PARTITION
-        if access.log_end_offset < 0:  # another node leads it
-            return ec.NOT_LEADER_OR_FOLLOWER
-        write = functools.partial(write_marker, log, marker.transaction_result, marker.producer_id,
-                                  marker.producer_epoch, marker.coordinator_epoch, leader_epoch(ctx, topic, partition),
-                                  ctx.clock.time_ms())
-        try:
-            await asyncio.get_running_loop().run_in_executor(ctx.disk, write)
-        except LogstoreError as exc:
-            return ec.for_exception(exc)
-        if topic == OFFSETS_TOPIC:
-            self._groups.complete_transaction(marker.producer_id, marker.transaction_result)
-        ctx.data.notify()
-        try:
-            if not await access.acknowledged(access.log_end_offset, MARKER_TIMEOUT_S):
-                return ec.REQUEST_TIMED_OUT
-        except NotLeaderOrFollowerError:  # the leadership moved on: the marker may be truncated
-            return ec.NOT_LEADER_OR_FOLLOWER
-        return ec.NONE
+    async def _mark(self, marker: Any) -> dict[tuple[str, int], int]:
+        def written(topic: str) -> None:
+            if topic == OFFSETS_TOPIC:
+                self._groups.complete_transaction(marker.producer_id, marker.transaction_result)
+
+        partitions = [(topic.name, p) for topic in marker.topics for p in topic.partition_indexes]
+        return await mark_led(self._ctx, partitions, marker.transaction_result, marker.producer_id,
+                              marker.producer_epoch, marker.coordinator_epoch, written)

@@ -5,16 +5,19 @@ answer an error code, hold, drop or only observe requests of one API."""
 
 from __future__ import annotations
 
+import select
 import signal
-import time
+import socket
 
 import pytest
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
 from logstore import Log
 from logstore.records import Record, build_batch, iter_batches
+from logstore.server import KafkaServer
 from logstore.server.cluster import Answer, Delay, Drop, KafkaCluster, Observe
 from logstore.server.cluster.power_loss import drop_unflushed
+from logstore.server.group_coordinator import GroupCoordinator
 from tests.server.test_server_kraft_cluster import eventually, fetch_partition, produce
 from tests.support.wire import WireClient
 
@@ -142,17 +145,25 @@ def test_an_answer_hook_sends_its_error_code_to_the_client_once(cluster):
 
 
 def test_a_delay_hook_holds_every_request_of_its_api_until_removed(cluster):
-    hook = cluster.control("ApiVersions", Delay(0.5), node=2, times=None)
+    hook = cluster.control("ApiVersions", Delay(2), node=2, times=None)
+    clients = [WireClient(cluster.node(2).port) for _ in range(2)]
     try:
-        for _ in range(2):
-            started = time.monotonic()
-            assert api_versions(cluster.node(2).port) == 0
-            assert time.monotonic() - started >= 0.5
+        for client in clients:
+            client.send(ApiVersionsRequest[3](client_software_name="t", client_software_version="1"))
+        hook.wait(2)
+        assert not any(answered(client) for client in clients)  # both taken, both still held
+        assert [client.receive(ApiVersionsResponse[3]).error_code for client in clients] == [0, 0]
     finally:
         hook.remove()
-    assert len(hook.requests) == 2
+        for client in clients:
+            client.close()
     api_versions(cluster.node(2).port)
     assert len(hook.requests) == 2
+
+
+def answered(client: WireClient) -> bool:
+    """Whether an answer (or the connection's end) is waiting on `client`'s socket now."""
+    return bool(select.select([client.sock], [], [], 0)[0])
 
 
 def test_a_drop_hook_closes_the_connection_unanswered(cluster):
@@ -266,3 +277,42 @@ def test_a_restarted_node_serves_again_on_its_port(cluster):
     cluster.wait_until_ready()
     assert api_versions(port) == 0
     lead_again(cluster, led, 3)  # its leaderships moved away before it stopped
+
+
+class ShutdownStepFailed(Exception):
+    """What a failing step of a clean shutdown raises in these tests."""
+
+
+def failing_close(_coordinator) -> None:
+    raise ShutdownStepFailed
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def test_a_server_whose_shutdown_fails_still_frees_its_directory_and_port(tmp_path, monkeypatch):
+    server = KafkaServer(tmp_path, port=0).start()
+    port = server.port
+    monkeypatch.setattr(GroupCoordinator, "close", failing_close)
+    with pytest.raises(ShutdownStepFailed):
+        server.stop()
+    monkeypatch.undo()
+    with KafkaServer(tmp_path, port=port) as again:  # no LogLockedError, no address in use
+        assert api_versions(again.port) == 0
+
+
+def test_a_cluster_stops_every_node_when_one_fails_to_stop_and_raises_the_first_error(monkeypatch):
+    cluster = KafkaCluster(2).start()
+    ports = [cluster.node(n).port for n in (1, 2)]
+    monkeypatch.setattr(GroupCoordinator, "close", failing_close)
+    with pytest.raises(ShutdownStepFailed):
+        cluster.stop()
+    assert not any(cluster.node(n).running for n in (1, 2))
+    assert all(port_is_free(port) for port in ports)
+    assert not cluster.data_dir.exists()

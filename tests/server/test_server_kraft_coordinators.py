@@ -122,9 +122,10 @@ def txn_call(port: int, request, response_cls):
         return client.call(request, response_cls)
 
 
-def transaction_on_every_partition(cluster: Cluster, txn_id: str, coordinator: int) -> tuple[int, int]:
+def transaction_on_every_partition(cluster: Cluster, txn_id: str, coordinator: int,
+                                   indexes: tuple[int, ...] = (0, 1, 2)) -> tuple[int, int]:
     """A transaction of `txn_id` that wrote one record to each partition of "orders" (one led by
-    each node): (producer id, epoch)."""
+    each node; those of `indexes` only): (producer id, epoch)."""
     init = txn_call(cluster.nodes[coordinator].port, InitProducerIdRequest[3](
         transactional_id=txn_id, transaction_timeout_ms=TXN_TIMEOUT_MS, producer_id=-1, producer_epoch=-1),
         InitProducerIdResponse[3])
@@ -133,11 +134,11 @@ def transaction_on_every_partition(cluster: Cluster, txn_id: str, coordinator: i
     add = AddPartitionsToTxnRequest[3].AddPartitionsToTxnTopic
     added = txn_call(cluster.nodes[coordinator].port, AddPartitionsToTxnRequest[3](
         **{f"v3_and_below_{k}": v for k, v in ids.items()},
-        v3_and_below_topics=[add(name="orders", partitions=[0, 1, 2])]), AddPartitionsToTxnResponse[3])
+        v3_and_below_topics=[add(name="orders", partitions=list(indexes))]), AddPartitionsToTxnResponse[3])
     assert {p.partition_error_code for t in added.results_by_topic_v3_and_below for p in t.results_by_partition} == {0}
     partitions = cluster.controller.image.topic("orders").partitions
     request = ProduceRequest[7]
-    for index, state in partitions.items():
+    for index, state in ((i, partitions[i]) for i in indexes):
         batch = build_batch([Record(0, NOW, None, b"in the txn")], producer_id=init.producer_id,
                             producer_epoch=init.producer_epoch, base_sequence=0, is_transactional=True)
         produced = txn_call(cluster.nodes[state.leader].port, request(transactional_id=txn_id, acks=-1,

@@ -89,7 +89,7 @@ class KafkaCluster:
     def start(self) -> KafkaCluster:
         """Start every node (the controller first) and wait until every broker serves."""
         try:
-            if self.processes:  # every process at once: their ports chosen first
+            if self.processes:  # every process at once: the controller listener's port chosen first
                 for node in self.nodes.values():
                     node.reserve_ports()
                     node.launch()
@@ -104,11 +104,19 @@ class KafkaCluster:
         return self
 
     def stop(self) -> None:
-        """Stop every running node cleanly (brokers first), then remove a temporary data directory."""
+        """Stop every running node cleanly (brokers first), then remove a temporary data directory.
+        A node whose stop fails does not keep the others running: the first error is raised once
+        every node has stopped."""
+        errors: list[BaseException] = []
         for node in sorted(self.nodes.values(), key=lambda n: -n.node_id):
-            node.stop()
+            try:
+                node.stop()
+            except BaseException as exc:  # raised below, once the other nodes have stopped
+                errors.append(exc)
         if self._temporary:
             shutil.rmtree(self.data_dir, ignore_errors=True)
+        if errors:
+            raise errors[0]
 
     def __enter__(self) -> KafkaCluster:
         return self.start()

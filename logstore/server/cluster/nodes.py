@@ -175,9 +175,10 @@ class ProcessNode(ClusterMember):
         return self.process is not None
 
     def reserve_ports(self) -> None:
-        """Choose the node's ports before its first start, so that every node of a cluster can
-        start at once (the brokers' configs name the controller's port)."""
-        self.port = self.port or free_port()
+        """Choose the controller listener's port before the first start, so that every node of a
+        cluster can start at once (the brokers' configs name it). Only that one: a port chosen
+        ahead may be taken by another process before the node binds it, so the client listener
+        binds port 0 and its port is read from the serving line."""
         if self.controller is None:
             self.controller_port = self.controller_port or free_port()
 
