@@ -291,14 +291,21 @@ def committed(port: int, group: str) -> int | None:
     return None if answer.error_code else answer.topics[0].partitions[0].committed_offset
 
 
-def test_a_coordinator_led_away_and_back_within_one_metadata_change_reloads_its_partition(cluster):
+def group_with_a_commit(cluster: Cluster, offset: int) -> tuple[str, int, int]:
+    """A group whose __consumer_offsets partition a broker leads, once it committed `offset` for
+    orders-0 there: (group, its partition, the coordinator)."""
     create_topic(cluster.nodes[1].port, "orders", 1, 3)
     coordinator_of(cluster, "anything", GROUP_KEY)
     group, partition = key_led_by_a_broker(cluster, "__consumer_offsets", "billing")
     first = coordinator_of(cluster, group, GROUP_KEY)
-    other = next(n for n in (1, 2, 3) if n != first)
     with Wire(cluster.nodes[first].port) as wire:
-        eventually(lambda: wire.commit(group, -1, "", None, {("orders", 0): 42}) == [0])
+        eventually(lambda: wire.commit(group, -1, "", None, {("orders", 0): offset}) == [0])
+    return group, partition, first
+
+
+def test_a_coordinator_led_away_and_back_within_one_metadata_change_reloads_its_partition(cluster):
+    group, partition, first = group_with_a_commit(cluster, 42)
+    other = next(n for n in (1, 2, 3) if n != first)
     # the coordinators of `first` see both moves at once, as from one metadata batch
     listeners = cluster.nodes[first].cluster.metadata_listeners
     follow = listeners.pop()
@@ -325,12 +332,7 @@ def test_a_failed_coordinator_load_is_tried_again_and_clients_are_told_to_wait(t
     monkeypatch.setattr(group_store, "replay_groups", flaky)
     cluster = Cluster(tmp_path, CONFIGS)
     try:
-        create_topic(cluster.nodes[1].port, "orders", 1, 3)
-        coordinator_of(cluster, "anything", GROUP_KEY)
-        group, partition = key_led_by_a_broker(cluster, "__consumer_offsets", "billing")
-        first = coordinator_of(cluster, group, GROUP_KEY)
-        with Wire(cluster.nodes[first].port) as wire:
-            eventually(lambda: wire.commit(group, -1, "", None, {("orders", 0): 6}) == [0])
+        group, partition, first = group_with_a_commit(cluster, 6)
         failing.add(partition)
         successor = next(n for n in (1, 2, 3) if n != first)
         cluster.kafka.move_leader("__consumer_offsets", partition, successor)
@@ -345,12 +347,7 @@ def test_a_failed_coordinator_load_is_tried_again_and_clients_are_told_to_wait(t
 
 
 def test_a_commit_waiting_for_the_isr_when_the_coordinator_moves_is_refused_not_acknowledged(cluster):
-    create_topic(cluster.nodes[1].port, "orders", 1, 3)
-    coordinator_of(cluster, "anything", GROUP_KEY)
-    group, partition = key_led_by_a_broker(cluster, "__consumer_offsets", "billing")
-    first = coordinator_of(cluster, group, GROUP_KEY)
-    with Wire(cluster.nodes[first].port) as wire:
-        eventually(lambda: wire.commit(group, -1, "", None, {("orders", 0): 6}) == [0])
+    group, partition, first = group_with_a_commit(cluster, 6)
     # the followers cannot fetch the commit of 7; the successor takes one of 8 at its offset
     starved = cluster.kafka.control("Fetch", Drop(), node=first, times=None)
     followers = {n for n in (1, 2, 3) if n != first}
