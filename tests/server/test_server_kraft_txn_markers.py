@@ -2,7 +2,8 @@
 `__transaction_state` partition holds the PREPARE record (a coordinator cut off and killed
 before leaves no COMMIT marker: its successor aborts the transaction everywhere), and completes
 the transaction only once every partition's ISR holds its marker. WriteTxnMarkers travels as
-node traffic: a node cut off from its clients still takes it."""
+node traffic (a node cut off from its clients still takes it) and a leader that does not answer
+it holds the transaction only until the send times out."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from kafka.protocol.producer import EndTxnRequest, EndTxnResponse
 
 from logstore.records import iter_batches
 from logstore.records.control import CONTROL_KEY
+from logstore.server import txn_markers
+from logstore.server.cluster import Delay
 from logstore.server.coordinator_records import partition_for
 from tests.server.test_server_kraft_cluster import SESSION_MS, Cluster, create_topic, eventually
 from tests.server.test_server_kraft_coordinators import (
@@ -97,6 +100,19 @@ def test_markers_reach_a_leader_cut_off_from_its_clients(alone):
     ids = transaction_on_every_partition(alone, txn_id, coordinator, (index,))
     alone.kafka.cut_clients(leader)  # the nodes still reach it: WriteTxnMarkers too
     commit(alone, coordinator, txn_id, ids)
+    eventually(lambda: state_at(alone, coordinator, txn_id) == "CompleteCommit")
+    assert markers(alone.nodes[leader].manager.get("orders", index)) == [COMMIT]
+
+
+def test_a_leader_that_does_not_answer_the_markers_is_sent_them_again_after_a_timeout(alone, monkeypatch):
+    monkeypatch.setattr(txn_markers, "SEND_TIMEOUT_S", 0.5)
+    txn_id, coordinator = a_coordinator(alone, "refunds")
+    index = led_by(alone, coordinator, other_than=True)
+    leader = alone.controller.image.topic("orders").partitions[index].leader
+    ids = transaction_on_every_partition(alone, txn_id, coordinator, (index,))
+    held = alone.kafka.control("WriteTxnMarkers", Delay(3600), node=leader)  # the first one, for an hour
+    commit(alone, coordinator, txn_id, ids)
+    held.wait()
     eventually(lambda: state_at(alone, coordinator, txn_id) == "CompleteCommit")
     assert markers(alone.nodes[leader].manager.get("orders", index)) == [COMMIT]
 
