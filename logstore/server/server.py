@@ -262,10 +262,10 @@ class KafkaServer:
 
     def _build_handlers(self, ctx: ServerContext) -> dict[int, Handler]:
         self._groups = GroupCoordinator(ctx)
-        self._producer_ids = ProducerIdManager(ctx.manager)
+        self._producer_ids = ProducerIdManager(ctx.manager, ctx.disk, standalone=ctx.config.quorum is None)
         self._txns = TransactionCoordinator(ctx, self._groups, self._producer_ids)
         return bind(APIS, (AdminApi(ctx), DataApi(ctx), GroupApi(ctx, self._groups, self._txns.coordinated),
-                           TransactionApi(self._txns, self._groups), DescribeApi(ctx), OffsetDeleteApi(ctx, self._groups),
+                           TransactionApi(self._txns, self._groups, self._producer_ids), DescribeApi(ctx), OffsetDeleteApi(ctx, self._groups),
                            TxnDescribeApi(ctx, self._txns), ConsumerGroupApi(ctx, self._groups),
                            TxnMarkerApi(ctx, self._groups)))
 
