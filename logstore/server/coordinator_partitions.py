@@ -23,6 +23,8 @@ from logstore.server import error_codes as ec
 from logstore.server.context import ServerContext
 from logstore.server.coordinator_records import append_records, partition_for
 
+LOAD_RETRY_S = 0.5  # how long a coordinator waits to load a partition again after a failed load
+
 logger = logging.getLogger("logstore.server")
 T = TypeVar("T")
 
@@ -46,6 +48,7 @@ class CoordinatorPartitions:
         self._led: dict[int, int] = {}  # partition -> its leader epoch, the coordinator epoch
         self._loaded: set[int] = set()  # the led partitions whose state is installed
         self._loading: dict[int, asyncio.Task] = {}
+        self._written: dict[int, int] = {}  # partition -> the leader epoch of its last write here
 
     def load_standalone(self) -> None:
         """On a single node: install the state of every partition on disk now (a restart's replay)."""
@@ -103,8 +106,9 @@ class CoordinatorPartitions:
                 access.check_acks_all()
             except NotEnoughReplicasError as exc:
                 raise CoordinatorNotAvailableError(str(exc)) from exc
+        self._written[partition] = self.epoch(partition)
         append_records(log, records, now_ms, producer_id=producer_id, producer_epoch=producer_epoch,
-                       leader_epoch=self.epoch(partition))
+                       leader_epoch=self._written[partition])
         return log.log_end_offset
 
     def log(self, partition: int) -> Log | None:
@@ -114,17 +118,24 @@ class CoordinatorPartitions:
     async def replicated(self, key: str, end_offset: int | None = None) -> int:
         """Wait until every in-sync replica holds what the node wrote to `key`'s partition so far,
         or below `end_offset` (what `append` returned), as Kafka's coordinators append with
-        acks=-1: NONE; NOT_COORDINATOR once another node leads it; COORDINATOR_NOT_AVAILABLE when
-        the ISR does not catch up within offsets.commit.timeout.ms (the client retries, as Kafka
-        maps a timed-out append)."""
+        acks=-1: NONE; NOT_COORDINATOR once another node leads it, or leads it no more at the
+        epoch written at (the write may be truncated); COORDINATOR_NOT_AVAILABLE when the ISR
+        does not catch up within offsets.commit.timeout.ms (the client retries, as Kafka maps a
+        timed-out append)."""
         if self.standalone:
             return ec.NONE
-        access = self._ctx.partition(self.topic, partition_for(key, self.count()))
+        partition = partition_for(key, self.count())
+        access = self._ctx.partition(self.topic, partition)
         if access is None or access.log_end_offset < 0:  # not held, or held as a follower
             return ec.NOT_COORDINATOR
         end = access.log_end_offset if end_offset is None else end_offset
         timeout_s = self._ctx.config.offsets_commit_timeout_ms / 1000
-        return ec.NONE if await access.acknowledged(end, timeout_s) else ec.COORDINATOR_NOT_AVAILABLE
+        try:
+            access.check_leader_epoch(self._written.get(partition, self.epoch(partition)))
+            acknowledged = await access.acknowledged(end, timeout_s)
+        except LogstoreError:  # a newer leader epoch, or the leadership moved on while waiting
+            return ec.NOT_COORDINATOR
+        return ec.NONE if acknowledged else ec.COORDINATOR_NOT_AVAILABLE
 
     def leader_of(self, key: str) -> tuple[int, int]:
         """FindCoordinator's (error, node id) for `key`: this node on a single node; in a
@@ -166,31 +177,41 @@ class CoordinatorPartitions:
     def follow(self, leaders: dict[int, int]) -> None:
         """The partitions the metadata now says this node leads, with their leader epochs: newly
         led ones are loaded (read on the disk thread, then installed), ones led no more
-        unloaded, as Kafka's coordinators do on becoming and ceasing to be a partition's leader."""
-        for partition in [p for p in self._led if p not in leaders]:
-            del self._led[partition]
-            task = self._loading.pop(partition, None)
-            if task is not None:
-                task.cancel()
-            if partition in self._loaded:
-                self._loaded.discard(partition)
-                self._unload(partition)
+        unloaded, and ones led at another epoch unloaded and loaded again (led elsewhere in
+        between, their log may have lost writes and gained others), as Kafka's coordinators do."""
+        for partition in [p for p, epoch in self._led.items() if leaders.get(p) != epoch]:
+            self._resign(partition)
         for partition, epoch in leaders.items():
-            new = partition not in self._led
-            self._led[partition] = epoch
-            if new:
+            if partition not in self._led:
+                self._led[partition] = epoch
                 self._loading[partition] = asyncio.get_running_loop().create_task(self._elected(partition))
 
+    def _resign(self, partition: int) -> None:
+        del self._led[partition]
+        self._written.pop(partition, None)
+        task = self._loading.pop(partition, None)
+        if task is not None:
+            task.cancel()
+        if partition in self._loaded:
+            self._loaded.discard(partition)
+            self._unload(partition)
+
     async def _elected(self, partition: int) -> None:
+        """Load a partition led here, again every LOAD_RETRY_S while that fails (clients are
+        answered COORDINATOR_LOAD_IN_PROGRESS meanwhile: a quiet cluster brings no metadata
+        change to try again on)."""
         try:
-            log = self.log(partition)
-            if log is None:
-                raise NotCoordinatorError(f"{self.topic}-{partition} is led here but not open")
-            state = await asyncio.get_running_loop().run_in_executor(self._ctx.disk, self._read, log)
-        except (LogstoreError, OSError) as exc:  # NOT_COORDINATOR meanwhile; the next change tries again
-            logger.warning("loading %s-%d failed: %s", self.topic, partition, exc)
-            self._led.pop(partition, None)
-            return
+            while True:
+                try:
+                    log = self.log(partition)
+                    if log is None:
+                        raise NotCoordinatorError(f"{self.topic}-{partition} is led here but not open")
+                    state = await asyncio.get_running_loop().run_in_executor(self._ctx.disk, self._read, log)
+                    break
+                except (LogstoreError, OSError) as exc:
+                    logger.warning("loading %s-%d failed, trying again in %s s: %s", self.topic, partition,
+                                   LOAD_RETRY_S, exc)
+                    await asyncio.sleep(LOAD_RETRY_S)
         finally:
             if self._loading.get(partition) is asyncio.current_task():
                 del self._loading[partition]

@@ -7,7 +7,12 @@ import asyncio
 import time
 from typing import Any, NamedTuple
 
-from logstore.errors import LogstoreError, OffsetOutOfRangeError, RecordValidationError
+from logstore.errors import (
+    LogstoreError,
+    NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
+    RecordValidationError,
+)
 from logstore.file_slice import FileSlice
 from logstore.server import error_codes as ec
 from logstore.server.context import ServerContext
@@ -67,9 +72,12 @@ class DataApi:
             return AppendOutcome(ec.for_exception(exc), log_start=target.log_start_offset, message=str(exc),
                                  record_errors=record_errors)
         self._ctx.data.notify()  # followers' fetches waiting for data return it now, so acks=all waits one round trip
-        if acks == ACKS_ALL and not await target.acknowledged(info.last_offset + 1, timeout_s):
-            return AppendOutcome(ec.REQUEST_TIMED_OUT, info.first_offset, info.log_append_time,
-                                 target.log_start_offset)
+        try:
+            if acks == ACKS_ALL and not await target.acknowledged(info.last_offset + 1, timeout_s):
+                return AppendOutcome(ec.REQUEST_TIMED_OUT, info.first_offset, info.log_append_time,
+                                     target.log_start_offset)
+        except NotLeaderOrFollowerError as exc:  # the leadership moved on: the records may be truncated
+            return AppendOutcome(ec.NOT_LEADER_OR_FOLLOWER, message=str(exc))
         return AppendOutcome(ec.NONE, info.first_offset, info.log_append_time, target.log_start_offset)
 
     async def produce(self, req: Request) -> Any:

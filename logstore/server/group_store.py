@@ -172,10 +172,11 @@ class GroupStore:
         """Write plain offsets and apply them once the ISR holds them, in Kafka's order: OffsetFetch
         never returns an offset a failover could lose, and a failed or timed-out commit leaves
         the committed offsets as they were."""
-        group = self._group(group_id, create=True)
+        before = self._groups.get(group_id)
         error, end = await self._write(group_id, [offset_record(group_id, t, p, om) for (t, p), om in offsets.items()])
-        if error == ec.NONE:
-            self._apply_offsets(group, offsets, end)
+        unchanged = before is None or self._groups.get(group_id) is before  # not deleted or unloaded meanwhile
+        if error == ec.NONE and unchanged and self.coordinated.owns(group_id):
+            self._apply_offsets(self._group(group_id, create=True), offsets, end)
         return error
 
     async def delete_offsets(self, group_id: str,
@@ -208,11 +209,13 @@ class GroupStore:
         return ec.NONE, errors
 
     def complete_transaction(self, producer_id: int, committed: bool) -> None:
-        """Apply or drop the offsets `producer_id` committed in its transaction (after the marker)."""
+        """Apply or drop the offsets `producer_id` committed in its transaction (after the marker,
+        so a plain commit written before it and acknowledged later does not undo them)."""
         for group in self._groups.values():
             pending = group.pending_txn.pop(producer_id, None)
             if pending and committed:
-                group.offsets.update(pending)
+                log = self.coordinated.log(self.offsets_partition(group.group_id))
+                self._apply_offsets(group, pending, 0 if log is None else log.log_end_offset)
 
     def offsets_to_commit(self, entries: list[OffsetCommitEntry]) -> tuple[dict[tuple[str, int], OffsetAndMetadata],
                                                                            dict[tuple[str, int], int]]:

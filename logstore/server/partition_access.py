@@ -59,7 +59,8 @@ class PartitionAccess(Protocol):
 
     async def acknowledged(self, end_offset: int, timeout_s: float) -> bool:
         """After an acks=all append: whether every in-sync replica held the records below
-        `end_offset` within `timeout_s` (Kafka's delayed produce; False: REQUEST_TIMED_OUT)."""
+        `end_offset` within `timeout_s` (Kafka's delayed produce; False: REQUEST_TIMED_OUT);
+        NotLeaderOrFollowerError once this node no longer leads at the epoch appended at."""
         ...
 
     async def read(self, offset: int, max_bytes: int, *, isolation: str, min_one_batch: bool) -> FetchResult:

@@ -1,13 +1,15 @@
-"""Producer ids: handed out above every id any log of the node has seen, so a restarted node
-never gives a new producer the id of one whose sequences the logs still remember. In a cluster
-they come from blocks the active controller allocates (AllocateProducerIds), as Kafka's brokers
-take theirs, so two brokers never give two producers one id."""
+"""Producer ids: on a single node handed out above every id any log of the node has seen, so a
+restarted node never gives a new producer the id of one whose sequences the logs still remember.
+In a cluster they come from blocks the active controller allocates (AllocateProducerIds), as
+Kafka's brokers take theirs, so two brokers never give two producers one id (and no log is read:
+the controller never hands out an id twice, and ids of other brokers' blocks say nothing of this one's)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from concurrent.futures import Executor
 
 from logstore.errors import ProducerIdsUnavailableError
 from logstore.manager import LogManager
@@ -17,13 +19,17 @@ PREFETCH_FRACTION = 0.1  # the next block is asked for once this much of the cur
 
 
 class ProducerIdManager:
-    """Allocates producer ids, starting above the largest id in any log's producer state (read
-    at the first allocation, which opens the logs not opened yet, rather than at start)."""
+    """Allocates producer ids: on a single node (`standalone`) above the largest id in any log's
+    producer state, read once `ready()` is awaited (on the `disk` executor, as it opens the logs
+    not opened yet, rather than at start); in a cluster from the controller's blocks alone."""
 
-    def __init__(self, manager: LogManager):
+    def __init__(self, manager: LogManager, disk: Executor, *, standalone: bool = True):
         self._manager = manager
+        self._disk = disk
+        self._standalone = standalone
         self._next = 0
         self._logs_seen = False
+        self._reading: asyncio.Task | None = None
         self._blocks: Callable[[], Awaitable[range]] | None = None
         self._block = range(0)  # the ids left in the current block
         self._block_size = 0
@@ -37,35 +43,55 @@ class ProducerIdManager:
         self._prefetch()
 
     def observe(self, producer_id: int) -> None:
-        """Never hand out `producer_id` or below (an id found in the transaction log)."""
+        """On a single node: never hand out `producer_id` or below (an id found in the
+        transaction log). In a cluster the controller's blocks already keep ids apart."""
         self._next = max(self._next, producer_id + 1)
+
+    async def ready(self) -> None:
+        """Before `allocate` on a single node: read the largest producer id of every log, once,
+        on the disk executor (never on the event loop: at 10,000 partitions that takes seconds)."""
+        if not self._standalone or self._logs_seen:
+            return
+        if self._reading is None:
+            self._reading = asyncio.get_running_loop().create_task(self._read_logs())
+        await asyncio.shield(self._reading)
+
+    async def _read_logs(self) -> None:
+        try:
+            seen = await asyncio.get_running_loop().run_in_executor(self._disk, self._largest_in_logs)
+        except BaseException:
+            self._reading = None  # the next `ready()` reads again
+            raise
+        self.observe(seen)
+        self._logs_seen = True
+
+    def _largest_in_logs(self) -> int:
+        return max((pid for log_ in self._manager.logs() for pid in log_.producer_state.producers), default=-1)
 
     def allocate(self) -> int:
         """A producer id no producer of this node (of the cluster, with blocks) has used.
-        Raises ProducerIdsUnavailableError while a cluster's broker waits for its next block."""
-        if not self._logs_seen:
-            seen = [pid for log_ in self._manager.logs() for pid in log_.producer_state.producers]
-            self.observe(max(seen, default=-1))
-            self._logs_seen = True
-        if self._blocks is None:
+        Raises ProducerIdsUnavailableError until `ready()` has read the logs (single node), or
+        while a cluster's broker waits for its next block."""
+        if self._standalone:
+            if not self._logs_seen:
+                raise ProducerIdsUnavailableError("no producer id until the logs' producer ids are read")
             producer_id = self._next
             self._next += 1
             return producer_id
-        while True:
-            if not self._block and self._prefetched is not None:
-                self._block, self._prefetched = self._prefetched, None
-                self._block_size = len(self._block)
-            if not self._block:
-                self._prefetch()
-                raise ProducerIdsUnavailableError("no producer id until the controller's next block arrives")
-            producer_id, self._block = self._block[0], self._block[1:]
-            if len(self._block) < PREFETCH_FRACTION * self._block_size:
-                self._prefetch()
-            if producer_id >= self._next:
-                self._next = producer_id + 1
-                return producer_id
+        if not self._block and self._prefetched is not None:
+            self._block, self._prefetched = self._prefetched, None
+            self._block_size = len(self._block)
+        if not self._block:
+            self._prefetch()
+            raise ProducerIdsUnavailableError("no producer id until the controller's next block arrives")
+        producer_id, self._block = self._block[0], self._block[1:]
+        if len(self._block) < PREFETCH_FRACTION * self._block_size:
+            self._prefetch()
+        return producer_id
 
     def _prefetch(self) -> None:
+        if self._blocks is None:  # the blocks come once the node has joined its cluster
+            return
         if self._prefetched is not None or (self._fetching is not None and not self._fetching.done()):
             return
         self._fetching = asyncio.get_running_loop().create_task(self._fetch())
@@ -77,6 +103,7 @@ class ProducerIdManager:
             log.info("no block of producer ids from the controller: %s", exc)
 
     async def close(self) -> None:
-        """Stop asking for a block."""
-        if self._fetching is not None:
-            self._fetching.cancel()
+        """Stop asking for a block, or reading the logs."""
+        for task in (self._fetching, self._reading):
+            if task is not None:
+                task.cancel()

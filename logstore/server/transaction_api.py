@@ -9,6 +9,7 @@ from typing import Any
 from logstore.server import error_codes as ec
 from logstore.server.group_api import commit_entries
 from logstore.server.group_coordinator import GroupCoordinator
+from logstore.server.producer_ids import ProducerIdManager
 from logstore.server.protocol import Request
 from logstore.server.transactions import TransactionCoordinator
 
@@ -16,12 +17,14 @@ from logstore.server.transactions import TransactionCoordinator
 class TransactionApi:
     """The transaction APIs over the node's TransactionCoordinator."""
 
-    def __init__(self, txns: TransactionCoordinator, groups: GroupCoordinator):
+    def __init__(self, txns: TransactionCoordinator, groups: GroupCoordinator, producer_ids: ProducerIdManager):
         self._txns = txns
         self._groups = groups  # TxnOffsetCommit waits for the ISR of the group's partition
+        self._producer_ids = producer_ids
 
     async def init_producer_id(self, req: Request) -> Any:
         body = req.body
+        await self._producer_ids.ready()  # a single node's first reads the logs' producer ids, off the loop
         error, producer_id, epoch = self._txns.init_producer_id(body.transactional_id, body.transaction_timeout_ms,
                                                                 body.producer_id, body.producer_epoch)
         if error == ec.NONE and body.transactional_id is not None:

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable, Collection
 from typing import Any
 
-from logstore.errors import LogstoreError
+from logstore.errors import LogstoreError, NotLeaderOrFollowerError
 from logstore.log import Log
 from logstore.records.control import build_control_batch
 from logstore.server import error_codes as ec
@@ -74,14 +74,23 @@ async def mark_led(ctx: ServerContext, partitions: Collection[tuple[str, int]], 
         except LogstoreError as exc:
             errors[topic, partition] = ec.for_exception(exc)
             continue
-        waits[topic, partition] = access.acknowledged(end, MARKER_TIMEOUT_S)
+        waits[topic, partition] = _held(access, end)
     if waits:
         ctx.data.notify()
-        for (topic, partition), acknowledged in zip(waits, await asyncio.gather(*waits.values()), strict=True):
-            errors[topic, partition] = ec.NONE if acknowledged else ec.REQUEST_TIMED_OUT
-            if acknowledged and written is not None:
+        for (topic, partition), error in zip(waits, await asyncio.gather(*waits.values()), strict=True):
+            errors[topic, partition] = error
+            if error == ec.NONE and written is not None:
                 written(topic)
     return errors
+
+
+async def _held(access: Any, end: int) -> int:
+    """NONE once the ISR holds a marker ending at `end`, REQUEST_TIMED_OUT when it does not in
+    time, NOT_LEADER_OR_FOLLOWER once the leadership moved on (the marker may be truncated)."""
+    try:
+        return ec.NONE if await access.acknowledged(end, MARKER_TIMEOUT_S) else ec.REQUEST_TIMED_OUT
+    except NotLeaderOrFollowerError:
+        return ec.NOT_LEADER_OR_FOLLOWER
 
 
 class MarkerSender:

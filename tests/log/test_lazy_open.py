@@ -43,14 +43,6 @@ def write_partitions(path, clock, config=None) -> None:
             manager.get_or_create("t", partition).append(batch())
 
 
-def crash(manager: LogManager) -> None:
-    """Leave the manager as a killed process would: no close, no checkpoints, no marker."""
-    for lazy in manager._lazy_logs():
-        if lazy.log is not None:
-            lazy.log._release()
-    manager._dir_lock.release()
-
-
 def test_a_reopened_manager_lists_its_partitions_and_opens_each_on_first_use(tmp_path, clock, opens):
     write_partitions(tmp_path, clock)
     opens.clear()
@@ -100,7 +92,7 @@ def test_a_partition_first_used_after_an_unclean_shutdown_is_recovered_before_it
         manager.get("t", partition).flush()
     manager.checkpoint_recovery_points()
     path, torn_size = tear_last_batch(manager.get("t", 3))
-    crash(manager)
+    manager.abandon()  # as a killed process leaves it: no close, no checkpoints, no marker
     with LogManager(tmp_path, clock=clock) as again:
         assert os.path.getsize(path) == torn_size  # nothing recovered before the first use
         log = again.get("t", 3)
@@ -116,7 +108,7 @@ def test_close_recovers_partitions_never_used_since_an_unclean_shutdown(tmp_path
     log.flush()
     manager.checkpoint_recovery_points()
     path, torn_size = tear_last_batch(log)
-    crash(manager)
+    manager.abandon()  # as a killed process leaves it: no close, no checkpoints, no marker
     LogManager(tmp_path, clock=clock).close()  # the partition is never used
     assert os.path.getsize(path) < torn_size  # the torn batch is gone before the marker vouches
     assert (tmp_path / ".kafka_cleanshutdown").exists()

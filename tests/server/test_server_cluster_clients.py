@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ from logstore.records import iter_batches
 from logstore.server.cluster import KafkaCluster
 from tests.server.cluster_clients import CLIENTS
 from tests.support.paths import REPO_ROOT
+from tests.support.waiting import eventually
 from tests.support.wire import WireClient
 
 CONTROLLER = 1  # the single-voter quorum's node: the one node a cluster cannot lose
@@ -46,13 +46,6 @@ def cluster(tmp_path_factory):
     result = subprocess.run([sys.executable, "-m", "logstore", "verify", *directories],
                             capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
-
-
-def eventually(condition, what: str, timeout_s: float = 60) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"not within {timeout_s} s: {what}"
-        time.sleep(0.05)
 
 
 def partitions_in_sync(cluster: KafkaCluster, topic: str, replicas: int) -> list | None:

@@ -18,7 +18,8 @@ from logstore.server import KafkaServer
 from logstore.server.cluster import Answer, Delay, Drop, KafkaCluster, Observe
 from logstore.server.cluster.power_loss import drop_unflushed
 from logstore.server.group_coordinator import GroupCoordinator
-from tests.server.test_server_kraft_cluster import eventually, fetch_partition, produce
+from tests.server.test_server_kraft_cluster import fetch_partition, produce
+from tests.support.waiting import eventually
 from tests.support.wire import WireClient
 
 NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT = 6, 7

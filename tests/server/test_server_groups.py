@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -20,6 +19,7 @@ from logstore.internal_topics.records import decode_offsets_record  # noqa: E402
 from logstore.server import KafkaServer  # noqa: E402
 from tests.server.group_wire import Wire  # noqa: E402
 from tests.server.server_topics import KAFKA_PYTHON_MEMBER, create_topic, subscribe_kafka_python  # noqa: E402
+from tests.support.waiting import eventually  # noqa: E402
 
 MEMBER_ID_REQUIRED, REBALANCE_IN_PROGRESS, UNKNOWN_MEMBER_ID = 79, 27, 25
 INCONSISTENT_GROUP_PROTOCOL, INVALID_REQUEST = 23, 42
@@ -34,13 +34,6 @@ def produce(bootstrap: str, topic: str, count: int, partitions: int, start: int 
     for i in range(start, start + count):
         producer.produce(topic, value=b"%d" % i, partition=i % partitions)
     assert producer.flush(10) == 0
-
-
-def wait_until(condition: Callable[[], bool], seconds: float = 20) -> None:
-    """Poll `condition` until it holds or `seconds` pass (the assertions after say which)."""
-    deadline = time.monotonic() + seconds
-    while not condition() and time.monotonic() < deadline:
-        time.sleep(0.1)
 
 
 class Member(threading.Thread):
@@ -87,7 +80,7 @@ def test_three_members_rebalance_and_consume_every_record_once(server):
     members[0].join(10)
     produce(bootstrap, "work", 300, 6, start=total)
     total += 300
-    wait_until(lambda: len(set(counted)) >= total)
+    eventually(lambda: len(set(counted)) >= total, "every record counted once committed")
     for member in members[1:]:
         member.stop.set()
         member.join(10)
@@ -280,12 +273,12 @@ def test_three_kafka_python_members_rebalance_and_consume_every_record_once(serv
             # first assignment may even come before the topic's metadata): let it consume before
             # the others join, so that each member really holds partitions at some time (on a
             # loaded machine that has taken over 20 s).
-            wait_until(lambda: bool(counted), 60)
+            eventually(lambda: bool(counted), "the first member consuming")
     members[0].stop.set()  # the first member leaves; the others take its partitions over
     members[0].join(10)
     produce(bootstrap, "kp-work", 200, 6, start=total)
     total += 200
-    wait_until(lambda: len(counted) >= total)
+    eventually(lambda: len(counted) >= total, "every record counted")
     for member in members[1:]:
         member.stop.set()
         member.join(10)

@@ -5,7 +5,6 @@ learn the metadata by fetching `__cluster_metadata`, and answer Metadata with ev
 
 from __future__ import annotations
 
-import time
 import uuid
 from pathlib import Path
 
@@ -28,6 +27,7 @@ from logstore.server.messages.controller_apis import (
 )
 from tests.cli.test_cli_dump import run_in_process
 from tests.support.clock import NOW
+from tests.support.waiting import eventually
 from tests.support.wire import WireClient
 
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
@@ -91,21 +91,11 @@ class Cluster:
         self.kafka.stop()
 
 
-def caught_up(controller, brokers, timeout_s: float = 10) -> None:
+def caught_up(controller, brokers) -> None:
     """Wait until every broker has fetched the controller's metadata log to its end."""
-    deadline = time.monotonic() + timeout_s
     end = controller.log.end_offset
-    while any(n.cluster.lifecycle.metadata_offset < end for n in brokers):
-        assert time.monotonic() < deadline, "the brokers did not fetch the metadata log"
-        time.sleep(0.01)
-
-
-def eventually(condition, timeout_s: float = 10) -> None:
-    """Wait until `condition()` holds (the nodes run in their own threads)."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "the cluster did not get there"
-        time.sleep(0.01)
+    eventually(lambda: all(n.cluster.lifecycle.metadata_offset >= end for n in brokers),
+               "the brokers did not fetch the metadata log")
 
 
 def metadata(port: int, topics: list[str] | None = None) -> MetadataResponse:
@@ -308,12 +298,10 @@ def segment_bytes(node: KafkaServer, topic: str, partition: int) -> bytes:
     return (node.manager.get(topic, partition).dir / "00000000000000000000.log").read_bytes()
 
 
-def every_replica(cluster: Cluster, topic: str, partition: int, holds, timeout_s: float = 10) -> None:
+def every_replica(cluster: Cluster, topic: str, partition: int, holds) -> None:
     """Wait until `holds(log)` is true of every running node's replica of the partition."""
-    deadline = time.monotonic() + timeout_s
-    while not all(holds(n.manager.get(topic, partition)) for n in cluster.nodes.values()):
-        assert time.monotonic() < deadline, "the replicas did not get there"
-        time.sleep(0.01)
+    eventually(lambda: all(holds(n.manager.get(topic, partition)) for n in cluster.nodes.values()),
+               "the replicas did not get there")
 
 
 def replicated(cluster: Cluster, topic: str, partition: int, end: int) -> None:

@@ -30,7 +30,8 @@ from kafka.protocol.producer import (
 
 from logstore.records import Record, build_batch, iter_batches
 from logstore.records.control import CONTROL_KEY
-from logstore.server import KafkaCluster
+from logstore.server import KafkaCluster, group_store
+from logstore.server.control_hooks import Drop
 from logstore.server.coordinator_records import partition_for, transaction_record
 from tests.server.group_wire import Wire
 from tests.server.test_server_kraft_cluster import Cluster, create_topic, eventually
@@ -282,3 +283,85 @@ def test_a_coordinator_that_loses_its_partition_sends_its_waiting_members_to_the
         assert joining.result(10).error_code == NOT_COORDINATOR
     assert group_state(port, group) == f"error {NOT_COORDINATOR}"
     assert coordinator_of(cluster, group, GROUP_KEY) == successor
+
+
+def committed(port: int, group: str) -> int | None:
+    """The offset `group` committed for orders-0, as the node at `port` answers (None: an error)."""
+    answer = fetch_offset(port, group, "orders", 0)
+    return None if answer.error_code else answer.topics[0].partitions[0].committed_offset
+
+
+def group_with_a_commit(cluster: Cluster, offset: int) -> tuple[str, int, int]:
+    """A group whose __consumer_offsets partition a broker leads, once it committed `offset` for
+    orders-0 there: (group, its partition, the coordinator)."""
+    create_topic(cluster.nodes[1].port, "orders", 1, 3)
+    coordinator_of(cluster, "anything", GROUP_KEY)
+    group, partition = key_led_by_a_broker(cluster, "__consumer_offsets", "billing")
+    first = coordinator_of(cluster, group, GROUP_KEY)
+    with Wire(cluster.nodes[first].port) as wire:
+        eventually(lambda: wire.commit(group, -1, "", None, {("orders", 0): offset}) == [0])
+    return group, partition, first
+
+
+def test_a_coordinator_led_away_and_back_within_one_metadata_change_reloads_its_partition(cluster):
+    group, partition, first = group_with_a_commit(cluster, 42)
+    other = next(n for n in (1, 2, 3) if n != first)
+    # the coordinators of `first` see both moves at once, as from one metadata batch
+    listeners = cluster.nodes[first].cluster.metadata_listeners
+    follow = listeners.pop()
+    cluster.kafka.move_leader("__consumer_offsets", partition, other)
+    with Wire(cluster.nodes[other].port) as wire:
+        eventually(lambda: wire.commit(group, -1, "", None, {("orders", 0): 43}) == [0])
+    cluster.kafka.move_leader("__consumer_offsets", partition, first)
+    listeners.append(follow)
+    create_topic(cluster.nodes[1].port, "more", 1, 3)  # the next metadata change
+    eventually(lambda: committed(cluster.nodes[first].port, group) == 43)
+
+
+def test_a_failed_coordinator_load_is_tried_again_and_clients_are_told_to_wait(tmp_path, monkeypatch):
+    failing: set[int] = set()  # the __consumer_offsets partitions whose loads fail
+    failures: list[int] = []
+
+    def flaky(log):
+        if log.partition in failing:
+            failures.append(log.partition)
+            raise OSError("the disk hiccuped")
+        return replay(log)
+
+    replay = group_store.replay_groups
+    monkeypatch.setattr(group_store, "replay_groups", flaky)
+    cluster = Cluster(tmp_path, CONFIGS)
+    try:
+        group, partition, first = group_with_a_commit(cluster, 6)
+        failing.add(partition)
+        successor = next(n for n in (1, 2, 3) if n != first)
+        cluster.kafka.move_leader("__consumer_offsets", partition, successor)
+        eventually(lambda: len(failures) >= 2)  # tried again with no metadata change to prompt it
+        with Wire(cluster.nodes[successor].port) as wire:
+            assert wire.commit(group, -1, "", None, {("orders", 0): 7}) == [COORDINATOR_LOAD_IN_PROGRESS]
+            failing.clear()
+            eventually(lambda: wire.commit(group, -1, "", None, {("orders", 0): 7}) == [0])
+        assert committed(cluster.nodes[successor].port, group) == 7
+    finally:
+        cluster.close()
+
+
+def test_a_commit_waiting_for_the_isr_when_the_coordinator_moves_is_refused_not_acknowledged(cluster):
+    group, partition, first = group_with_a_commit(cluster, 6)
+    # the followers cannot fetch the commit of 7; the successor takes one of 8 at its offset
+    starved = cluster.kafka.control("Fetch", Drop(), node=first, times=None)
+    followers = {n for n in (1, 2, 3) if n != first}
+    eventually(lambda: {r.body.replica_state.replica_id for _, r in starved.requests} == followers)
+    old = cluster.nodes[first].manager.get("__consumer_offsets", partition)
+    end = old.log_end_offset
+    with Wire(cluster.nodes[first].port) as wire, concurrent.futures.ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(wire.commit, group, -1, "", None, {("orders", 0): 7})
+        eventually(lambda: old.log_end_offset > end)
+        successor = next(iter(followers))
+        cluster.kafka.move_leader("__consumer_offsets", partition, successor)
+        starved.remove()
+        with Wire(cluster.nodes[successor].port) as other:
+            eventually(lambda: other.commit(group, -1, "", None, {("orders", 0): 8}) == [0])
+        eventually(lambda: old.high_watermark > end)
+        assert waiting.result(30) == [NOT_COORDINATOR]
+    assert committed(cluster.nodes[successor].port, group) == 8

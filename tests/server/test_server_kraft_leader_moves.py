@@ -6,6 +6,8 @@ replicas back."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 from confluent_kafka import ElectionType, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -13,6 +15,7 @@ from kafka import KafkaAdminClient
 from kafka.protocol.admin import ElectLeadersRequest, ElectLeadersResponse
 
 from logstore.server import error_codes as ec
+from logstore.server.control_hooks import Drop
 from logstore.server.kraft.metadata_records import ELIGIBLE_LEADER_REPLICAS_VERSION
 from tests.server.test_server_kraft_cluster import (  # noqa: F401 (the cluster fixture)
     cluster,
@@ -43,6 +46,27 @@ def test_a_moved_leader_serves_and_the_old_one_follows_it(cluster):  # noqa: F81
     eventually(lambda: produce(cluster.nodes[target].port, "orders", index, b"d") == ec.NONE)
     assert produce(cluster.nodes[first].port, "orders", index, b"e") == ec.NOT_LEADER_OR_FOLLOWER
     replicated(cluster, "orders", index, 4)
+
+
+def test_an_acks_all_produce_waiting_when_the_leader_moves_is_refused_not_acknowledged(cluster):  # noqa: F811
+    # the followers cannot fetch the old leader's 4th record; the new leader takes another at
+    # offset 3, which the old one, truncated, fetches: its high watermark passes the first
+    # produce's end, which must still not count as acknowledged (Kafka: NOT_LEADER_OR_FOLLOWER)
+    index, first = three_records_replicated(cluster)
+    target = next(n for n in (2, 3) if n != first)
+    starved = cluster.kafka.control("Fetch", Drop(), node=first, times=None)
+    followers = {n for n in (1, 2, 3) if n != first}  # their long polls from before the hook are over
+    eventually(lambda: {r.body.replica_state.replica_id for _, r in starved.requests} == followers)
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(produce, cluster.nodes[first].port, "orders", index, b"lost", -1)
+        old = cluster.nodes[first].manager.get("orders", index)
+        eventually(lambda: old.log_end_offset == 4)
+        cluster.kafka.move_leader("orders", index, target)
+        starved.remove()
+        assert produce(cluster.nodes[target].port, "orders", index, b"kept", acks=-1) == ec.NONE
+        eventually(lambda: old.high_watermark == 4)
+        assert waiting.result(timeout=30) == ec.NOT_LEADER_OR_FOLLOWER
+    assert [r.value for r in old.records(3, isolation="high_watermark")] == [b"kept"]
 
 
 def elect_leaders(port: int, election_type: int, partitions: dict[str, list[int]] | None, version: int = 2):

@@ -1,6 +1,7 @@
 """Producer ids on a KRaft cluster: every broker hands them out from blocks the active
 controller allocates (AllocateProducerIds, one ProducerIdsRecord per block), so producers that
-asked different brokers never share an id, and a restarted controller never gives a block twice."""
+asked different brokers never share an id, a restarted controller never gives a block twice, and
+a broker that loads another's ids (a transaction it now coordinates) still hands out its own."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdRespons
 
 from logstore.clock import ManualClock
 from logstore.server import error_codes as ec
+from logstore.server.coordinator_records import partition_for
 from logstore.server.kraft.quorum_controller import PRODUCER_ID_BLOCK_SIZE
 from tests.server.test_server_kraft_cluster import Cluster, cluster, controller_node  # noqa: F401 (fixture)
+from tests.server.test_server_kraft_coordinators import TRANSACTION_KEY, coordinator_of
 from tests.support.clock import NOW
 from tests.support.wire import WireClient
 
@@ -64,3 +67,37 @@ def test_a_restarted_controller_hands_out_blocks_after_every_one_it_gave(tmp_pat
         assert idempotent_producer_id(restarted.port) >= highest
     finally:
         restarted.stop()
+
+
+def transactional_producer_id(port: int, txn_id: str, timeout_s: float = 10) -> int:
+    """InitProducerId for `txn_id` at its coordinator, asked again while it loads or is elected."""
+    deadline = time.monotonic() + timeout_s
+    with WireClient(port) as client:
+        while True:
+            response = client.call(InitProducerIdRequest[4](transactional_id=txn_id, transaction_timeout_ms=60_000,
+                                                            producer_id=-1, producer_epoch=-1), InitProducerIdResponse[4])
+            if response.error_code == ec.NONE:
+                return response.producer_id
+            assert response.error_code in (ec.COORDINATOR_LOAD_IN_PROGRESS, ec.NOT_COORDINATOR), response
+            assert time.monotonic() < deadline, f"no coordinator took {txn_id}"
+            time.sleep(0.01)
+
+
+def test_a_broker_loading_another_brokers_producer_ids_keeps_handing_out_its_own_block(tmp_path):
+    nodes = Cluster(tmp_path, {"transaction.state.log.num.partitions": 3})
+    try:
+        first = {node_id: idempotent_producer_id(node.port) for node_id, node in nodes.nodes.items()}
+        low, high = min(first, key=first.get), max(first, key=first.get)
+        coordinator_of(nodes, "anything", TRANSACTION_KEY)  # creates __transaction_state
+        nodes.caught_up()
+        partitions = nodes.controller.image.topic("__transaction_state").partitions
+        txn_id = next(f"payments-{i}" for i in range(100)
+                      if partitions[partition_for(f"payments-{i}", len(partitions))].leader == high)
+        assert transactional_producer_id(nodes.nodes[high].port, txn_id) // PRODUCER_ID_BLOCK_SIZE == \
+            first[high] // PRODUCER_ID_BLOCK_SIZE
+        # `low` becomes the transaction's coordinator: it loads an id of `high`'s block, above its own
+        nodes.kafka.move_leader("__transaction_state", partition_for(txn_id, len(partitions)), low)
+        transactional_producer_id(nodes.nodes[low].port, txn_id)
+        assert idempotent_producer_id(nodes.nodes[low].port) == first[low] + 1
+    finally:
+        nodes.close()

@@ -11,10 +11,9 @@ processes. Faults: `node(n).stop() / kill() / power_loss() / restart()`, `cut(a,
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
-import socket
-import struct
 import tempfile
 import time
 import uuid
@@ -29,6 +28,7 @@ from logstore.server.apis import APIS
 from logstore.server.cluster.nodes import HOST, ClusterMember, InProcessNode, ProcessNode
 from logstore.server.control_hooks import Action, Answer, Hook
 from logstore.server.kraft.controller_api import CONTROLLER_APIS
+from logstore.server.kraft.node_channel import NodeChannel
 from logstore.server.protocol import admin, metadata
 
 # Quick failover for tests: a killed broker is fenced (and its partitions get new leaders) after
@@ -40,7 +40,7 @@ PROCESS_CHECKPOINTS = {"log.initial.task.delay.ms": "0", "log.flush.offset.check
 READY_TIMEOUT_S = 60
 WIRE_TIMEOUT_S = 10
 METADATA_VERSION, CREATE_TOPICS_VERSION = 12, 7
-_SIZE = struct.Struct(">i")
+CLIENT_ID = "kafka-cluster"  # a client of the nodes, not a node: cut_clients cuts it off too
 
 
 def coordinator_replication(nodes: int) -> dict[str, str]:
@@ -295,21 +295,14 @@ def api_key(api: int | str) -> int:
 
 
 def wire_call(port: int, request: Any, version: int, response_class: Any) -> Any:
-    """Send one request to the node listening on `port` and return its decoded response
-    (ConnectionError when it closes the connection first)."""
-    request.with_header(correlation_id=1, client_id="kafka-cluster")
-    with socket.create_connection((HOST, port), timeout=WIRE_TIMEOUT_S) as sock:
-        sock.sendall(request.encode(version=version, header=True, framed=True))
-        (size,) = _SIZE.unpack(_read(sock, _SIZE.size))
-        return response_class.decode(_read(sock, size), version=version, header=True)
+    """Send one request to the node listening on `port` and return its decoded response, over a
+    NodeChannel of its own (NodeUnreachableError, a ConnectionError, when the connection fails;
+    TimeoutError after WIRE_TIMEOUT_S)."""
+    async def call() -> Any:
+        channel = NodeChannel(HOST, port, CLIENT_ID)
+        try:
+            return await asyncio.wait_for(channel.send(request, version, response_class), WIRE_TIMEOUT_S)
+        finally:
+            await channel.close()
 
-
-def _read(sock: socket.socket, size: int) -> bytes:
-    chunks, left = [], size
-    while left:
-        chunk = sock.recv(min(left, 1 << 20))
-        if not chunk:
-            raise ConnectionError("the node closed the connection")
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
+    return asyncio.run(call())

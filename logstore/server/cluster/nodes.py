@@ -17,9 +17,10 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import logstore
-from logstore.checkpoint import read_offsets_checkpoint
+from logstore.checkpoint import RECOVERY_POINT_CHECKPOINT, read_offsets_checkpoint
 from logstore.clock import Clock
 from logstore.errors import LogstoreError
+from logstore.log_files import is_partition_dir_name, partition_dir_name
 from logstore.server.cluster.power_loss import drop_unflushed
 from logstore.server.control_hooks import ControlHooks
 from logstore.server.kraft.metadata_log import METADATA_PARTITION_DIR
@@ -27,7 +28,6 @@ from logstore.server.server import KafkaServer
 
 HOST = "127.0.0.1"
 CONTROLLER_LISTENER = "CONTROLLER"
-RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 PROCESS_START_S = 60  # a fresh interpreter imports the server and may compile its kernels
 PROCESS_STOP_S = 30
 # What `logstore serve` prints once it serves: its client address and, on a controller, the controller listener's.
@@ -108,7 +108,9 @@ class ClusterMember(ABC):
 
     def power_loss(self) -> int:
         """Kill the node and drop what it had not fsynced, as a power cut would: each log's
-        segment files cut back to its recovery point. Returns the bytes dropped."""
+        segment files cut back to its recovery point. Returns the bytes dropped. A node in this
+        process cuts at the logs' own recovery points (exactly); a process node at those of its
+        last recovery-point checkpoint, which may also drop records fsynced since (see ProcessNode)."""
         self.kill()
         return sum(drop_unflushed(path, point) for path, point in self._recovery_points().items() if path.is_dir())
 
@@ -243,13 +245,15 @@ class ProcessNode(ClusterMember):
         self._end(signal.SIGKILL)
 
     def _recovery_points(self) -> dict[Path, int]:
-        """From the recovery-point checkpoint: behind the logs' own by what was fsynced since it
-        was last written (`log.flush.offset.checkpoint.interval.ms`), so at least the unflushed
-        bytes go. The metadata log is fsynced as it is written: nothing of it goes."""
+        """From the recovery-point checkpoint, the only record of them a killed process leaves:
+        behind the logs' own by what they fsynced in the `log.flush.offset.checkpoint.interval.ms`
+        (200 ms here) since it was last written, and 0 for a partition created since. So every
+        unflushed byte goes, and possibly fsynced records too: a harsher loss than a real power
+        cut, never a milder one. The metadata log is fsynced as it is written: nothing of it goes."""
         points = read_offsets_checkpoint(self.data_dir / RECOVERY_POINT_CHECKPOINT) \
             if (self.data_dir / RECOVERY_POINT_CHECKPOINT).exists() else {}
-        logs = {path: 0 for path in self.data_dir.iterdir() if path.is_dir() and "-" in path.name
-                and path.name.rsplit("-", 1)[1].isdigit() and path.name != METADATA_PARTITION_DIR}
+        logs = {path: 0 for path in self.data_dir.iterdir() if path.is_dir()
+                and is_partition_dir_name(path.name) and path.name != METADATA_PARTITION_DIR}
         logs.update({path: point for (topic, partition), point in points.items()
-                     if (path := self.data_dir / f"{topic}-{partition}") in logs})
+                     if (path := self.data_dir / partition_dir_name(topic, partition)) in logs})
         return logs

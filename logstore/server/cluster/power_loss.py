@@ -12,15 +12,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from logstore.log_files import LOG_SUFFIX, offset_from_file_name, segment_log_offsets
 from logstore.records import iter_batches
-
-OFFSET_DIGITS = 20  # segment and snapshot files are named by a zero-padded offset (FORMAT.md)
-
-
-def _offset_of(path: Path) -> int | None:
-    """The offset a segment, index or snapshot file is named by (None for other files)."""
-    stem = path.name.split(".", 1)[0]
-    return int(stem) if len(stem) == OFFSET_DIGITS and stem.isdigit() else None
 
 
 def drop_unflushed(partition_dir: Path, recovery_point: int) -> int:
@@ -28,17 +21,17 @@ def drop_unflushed(partition_dir: Path, recovery_point: int) -> int:
     holding it ends at its first batch from there, files named past it go. Returns the bytes
     of segment files dropped. The next open finds no clean-shutdown marker and recovers."""
     dropped = 0
-    holding = max((o for p in partition_dir.glob("*.log") if (o := _offset_of(p)) is not None
-                   and o <= recovery_point), default=None)
-    for path in sorted(partition_dir.iterdir()):
-        offset = _offset_of(path)
+    paths = sorted(partition_dir.iterdir())
+    holding = max((o for o in segment_log_offsets(p.name for p in paths) if o <= recovery_point), default=None)
+    for path in paths:
+        offset = offset_from_file_name(path.name)
         if offset is None:
             continue
         if offset > recovery_point:
-            if path.suffix == ".log":
+            if path.suffix == LOG_SUFFIX:
                 dropped += path.stat().st_size
             path.unlink()
-        elif offset == holding and path.suffix == ".log":
+        elif offset == holding and path.suffix == LOG_SUFFIX:
             data = path.read_bytes()
             end = next((b.position for b in iter_batches(data) if b.base_offset >= recovery_point), len(data))
             os.truncate(path, end)

@@ -149,6 +149,8 @@ class ClusterNode:
             self.fetcher.update()
         for listener in self.metadata_listeners:
             listener()
+        if self._ctx is not None:  # acks=all waits look again whether this node still leads
+            self._ctx.data.notify()
 
     async def move_leader(self, topic: str, partition: int, to_node: int) -> int:
         """The active controller moves the partition's leadership to `to_node`, a live in-sync

@@ -165,7 +165,14 @@ class ClusterView:
             log.high_watermark_follows_log_end = alone
             if alone:
                 log.high_watermark = log.log_end_offset
-        return LeaderPartition(log, disk, state.leader_epoch, len(state.isr), self._data)
+        return LeaderPartition(log, disk, state.leader_epoch, len(state.isr), self._data, self.leads)
+
+    def leads(self, topic: str, partition: int, leader_epoch: int) -> bool:
+        """Whether the metadata still makes this broker the partition's leader at `leader_epoch`
+        (what an append there was made at: past it, the append may have been truncated)."""
+        info = self.image.topic(topic)
+        state = None if info is None else info.partitions.get(partition)
+        return state is not None and state.leader == self.node_id and state.leader_epoch == leader_epoch
 
     def replica_fetched(self, replica: int, fetched: list[tuple[str, int, int]],
                         broker_epoch: int = NO_BROKER_EPOCH) -> bool:
@@ -229,14 +236,17 @@ class FollowerPartition:
 class LeaderPartition(LocalPartition):
     """A partition this broker leads in a cluster: acks=all appends need `min.insync.replicas`
     in the ISR (of `isr_size` now) and are answered once the high watermark passes them, which
-    the node's `data` signal announces (followers' fetches move it)."""
+    the node's `data` signal announces (followers' fetches move it), while `leads(topic,
+    partition, epoch)` says this broker still leads at the epoch they were appended at."""
 
-    __slots__ = ("_data", "_isr_size")
+    __slots__ = ("_data", "_isr_size", "_leads")
 
-    def __init__(self, log: Log, disk: Executor, leader_epoch: int, isr_size: int, data: Any):
+    def __init__(self, log: Log, disk: Executor, leader_epoch: int, isr_size: int, data: Any,
+                 leads: Callable[[str, int, int], bool]):
         super().__init__(log, disk, leader_epoch)
         self._isr_size = isr_size
         self._data = data
+        self._leads = leads
 
     def check_acks_all(self) -> None:
         required = self._log.config.min_insync_replicas
@@ -245,9 +255,14 @@ class LeaderPartition(LocalPartition):
                                          f"min.insync.replicas is {required}")
 
     async def acknowledged(self, end_offset: int, timeout_s: float) -> bool:
+        """Raises NotLeaderOrFollowerError once the leadership moved past the epoch of the
+        append: a high watermark reached then may cover other records at the same offsets."""
         deadline = asyncio.get_running_loop().time() + timeout_s
         while True:
             watched = self._data.watch()
+            if not self._leads(self.topic, self.partition, self._leader_epoch):
+                raise NotLeaderOrFollowerError(f"{self.topic}-{self.partition} is no longer led here at leader "
+                                               f"epoch {self._leader_epoch}: the append may have been truncated")
             if self._log.high_watermark >= end_offset:
                 return True
             remaining = deadline - asyncio.get_running_loop().time()
