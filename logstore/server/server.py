@@ -172,25 +172,36 @@ class KafkaServer:
             loop.run_until_complete(self._open())
         except BaseException as exc:
             self._error = exc
-            self._close_manager()
-            loop.close()
+            self._release(loop)
             self._ready.set()
             return
         self._ready.set()
         try:
             loop.run_forever()
         finally:
-            if self._server is not None:  # a shutdown that failed before closing the listener frees its port here
+            self._release(loop)
+
+    def _release(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Once the loop has stopped, free what the node holds even when a step of its opening or
+        shutdown failed: the listener's port, the loop, the logs and the directory lock."""
+        try:
+            if self._server is not None:  # still listening when the failed step came before its close
                 self._server.close()
             loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
             loop.close()
             self._close_manager()
 
     def _close_manager(self) -> None:
-        if self.context is not None:  # an append or read cancelled with its connection ends first
-            self.context.disk.shutdown(wait=True)
-        if self._topics is not None:
-            self._topics.close()  # its background writes end before the logs close
+        try:
+            if self.context is not None:  # an append or read cancelled with its connection ends first
+                self.context.disk.shutdown(wait=True)
+            if self._topics is not None:
+                self._topics.close()  # its background writes end before the logs close
+        finally:
+            self._close_logs()
+
+    def _close_logs(self) -> None:
         if self.manager is not None:
             if self._killed:
                 self.manager.abandon()
