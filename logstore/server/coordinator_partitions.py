@@ -48,7 +48,8 @@ class CoordinatorPartitions:
         self._led: dict[int, int] = {}  # partition -> its leader epoch, the coordinator epoch
         self._loaded: set[int] = set()  # the led partitions whose state is installed
         self._loading: dict[int, asyncio.Task] = {}
-        self._written: dict[int, int] = {}  # partition -> the leader epoch of its last write here
+        self._written: dict[int, int] = {}  # partition -> the leader epoch of its last write here (kept when
+        # the partition is led elsewhere: a write waiting then must not pass at a later epoch)
 
     def load_standalone(self) -> None:
         """On a single node: install the state of every partition on disk now (a restart's replay)."""
@@ -188,7 +189,6 @@ class CoordinatorPartitions:
 
     def _resign(self, partition: int) -> None:
         del self._led[partition]
-        self._written.pop(partition, None)
         task = self._loading.pop(partition, None)
         if task is not None:
             task.cancel()

@@ -11,7 +11,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 
-from logstore.errors import ProducerIdsUnavailableError
+from logstore.errors import LogstoreError, ProducerIdsUnavailableError
 from logstore.manager import LogManager
 
 log = logging.getLogger("logstore.server")
@@ -50,18 +50,21 @@ class ProducerIdManager:
     async def ready(self) -> None:
         """Before `allocate` on a single node: read the largest producer id of every log, once,
         on the disk executor (never on the event loop: at 10,000 partitions that takes seconds)."""
-        if not self._standalone or self._logs_seen:
-            return
+        if self._standalone and not self._logs_seen:
+            await asyncio.shield(self._start_reading())
+
+    def _start_reading(self) -> asyncio.Task:
         if self._reading is None:
             self._reading = asyncio.get_running_loop().create_task(self._read_logs())
-        await asyncio.shield(self._reading)
+        return self._reading
 
     async def _read_logs(self) -> None:
         try:
             seen = await asyncio.get_running_loop().run_in_executor(self._disk, self._largest_in_logs)
-        except BaseException:
-            self._reading = None  # the next `ready()` reads again
-            raise
+        except (LogstoreError, OSError) as exc:  # allocate refuses meanwhile; its next call reads again
+            log.warning("reading the logs' producer ids failed: %s", exc)
+            self._reading = None
+            return
         self.observe(seen)
         self._logs_seen = True
 
@@ -70,10 +73,12 @@ class ProducerIdManager:
 
     def allocate(self) -> int:
         """A producer id no producer of this node (of the cluster, with blocks) has used.
-        Raises ProducerIdsUnavailableError until `ready()` has read the logs (single node), or
-        while a cluster's broker waits for its next block."""
+        Raises ProducerIdsUnavailableError until the logs are read (single node: the read starts
+        now, if `ready()` has not started it), or while a cluster's broker waits for its next block.
+        Call on the server's event loop."""
         if self._standalone:
             if not self._logs_seen:
+                self._start_reading()
                 raise ProducerIdsUnavailableError("no producer id until the logs' producer ids are read")
             producer_id = self._next
             self._next += 1
