@@ -7,6 +7,7 @@ import base64
 import uuid
 
 UUID_TEXT_LENGTH = 22
+ZERO_UUID = uuid.UUID(int=0)  # Kafka's Uuid.ZERO_UUID: no topic; kafka-python decodes it as None
 
 
 def kafka_uuid(value: uuid.UUID) -> str:

@@ -10,6 +10,7 @@ from typing import Any
 
 from logstore.config import LogConfig
 from logstore.errors import InvalidConfigError, InvalidTopicError, LogstoreError, ReservedTopicError
+from logstore.kafka_uuid import ZERO_UUID
 from logstore.log_files import validate_topic
 from logstore.server import error_codes as ec
 from logstore.server.config_entries import (
@@ -32,7 +33,6 @@ from logstore.server.topics import (
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 OPERATIONS = frozenset({OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT})
-ZERO_UUID = uuid.UUID(int=0)
 # Kafka's AclOperation codes (a 32-bit field on the wire, a set in kafka-python): what a topic
 # supports (read, write, create, delete, alter, describe, describe and alter configs); None
 # when not asked for (Integer.MIN_VALUE on the wire)

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from logstore.clean_shutdown import NO_BROKER_EPOCH
+from logstore.kafka_uuid import ZERO_UUID
 from logstore.server import error_codes as ec
 from logstore.server.protocol import Request
 
@@ -38,8 +39,8 @@ def read_fetch(req: Request, name_of: Callable[[uuid.UUID], str | None]) -> Fetc
     wanted, epochs, unknown = [], {}, {}
     for t in body.topics:
         name = name_of(t.topic_id) if by_id else t.topic
-        if name is None:
-            unknown.setdefault(t.topic_id, []).extend(p.partition for p in t.partitions)
+        if name is None:  # a zero id reaches us as None, and is answered as the zero id
+            unknown.setdefault(t.topic_id or ZERO_UUID, []).extend(p.partition for p in t.partitions)
             continue
         for p in t.partitions:
             wanted.append((name, p.partition, p.fetch_offset, p.partition_max_bytes))

@@ -47,6 +47,8 @@ def test_a_fetch_by_topic_id_reads_the_topic_and_an_unknown_id_is_answered_as_su
     missing = uuid.UUID(int=12345)
     assert fetch_by_id(server.port, missing, 0, 0)[0] == missing
     assert fetch_by_id(server.port, missing, 0, 0)[1].error_code == ec.UNKNOWN_TOPIC_ID
+    zero = uuid.UUID(int=0)  # no topic's id: answered, not a crash of the connection (found by the fuzz)
+    assert fetch_by_id(server.port, zero, 0, 0)[1].error_code == ec.UNKNOWN_TOPIC_ID
     with WireClient(server.port) as client:
         versions = client.call(ApiVersionsRequest[3](client_software_name="t", client_software_version="1"),
                                ApiVersionsResponse[3])

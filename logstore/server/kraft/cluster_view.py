@@ -16,6 +16,7 @@ from typing import Any
 from logstore.clean_shutdown import NO_BROKER_EPOCH
 from logstore.epoch import check_current_leader_epoch
 from logstore.errors import InvalidTopicError, NotEnoughReplicasError, NotLeaderOrFollowerError
+from logstore.kafka_uuid import ZERO_UUID
 from logstore.log import Log
 from logstore.log_files import validate_topic
 from logstore.log_results import AppendInfo, FetchResult
@@ -30,7 +31,6 @@ from logstore.server.topics import INTERNAL_TOPICS, Topics
 
 log = logging.getLogger("logstore.server")
 CREATE_TOPICS_VERSION = 7
-ZERO_UUID = uuid.UUID(int=0)
 
 
 class ClusterView:
