@@ -23,6 +23,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -160,15 +161,18 @@ def test_produce_plain_write(benchmark, tmp_path, size):
     total = count * size
     tag(benchmark, f"server produce {size} B acks=1", "baseline", total)
 
-    def write() -> None:
-        fd = os.open(tmp_path / "plain", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-        try:
-            for _ in range(total // len(chunk) + 1):
-                os.write(fd, chunk)
-        finally:
-            os.close(fd)
+    benchmark.pedantic(write_file, args=(lambda: tmp_path / "plain", os.O_TRUNC, chunk, total), rounds=ROUNDS,
+                       iterations=1, warmup_rounds=1)
 
-    benchmark.pedantic(write, rounds=ROUNDS, iterations=1, warmup_rounds=1)
+
+def write_file(path: Callable[[], Path], flags: int, chunk: bytes, total: int) -> None:
+    """write() `chunk` into the file at `path()` (opened with `flags` added) until `total` bytes are in."""
+    fd = os.open(path(), os.O_WRONLY | os.O_CREAT | flags)
+    try:
+        for _ in range(total // len(chunk) + 1):
+            os.write(fd, chunk)
+    finally:
+        os.close(fd)
 
 
 @pytest.mark.parametrize("acks", ["1", "all"])
@@ -185,15 +189,8 @@ def test_produce_new_bytes_write(benchmark, tmp_path, size, acks):
     rounds = iter(range(100))
     tag(benchmark, f"server produce {size} B acks={acks}", "baseline", total)
 
-    def write() -> None:
-        fd = os.open(tmp_path / f"round-{next(rounds)}", os.O_WRONLY | os.O_CREAT | os.O_EXCL)
-        try:
-            for _ in range(total // len(chunk) + 1):
-                os.write(fd, chunk)
-        finally:
-            os.close(fd)
-
-    benchmark.pedantic(write, rounds=ROUNDS, iterations=1, warmup_rounds=1)
+    benchmark.pedantic(write_file, args=(lambda: tmp_path / f"round-{next(rounds)}", os.O_EXCL, chunk, total),
+                       rounds=ROUNDS, iterations=1, warmup_rounds=1)
 
 
 @pytest.mark.parametrize("size", [100, 1024], ids=["100B", "1KiB"])
