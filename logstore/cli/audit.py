@@ -178,6 +178,7 @@ def _run(args: argparse.Namespace, interrupts: QuietInterrupts) -> int:
     with interrupts.deferred():
         spark = spark_session(args.master, conf=_spark_conf(args), py_files=args.py_files,
                               short_lived=True)
+        interrupts.session = spark
     with worker_errors():
         reports = audit_tables(spark, args.paths, configs, args.now, kinds=kinds)
     tables = {kind: reports[kind].to_pylist() for kind in kinds}
@@ -202,11 +203,14 @@ class QuietInterrupts:
     from inside the interrupted call, and the call cut short then fails: while this is entered,
     our handler replaces pyspark's, py4j's logs are dropped (a failed call raises anyway), and
     any error after the interrupt is the interrupt. Inside `deferred()` (while the JVM starts),
-    a Ctrl-C waits for the block to end, so no half-started JVM is left behind.
+    a Ctrl-C waits for the block to end, so no half-started JVM is left behind. After an
+    interrupt the JVM of ``session`` logs nothing more: the tasks the Ctrl-C cut short report
+    their accumulators to a driver that is going away, and Spark logs each refused report.
     """
 
     def __init__(self) -> None:
         self.interrupted = False
+        self.session: Any = None
         self._deferring = False
         self._pending = False
         self._previous: Any = None
@@ -253,8 +257,17 @@ class QuietInterrupts:
             logging.getLogger().removeFilter(self._drop_py4j)
             return
         logging.getLogger("py4j").setLevel(logging.CRITICAL + 1)  # Spark's shutdown at exit logs too
+        if self.session is not None:
+            self._silence_jvm()
         if exc is not None and not isinstance(exc, KeyboardInterrupt):
             raise KeyboardInterrupt from None
+
+    def _silence_jvm(self) -> None:
+        from py4j.protocol import Py4JError
+
+        # A JVM the interrupt cut off from the driver has nothing left to report to it.
+        with contextlib.suppress(Py4JError):
+            self.session.sparkContext.setLogLevel("OFF")
 
 
 _PYTHON_HINT = ("; the executors need this project's Python dependencies: name their Python "
