@@ -137,6 +137,7 @@ class KafkaPythonClient:
 
     def consume(self, topic: str, group: str) -> Consuming:
         from kafka import KafkaConsumer
+        from kafka.errors import KafkaError
 
         consuming = Consuming()
         consumer = KafkaConsumer(topic, bootstrap_servers=self.bootstrap, group_id=group,
@@ -145,7 +146,15 @@ class KafkaPythonClient:
         def run() -> None:
             try:
                 while not consuming.stopping.is_set():
-                    for records in consumer.poll(200).values():
+                    try:
+                        batches = consumer.poll(200).values()
+                    except KafkaError as exc:
+                        # kafka-python 3 raises from poll() what its metadata refresh met, such
+                        # as ECONNREFUSED from the killed node; retriable, so an application polls on
+                        if not exc.retriable:
+                            raise
+                        continue
+                    for records in batches:
                         consuming.seen.update(r.value for r in records)
             finally:
                 consumer.close()
