@@ -216,9 +216,18 @@ class LocalLog:
         fsync_dir(self.dir)
 
     def close(self) -> None:
-        """Close every live segment."""
+        """Close every live segment, and let go of the descriptors of those awaiting deletion
+        (their files stay `.deleted`, removed when due or when the log is next opened)."""
         for segment in self.segments:
             segment.close()
+        for segment in self.pending_deletes:
+            segment.close_handlers()
+
+    def close_handlers(self) -> None:
+        """Let go of every segment's descriptors and mappings, writing nothing (as a killed
+        process's are closed by the kernel)."""
+        for segment in (*self.segments, *self.pending_deletes):
+            segment.close_handlers()
 
 
 def _first_slice(segment: LogSegment, found: FileSlice) -> tuple[FileSlice, int] | None:

@@ -536,10 +536,12 @@ class Log(LogRemoval):
 
     def abandon(self) -> None:
         """Let go of the log as a killed process does (fault injection): nothing is flushed,
-        checkpointed or marked clean; the locks are released so that it can be opened again."""
+        checkpointed or marked clean; its descriptors are closed, as the kernel closes a killed
+        process's, and the locks released so that it can be opened again."""
         with self._lock:
             if not self._closed:
                 self._closed = True
+                self._local.close_handlers()
                 self._release()
 
     def _release(self, broker_epoch: int | None = None) -> None:

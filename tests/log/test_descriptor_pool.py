@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from logstore import Log, LogManager
+from logstore import Log, LogManager, descriptor_pool
 from logstore.clock import ManualClock
 from logstore.descriptor_pool import DescriptorPool, capacity_for, process_pool
 from logstore.errors import DescriptorLimitError, LogLockedError
@@ -29,13 +29,13 @@ TINY = 4
 
 
 @pytest.fixture
-def tiny_pool():
-    """The process's pool shrunk to TINY descriptors for the test."""
-    pool = process_pool()
-    capacity = pool.capacity
-    pool.resize(TINY)
-    yield pool
-    pool.resize(capacity)
+def tiny_pool(monkeypatch):
+    """A process pool of TINY descriptors for the test's segments, so that what earlier tests in
+    this process left in the shared pool (a log never closed) does not take part of it."""
+    pool = DescriptorPool(TINY)
+    monkeypatch.setattr(descriptor_pool, "_process_pool", pool)
+    assert process_pool() is pool
+    return pool
 
 
 def open_descriptors() -> int:
@@ -63,6 +63,21 @@ def test_a_manager_holds_no_more_descriptors_than_its_pool(tmp_path, tiny_pool, 
             assert tiny_pool.in_use <= TINY
         assert open_descriptors() - before <= TINY + 1  # + the data directory's lock
     assert open_descriptors() <= before  # fewer when segments left open elsewhere gave theirs back
+
+
+@pytest.mark.parametrize("let_go", [Log.close, Log.abandon], ids=["closed", "abandoned"])
+def test_a_log_let_go_holds_no_descriptor_not_even_for_segments_awaiting_deletion(tmp_path, clock, let_go):
+    before = open_descriptors()
+    log = Log.open(tmp_path / "t-0", {"segment.bytes": 200, "file.delete.delay.ms": 60_000}, clock=clock)
+    for i in range(12):
+        log.append([(b"k", b"v%03d" % i)])
+    log.truncate_fully_and_start_at(100)
+    assert log.pending_deletes and all(s.descriptors.held for s in log.pending_deletes)
+    let_go(log)
+    assert open_descriptors() == before
+    with Log.open(tmp_path / "t-0", clock=clock) as reopened:  # the .deleted files go at load
+        assert (reopened.log_start_offset, reopened.log_end_offset) == (100, 100)
+    assert not list((tmp_path / "t-0").glob("*.deleted"))
 
 
 def test_a_log_given_back_and_reopened_keeps_every_write_and_index_entry(tmp_path, tiny_pool, clock):
