@@ -217,7 +217,7 @@ class LocalLog:
 
     def close(self) -> None:
         """Close every live segment, and let go of the descriptors of those awaiting deletion
-        (their files stay `.deleted`, removed when due or when the log is next opened)."""
+        (their files stay `.deleted`: `delete_expired_files` or the next open removes them)."""
         for segment in self.segments:
             segment.close()
         for segment in self.pending_deletes:

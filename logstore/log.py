@@ -541,8 +541,10 @@ class Log(LogRemoval):
         with self._lock:
             if not self._closed:
                 self._closed = True
-                self._local.close_handlers()
-                self._release()
+                try:
+                    self._local.close_handlers()
+                finally:  # reopenable even if a mapping could not be closed
+                    self._release()
 
     def _release(self, broker_epoch: int | None = None) -> None:
         if self._marker is not None:  # last: the marker vouches for every write before it
