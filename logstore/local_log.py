@@ -94,10 +94,10 @@ class LocalLog:
     # ------------------------------------------------------------------ read and search
 
     def read(self, offset: int, max_bytes: int, limit: int, log_end: int, min_one_batch: bool, *,
-             zero_copy: bool = False) -> tuple[bytes | memoryview | FileSlice, int] | None:
+             zero_copy: bool = False) -> tuple[bytes | memoryview | FileSlice, int, int] | None:
         """Whole batches from the one holding `offset`, at most `max_bytes` (at least one batch
         with `min_one_batch`), only batches ending below `limit`; (bytes, base offset of the
-        first batch), or None when there is none. With `zero_copy` a FileSlice of the segment
+        first batch, offset after the last), or None when there is none. With `zero_copy` a FileSlice of the segment
         file (for the caller to close) instead of bytes. Raises OffsetOutOfRangeError if the
         segment is deleted during the read."""
         segments = self.segments
@@ -110,7 +110,7 @@ class LocalLog:
                 raise OffsetOutOfRangeError(
                     f"offset {offset} of {self.name} was deleted during the read") from None
             if found is not None:
-                return _first_slice(segment, found) if zero_copy else _first_bytes(found.data)
+                return _first_slice(segment, *found) if zero_copy else _first_bytes(found.data, found.next_offset)
         return None
 
     def offset_for_timestamp(self, timestamp: int, log_start_offset: int) -> TimestampAndOffset | None:
@@ -230,18 +230,20 @@ class LocalLog:
             segment.close_handlers()
 
 
-def _first_slice(segment: LogSegment, found: FileSlice) -> tuple[FileSlice, int] | None:
-    """(`found`, base offset of its first batch), or None (`found` closed) when it is empty."""
+def _first_slice(segment: LogSegment, found: FileSlice, next_offset: int) -> tuple[FileSlice, int, int] | None:
+    """(`found`, base offset of its first batch, `next_offset`), or None (`found` closed)
+    when it is empty."""
     if not found.size:
         found.close()
         return None
     try:
-        return found, _INT64.unpack(segment.read_bytes(found.position, _INT64.size))[0]
+        return found, _INT64.unpack(segment.read_bytes(found.position, _INT64.size))[0], next_offset
     except BaseException:
         found.close()  # its pin, not left to the garbage collector
         raise
 
 
-def _first_bytes(data: bytes | memoryview) -> tuple[bytes | memoryview, int] | None:
-    """(`data`, whole batches, with the base offset of the first), or None when it is empty."""
-    return (data, _INT64.unpack_from(data, 0)[0]) if data else None
+def _first_bytes(data: bytes | memoryview, next_offset: int) -> tuple[bytes | memoryview, int, int] | None:
+    """(`data`, whole batches, with the base offset of the first and `next_offset`), or None
+    when it is empty."""
+    return (data, _INT64.unpack_from(data, 0)[0], next_offset) if data else None

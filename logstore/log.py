@@ -441,12 +441,12 @@ class Log(LogRemoval):
             if offset < limit:
                 found = self._local.read(offset, max_bytes, limit, end, min_one_batch, zero_copy=zero_copy)
             if found is None:
-                return FetchResult(b"", offset, hw, start, end)
-            data, first = found
+                return FetchResult(b"", offset, hw, start, end, offset)
+            data, first, next_offset = found
             aborted = ()
             if isolation == "read_committed":
                 aborted = self._state.aborted_transactions(self._local.segments, offset, limit)
-            return FetchResult(data, first, hw, start, end, aborted)
+            return FetchResult(data, first, hw, start, end, next_offset, aborted)
 
     @property
     def producer_state(self) -> ProducerStateManager:

@@ -8,7 +8,6 @@ import functools
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from logstore._read_kernels import NO_MAX_OFFSET, whole_batches
 from logstore.file_slice import FileSlice
 from logstore.records import RecordBatch, iter_batches
 
@@ -38,16 +37,10 @@ class FetchResult(NamedTuple):
     high_watermark: int
     log_start_offset: int
     log_end_offset: int
+    next_offset: int  # the offset after the last batch in `records` (the fetch offset when empty):
+    # where a sequential reader fetches next, found by the read's own walk over the batch headers
     aborted_transactions: tuple = ()  # AbortedTxn entries overlapping a read_committed fetch
 
     def batches(self) -> Iterator[RecordBatch]:
         """The complete batches in `records`."""
         return iter(iter_batches(self.records))
-
-    @property
-    def next_offset(self) -> int:
-        """The offset after the last batch in `records` (`first_offset` when empty): where a
-        sequential reader fetches next, found by a compiled walk over the batch headers. Like
-        `batches()`, for records read as bytes (not a zero_copy FileSlice)."""
-        next_offset = whole_batches(self.records, len(self.records), NO_MAX_OFFSET)[1]
-        return self.first_offset if next_offset < 0 else next_offset

@@ -9,6 +9,7 @@ truncates, and when a segment should roll. Not thread-safe: the owning Log seria
 from __future__ import annotations
 
 import os
+import struct
 from collections.abc import Callable, Iterator, Sequence
 from typing import NamedTuple
 
@@ -41,6 +42,8 @@ _NO_BYTES = np.empty(0, np.uint8)
 DEFAULT_OPTIONS = SegmentOptions()
 
 
+_BASE_OFFSET = struct.Struct(">q")  # a batch's first field
+
 class SegmentReadResult(NamedTuple):
     """Bytes read from a segment: whole batches from `position` (the batch holding `offset`)."""
 
@@ -48,6 +51,7 @@ class SegmentReadResult(NamedTuple):
     offset: int
     position: int
     first_batch_incomplete: bool
+    next_offset: int  # the offset after the last batch in `data` (`offset` when it is empty)
 
 
 class LogSegment(SegmentFiles):
@@ -356,19 +360,20 @@ class LogSegment(SegmentFiles):
             return None
         mapping, adjusted = first
         if adjusted == 0:
-            return SegmentReadResult(b"", start_offset, mapping.position, False)
+            return SegmentReadResult(b"", start_offset, mapping.position, False, start_offset)
         if max_offset is not None:  # the pread stops at the batch holding it, not at max_size
             bounding = self.translate_offset(max_offset, mapping.position)
             if bounding is not None:
                 max_position = bounding.position if max_position is None else min(max_position, bounding.position)
         fetch_size = min(self._bound(mapping, adjusted, max_position) - mapping.position, adjusted)
         data = self.read_bytes(mapping.position, fetch_size + V2_HEADER_SIZE)
-        end = self._walk(data, mapping.position, min(fetch_size, len(data)), max_offset)[0]
+        end, next_offset, _ = self._walk(data, mapping.position, min(fetch_size, len(data)), max_offset)
         return SegmentReadResult(
             data if end == len(data) else memoryview(data)[:end],
             start_offset,
             mapping.position,
             adjusted < mapping.size,
+            next_offset if next_offset >= 0 else start_offset,
         )
 
     def slice(
@@ -379,10 +384,10 @@ class LogSegment(SegmentFiles):
         min_one_message: bool = True,
         *,
         max_offset: int | None = None,
-    ) -> FileSlice | None:
-        """The batches `read` would return, as a FileSlice of the `.log` file instead of bytes:
-        only batch headers are read, in chunks, by the same walk (the caller closes it). None if
-        `start_offset` is past the end."""
+    ) -> tuple[FileSlice, int] | None:
+        """The batches `read` would return, as a FileSlice of the `.log` file instead of bytes,
+        with the offset after them: only batch headers are read, in chunks, by the same walk
+        (the caller closes the slice). None if `start_offset` is past the end."""
         first = self._first_batch(start_offset, max_size, min_one_message)
         if first is None:
             return None
@@ -392,26 +397,33 @@ class LogSegment(SegmentFiles):
         if max_offset is not None and entry.offset >= max_offset:
             entry = self._offset_index.lookup(max_offset)  # the batches before it end below max_offset
         position = max(mapping.position, entry.position)
+        next_offset = -1
         while True:
             requested = min(HEADER_SCAN_CHUNK, bound - position + V2_HEADER_SIZE)
             chunk = self.read_bytes(position, requested)
-            end, size = self._walk(chunk, position, bound - position, max_offset)
+            end, walked_to, size = self._walk(chunk, position, bound - position, max_offset)
             position += end
+            next_offset = max(next_offset, walked_to)
             if size > 0 or end == 0 or len(chunk) < requested:  # found where they end, or the file's end
-                return self.file_slice(mapping.position, position - mapping.position)
+                break
+        if next_offset < 0:  # no whole batch after the index entry: the next offset starts its batch
+            next_offset = start_offset if position == mapping.position else _BASE_OFFSET.unpack(
+                self.read_bytes(position, _BASE_OFFSET.size))[0]
+        return self.file_slice(mapping.position, position - mapping.position), next_offset
 
     def _bound(self, mapping: LogOffsetPosition, adjusted: int, max_position: int | None) -> int:
         """The byte a read from `mapping` allowed `adjusted` bytes may not pass."""
         return min(self._state.size if max_position is None else max_position, mapping.position + adjusted)
 
-    def _walk(self, data: bytes, position: int, limit: int, max_offset: int | None) -> tuple[int, int]:
-        """(end, size of the following batch or -1) of the whole batches of `data`, read from byte
-        `position`, that end by `limit` with last offsets below `max_offset` (the compiled walk
-        both read and slice take); remembers the following batch for a sequential reader."""
+    def _walk(self, data: bytes, position: int, limit: int, max_offset: int | None) -> tuple[int, int, int]:
+        """(end, offset after them or -1, size of the following batch or -1) of the whole
+        batches of `data`, read from byte `position`, that end by `limit` with last offsets below
+        `max_offset` (the compiled walk both read and slice take); remembers the following
+        batch for a sequential reader."""
         end, next_offset, last, size = whole_batches(data, limit, NO_MAX_OFFSET if max_offset is None else max_offset)
         if next_offset >= 0 and size > 0:
             self._following = (next_offset, LogOffsetPosition(last, position + end, size))
-        return end, size
+        return end, next_offset, size
 
     def find_offset_by_timestamp(
         self, timestamp: int, starting_offset: int | None = None

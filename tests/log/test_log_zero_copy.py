@@ -18,14 +18,15 @@ CONFIG = {"segment.bytes": 4096, "index.interval.bytes": 300}
 
 
 def read_both(log, offset, max_bytes, **options):
-    """(bytes read, first offset) and the same from a zero-copy read, its slice closed."""
+    """(bytes read, first offset, next offset) and the same from a zero-copy read, its slice closed."""
     plain = log.read(offset, max_bytes, **options)
     sliced = log.read(offset, max_bytes, zero_copy=True, **options)
     records = sliced.records
     if isinstance(records, FileSlice):
         with records:
             records = records.read()
-    return (bytes(plain.records), plain.first_offset), (records, sliced.first_offset)
+    return ((bytes(plain.records), plain.first_offset, plain.next_offset),
+            (records, sliced.first_offset, sliced.next_offset))
 
 
 def expected_batches(appended, segment_bases, offset, max_bytes, limit, min_one):
@@ -78,6 +79,7 @@ def test_a_zero_copy_read_covers_the_batches_a_bytes_read_returns(tmp_path_facto
         expected = [] if offset >= limit else expected_batches(
             appended, [s.base_offset for s in log.segments], offset, max_bytes, limit, min_one)
         assert [(b.base_offset, b.last_offset) for b in iter_batches(plain[0])] == expected
+        assert plain[2] == (expected[-1][1] + 1 if expected else offset)
 
 
 def test_a_slice_keeps_its_descriptor_while_the_pool_gives_back_the_others(tmp_path):

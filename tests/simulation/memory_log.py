@@ -116,7 +116,7 @@ class MemoryLog:
             size += len(data)
             i += 1
         first = self._bases[bisect.bisect_right(self._ends, offset)] if out else offset
-        return FetchResult(b"".join(out), first, self._hw, start, end)
+        return FetchResult(b"".join(out), first, self._hw, start, end, self._ends[i - 1] if out else offset)
 
     def assign_epoch_start_offset(self, leader_epoch: int, start_offset: int) -> None:
         """Record that `leader_epoch` starts at `start_offset`."""
