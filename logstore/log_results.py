@@ -28,6 +28,16 @@ class AppendInfo(NamedTuple):
 append_info = functools.partial(tuple.__new__, AppendInfo)
 
 
+class SegmentReadResult(NamedTuple):
+    """Bytes read from a segment: whole batches from `position` (the batch holding `offset`)."""
+
+    data: bytes | memoryview
+    offset: int
+    position: int
+    first_batch_incomplete: bool
+    next_offset: int  # the offset after the last batch in `data` (`offset` when it is empty)
+
+
 class FetchResult(NamedTuple):
     """Raw batch bytes read from the log and the log's offsets at read time."""
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Callable, Iterator, Sequence
-from typing import NamedTuple
 
 import numpy as np
 
@@ -32,6 +31,7 @@ from logstore.file_records import (
 )
 from logstore.file_slice import FileSlice
 from logstore.log_input_stream import HEADER_SCAN_CHUNK
+from logstore.log_results import SegmentReadResult
 from logstore.records import BatchHeader, RecordBatch, read_batch, read_batch_header
 from logstore.records.header import V2_HEADER_SIZE
 from logstore.segment_files import SegmentFiles
@@ -43,15 +43,6 @@ DEFAULT_OPTIONS = SegmentOptions()
 
 
 _BASE_OFFSET = struct.Struct(">q")  # a batch's first field
-
-class SegmentReadResult(NamedTuple):
-    """Bytes read from a segment: whole batches from `position` (the batch holding `offset`)."""
-
-    data: bytes | memoryview
-    offset: int
-    position: int
-    first_batch_incomplete: bool
-    next_offset: int  # the offset after the last batch in `data` (`offset` when it is empty)
 
 
 class LogSegment(SegmentFiles):
