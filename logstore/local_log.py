@@ -97,8 +97,8 @@ class LocalLog:
              zero_copy: bool = False) -> tuple[bytes | memoryview | FileSlice, int, int] | None:
         """Whole batches from the one holding `offset`, at most `max_bytes` (at least one batch
         with `min_one_batch`), only batches ending below `limit`; (bytes, base offset of the
-        first batch, offset after the last), or None when there is none. With `zero_copy` a FileSlice of the segment
-        file (for the caller to close) instead of bytes. Raises OffsetOutOfRangeError if the
+        first batch, offset after the last), or None when there is none. With `zero_copy` a
+        FileSlice of the segment file (for the caller to close) instead of bytes. Raises OffsetOutOfRangeError if the
         segment is deleted during the read."""
         segments = self.segments
         for i in range(self.segment_index(offset), len(segments)):
@@ -237,7 +237,7 @@ def _first_slice(segment: LogSegment, found: FileSlice, next_offset: int) -> tup
         found.close()
         return None
     try:
-        return found, _INT64.unpack(segment.read_bytes(found.position, _INT64.size))[0], next_offset
+        return found, segment.base_offset_at(found.position), next_offset
     except BaseException:
         found.close()  # its pin, not left to the garbage collector
         raise

@@ -9,7 +9,6 @@ truncates, and when a segment should roll. Not thread-safe: the owning Log seria
 from __future__ import annotations
 
 import os
-import struct
 from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
@@ -40,9 +39,6 @@ from logstore.segment_options import SegmentOptions
 _NO_BYTES = np.empty(0, np.uint8)
 
 DEFAULT_OPTIONS = SegmentOptions()
-
-
-_BASE_OFFSET = struct.Struct(">q")  # a batch's first field
 
 
 class LogSegment(SegmentFiles):
@@ -398,8 +394,7 @@ class LogSegment(SegmentFiles):
             if size > 0 or end == 0 or len(chunk) < requested:  # found where they end, or the file's end
                 break
         if next_offset < 0:  # no whole batch after the index entry: the next offset starts its batch
-            next_offset = start_offset if position == mapping.position else _BASE_OFFSET.unpack(
-                self.read_bytes(position, _BASE_OFFSET.size))[0]
+            next_offset = start_offset if position == mapping.position else self.base_offset_at(position)
         return self.file_slice(mapping.position, position - mapping.position), next_offset
 
     def _bound(self, mapping: LogOffsetPosition, adjusted: int, max_position: int | None) -> int:

@@ -10,6 +10,7 @@ LogSegment builds on it with what the files hold: offsets, appends, reads, recov
 from __future__ import annotations
 
 import os
+import struct
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -33,6 +34,8 @@ from logstore.log_files import (
 from logstore.segment_options import SegmentOptions
 from logstore.segment_state import SegmentState
 from logstore.txn_index import TransactionIndex
+
+_BASE_OFFSET = struct.Struct(">q")  # a batch's first field
 
 T = TypeVar("T")
 IndexT = TypeVar("IndexT", OffsetIndex, TimeIndex)
@@ -232,6 +235,10 @@ class SegmentFiles:
     def read_bytes(self, position: int, size: int) -> bytes:
         """Up to `size` bytes of the `.log` from `position` (fewer at the end of the file)."""
         return self._records.read(position, size)
+
+    def base_offset_at(self, position: int) -> int:
+        """The base offset of the batch that starts at byte `position` of the `.log`."""
+        return _BASE_OFFSET.unpack(self.read_bytes(position, _BASE_OFFSET.size))[0]
 
     def write_behind(self) -> None:
         """Hint the disk to start writing what was appended (see FileRecords.write_behind)."""
