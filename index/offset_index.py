@@ -71,6 +71,13 @@ class OffsetIndex(AbstractIndex):
         with self._held():
             return self._entry_or_start(self._largest_lower_bound_slot(position, "position"))
 
+    def lookup_before_position(self, position: int) -> OffsetPosition:
+        """The entry before the one `lookup_position(position)` returns, or (base offset, 0)
+        when there is none: the batches from it to that entry end by `position`, so a fetch
+        bounded there finds its end by walking headers from here on."""
+        with self._held():
+            return self._entry_or_start(self._largest_lower_bound_slot(position, "position") - 1)
+
     def _entry_or_start(self, slot: int) -> OffsetPosition:
         if slot < 0:
             return OffsetPosition(self.base_offset, 0)

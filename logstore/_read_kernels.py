@@ -104,8 +104,8 @@ def _header_in(buf, pos):
 
 
 @njit(cache=True, nogil=True)
-def whole_batches(buf, limit, max_offset):
-    """The entries from the start of `buf` that end by byte `limit` and whose last offsets are
+def whole_batches(buf, start, limit, max_offset):
+    """The entries from byte `start` of `buf` that end by byte `limit` and whose last offsets are
     below `max_offset`, and the entry after them: (end, next offset, following last offset,
     following size). `end` is the position after the last such entry, `next offset` its last
     offset + 1 (-1 when there is none); the following entry's last offset and size come from
@@ -113,7 +113,7 @@ def whole_batches(buf, limit, max_offset):
     a chunk from the start of the file range (a zero-copy slice), and the walk stops where the
     next header is not in `buf` (the caller reads on from `end`) or is impossible (-1 for the
     following entry): a read from there raises, as a consumer finds it."""
-    position, next_offset = 0, -1
+    position, next_offset = start, -1
     while position + LOG_OVERHEAD <= limit and _header_in(buf, position):
         size = _entry_size(buf, position)
         if size < 0:

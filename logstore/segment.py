@@ -39,6 +39,7 @@ from logstore.segment_options import SegmentOptions
 _NO_BYTES = np.empty(0, np.uint8)
 
 DEFAULT_OPTIONS = SegmentOptions()
+TAIL_WALK_BATCHES = 16  # a read this many first batches long finds its end from the offset index
 
 
 class LogSegment(SegmentFiles):
@@ -339,8 +340,9 @@ class LogSegment(SegmentFiles):
 
         With `min_one_message` the first batch is returned whole even if larger than `max_size`.
         The read takes the next batch's header along, so a read that starts where it stopped
-        (a sequential reader) needs no index lookup or header scan. It stops before a batch with
-        an impossible header; a read from that batch raises CorruptRecordError.
+        (a sequential reader) needs no index lookup or header scan; a read of many batches walks
+        only the headers after the offset index's entry before its end. It stops before a batch
+        with an impossible header it walks; a read from that batch raises CorruptRecordError.
         """
         first = self._first_batch(start_offset, max_size, min_one_message)
         if first is None:
@@ -354,7 +356,12 @@ class LogSegment(SegmentFiles):
                 max_position = bounding.position if max_position is None else min(max_position, bounding.position)
         fetch_size = min(self._bound(mapping, adjusted, max_position) - mapping.position, adjusted)
         data = self.read_bytes(mapping.position, fetch_size + V2_HEADER_SIZE)
-        end, next_offset, _ = self._walk(data, mapping.position, min(fetch_size, len(data)), max_offset)
+        limit, start = min(fetch_size, len(data)), 0
+        if limit > TAIL_WALK_BATCHES * mapping.size:  # many batches: walk from the index entry before the end
+            start = max(self._offset_index.lookup_before_position(mapping.position + limit).position - mapping.position, 0)
+        end, next_offset, _ = self._walk(data, mapping.position, start, limit, max_offset)
+        if next_offset < 0 < start:  # no whole batch after that entry (a damaged header): walk them all
+            end, next_offset, _ = self._walk(data, mapping.position, 0, limit, max_offset)
         return SegmentReadResult(
             data if end == len(data) else memoryview(data)[:end],
             start_offset,
@@ -388,7 +395,7 @@ class LogSegment(SegmentFiles):
         while True:
             requested = min(HEADER_SCAN_CHUNK, bound - position + V2_HEADER_SIZE)
             chunk = self.read_bytes(position, requested)
-            end, walked_to, size = self._walk(chunk, position, bound - position, max_offset)
+            end, walked_to, size = self._walk(chunk, position, 0, bound - position, max_offset)
             position += end
             next_offset = max(next_offset, walked_to)
             if size > 0 or end == 0 or len(chunk) < requested:  # found where they end, or the file's end
@@ -401,12 +408,13 @@ class LogSegment(SegmentFiles):
         """The byte a read from `mapping` allowed `adjusted` bytes may not pass."""
         return min(self._state.size if max_position is None else max_position, mapping.position + adjusted)
 
-    def _walk(self, data: bytes, position: int, limit: int, max_offset: int | None) -> tuple[int, int, int]:
+    def _walk(self, data: bytes, position: int, start: int, limit: int, max_offset: int | None) -> tuple[int, int, int]:
         """(end, offset after them or -1, size of the following batch or -1) of the whole
-        batches of `data`, read from byte `position`, that end by `limit` with last offsets below
-        `max_offset` (the compiled walk both read and slice take); remembers the following
-        batch for a sequential reader."""
-        end, next_offset, last, size = whole_batches(data, limit, NO_MAX_OFFSET if max_offset is None else max_offset)
+        batches of `data` (read from byte `position`) from byte `start` that end by `limit` with
+        last offsets below `max_offset` (the compiled walk both read and slice take); remembers
+        the following batch for a sequential reader."""
+        end, next_offset, last, size = whole_batches(data, start, limit,
+                                                     NO_MAX_OFFSET if max_offset is None else max_offset)
         if next_offset >= 0 and size > 0:
             self._following = (next_offset, LogOffsetPosition(last, position + end, size))
         return end, next_offset, size

@@ -82,6 +82,33 @@ def test_a_zero_copy_read_covers_the_batches_a_bytes_read_returns(tmp_path_facto
         assert plain[2] == (expected[-1][1] + 1 if expected else offset)
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sizes=st.lists(st.integers(1, 3), min_size=40, max_size=150), interval=st.sampled_from([1, 150, 400]),
+       offset_pick=st.floats(0, 0.5), bytes_pick=st.floats(0, 1), max_offset_pick=st.none() | st.floats(0, 1.1))
+def test_a_read_of_many_small_batches_ends_where_the_model_says(tmp_path_factory, sizes, interval, offset_pick,
+                                                               bytes_pick, max_offset_pick):
+    """Reads many batches long look their end up in the offset index (a walk over the last
+    few headers instead of all of them): the same batches and next offset as a full walk."""
+    config = {"segment.bytes": 1_000_000, "index.interval.bytes": interval}
+    with Log.open(tmp_path_factory.mktemp("small") / "t-0", config, clock=ManualClock(NOW)) as log:
+        appended = []
+        for n in sizes:
+            base = log.log_end_offset
+            data = batch(n, value=b"v" * 5)
+            log.append(data)
+            appended.append((base, base + n - 1, len(data)))
+        end = log.log_end_offset
+        offset = int(offset_pick * end)
+        max_bytes = int(bytes_pick * sum(size for _, _, size in appended))
+        max_offset = None if max_offset_pick is None else int(max_offset_pick * end)
+        plain, sliced = read_both(log, offset, max_bytes, max_offset=max_offset)
+        assert sliced == plain
+        limit = end if max_offset is None else min(end, max_offset)
+        expected = [] if offset >= limit else expected_batches(appended, [0], offset, max_bytes, limit, True)
+        assert [(b.base_offset, b.last_offset) for b in iter_batches(plain[0])] == expected
+        assert plain[2] == (expected[-1][1] + 1 if expected else offset)
+
+
 def test_a_slice_keeps_its_descriptor_while_the_pool_gives_back_the_others(tmp_path):
     pool = process_pool()
     capacity = pool.capacity
