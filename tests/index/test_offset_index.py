@@ -250,6 +250,8 @@ def test_lookup_matches_bisect_over_a_sorted_list(tmp_path_factory, deltas, targ
         want = OffsetPosition(BASE + rels[i], rels[i] * 2) if i >= 0 else OffsetPosition(BASE, 0)
         assert idx.lookup(BASE + t) == want
         assert idx.lookup_position(t * 2) == want  # positions ascend with the offsets here
+        before = OffsetPosition(BASE + rels[i - 1], rels[i - 1] * 2) if i >= 1 else OffsetPosition(BASE, 0)
+        assert idx.lookup_before_position(t * 2) == before  # the entry before that one
     idx.close()
 
 
