@@ -64,57 +64,78 @@ def fresh_dir(root: Path) -> Path:
 # ------------------------------------------------------------------ append
 
 
+class LogRounds:
+    """Append rounds: each on a fresh log that already holds one batch (its index pages mapped
+    and touched); the last round's log is closed in the next setup, outside the timing, as
+    close flushes and plain write() does not."""
+
+    def __init__(self, root: Path, data: bytes | bytearray):
+        self.root, self.data, self.opened = root, data, []
+
+    def setup(self) -> tuple[tuple[Log], dict]:
+        self.close()
+        self.opened = [Log.open(fresh_dir(self.root) / "bench-0", clock=ManualClock(NOW))]
+        self.opened[0].append(self.data)
+        return (self.opened[0],), {}
+
+    def run(self, log: Log) -> None:
+        for _ in range(APPEND_TOTAL // len(self.data)):
+            log.append(self.data)
+
+    def close(self) -> None:
+        for log in self.opened:
+            log.close()
+        self.opened = []
+
+
+class WriteRounds:
+    """The baseline's rounds: write() of the same bytes into a fresh file after the same first
+    write; the last round's file is fsynced in the next setup (as the log rounds flush theirs)
+    so no round competes with the previous round's writeback."""
+
+    def __init__(self, root: Path, data: bytes):
+        self.root, self.data, self.opened = root, data, []
+
+    def setup(self) -> tuple[tuple[int], dict]:
+        self.close(sync=True)
+        fd = os.open(fresh_dir(self.root) / "plain.log", os.O_WRONLY | os.O_CREAT, 0o644)
+        os.write(fd, self.data)
+        self.opened = [fd]
+        return (fd,), {}
+
+    def run(self, fd: int) -> None:
+        for _ in range(APPEND_TOTAL // len(self.data)):
+            os.write(fd, self.data)
+
+    def close(self, sync: bool = False) -> None:
+        for fd in self.opened:
+            if sync:
+                os.fsync(fd)
+            os.close(fd)
+        self.opened = []
+
+
 @pytest.mark.parametrize("mutable", [False, True], ids=["bytes", "bytearray"])
 @pytest.mark.parametrize("size", ["16KiB", "1MiB"])
 def test_append_batches(benchmark, tmp_path, size, mutable):
-    """bytes are copied before offsets are assigned; a bytearray is rewritten in place."""
+    """bytes are copied before offsets are assigned; a bytearray is rewritten in place. Also
+    reports the ratio to write() from interleaved rounds (the groups' rows run minutes apart)."""
     data = bytearray(BATCHES[size]) if mutable else BATCHES[size]
-    count = APPEND_TOTAL // len(data)
-    tag(benchmark, f"append {size} batches", "ours", count * len(data))
-
-    opened: list[Log] = []
-
-    def setup():
-        for log in opened:
-            log.close()  # outside the timing: close flushes, plain write() does not
-        opened[:] = [Log.open(fresh_dir(tmp_path / "data") / "bench-0", clock=ManualClock(NOW))]
-        opened[0].append(data)  # an existing log: the index pages are already mapped and touched
-        return (opened[0],), {}
-
-    def run(log):
-        for _ in range(count):
-            log.append(data)
-
-    benchmark.pedantic(run, setup=setup, rounds=7)
-    opened[0].close()
+    tag(benchmark, f"append {size} batches", "ours", APPEND_TOTAL // len(data) * len(data))
+    ours, plain = LogRounds(tmp_path / "data", data), WriteRounds(tmp_path / "plain", BATCHES[size])
+    benchmark.pedantic(ours.run, setup=ours.setup, rounds=7)
+    benchmark.extra_info["interleaved"] = {
+        "baseline": "write()", **interleaved_ratios((ours.setup, ours.run), (plain.setup, plain.run))}
+    ours.close()
+    plain.close()
 
 
 @pytest.mark.parametrize("size", ["16KiB", "1MiB"])
 def test_plain_write(benchmark, tmp_path, size):
-    data = BATCHES[size]
-    count = APPEND_TOTAL // len(data)
-    tag(benchmark, f"append {size} batches", "baseline", count * len(data))
-
-    opened: list[int] = []
-
-    def setup():
-        for fd in opened:  # as the log rounds close (and flush) their log outside the timing,
-            os.fsync(fd)   # so no round competes with the previous round's writeback
-            os.close(fd)
-        opened.clear()
-        fresh_dir(tmp_path / "data")
-        fd = os.open(tmp_path / "data" / "plain.log", os.O_WRONLY | os.O_CREAT, 0o644)
-        os.write(fd, data)  # the same first write as the log's warm-up append
-        return (fd,), {}
-
-    def run(fd):
-        for _ in range(count):
-            os.write(fd, data)
-        opened.append(fd)
-
-    benchmark.pedantic(run, setup=setup, rounds=7)
-    for fd in opened:
-        os.close(fd)
+    plain = WriteRounds(tmp_path / "data", BATCHES[size])
+    tag(benchmark, f"append {size} batches", "baseline", APPEND_TOTAL // len(plain.data) * len(plain.data))
+    benchmark.pedantic(plain.run, setup=plain.setup, rounds=7)
+    plain.close()
 
 
 # ------------------------------------------------------------------ shared logs
@@ -176,14 +197,21 @@ def read_files(files: list[Path]) -> None:
                 pass
 
 
-def interleaved_ratios(ours: Callable[[], None], baseline: Callable[[], None]) -> dict[str, float]:
+Rounds = Callable[[], None] | tuple[Callable[[], tuple[tuple, dict]], Callable[..., None]]
+
+
+def interleaved_ratios(ours: Rounds, baseline: Rounds) -> dict[str, float]:
     """The baseline's median time over ours, by wall and by thread CPU time, from rounds that
-    alternate the two: both see the same moments of a shared machine."""
+    alternate the two: both see the same moments of a shared machine. Each is a callable, or
+    (setup, run) as pytest-benchmark's pedantic takes them: run(*args, **kwargs) of what setup
+    returns is timed, setup is not."""
     times: dict[tuple[str, str], list[float]] = {}
     for _ in range(FETCH_ROUNDS):
-        for name, run in (("ours", ours), ("baseline", baseline)):
+        for name, rounds in (("ours", ours), ("baseline", baseline)):
+            setup, run = rounds if isinstance(rounds, tuple) else (None, rounds)
+            args, kwargs = setup() if setup is not None else ((), {})
             wall, cpu = time.perf_counter(), time.thread_time()
-            run()
+            run(*args, **kwargs)
             times.setdefault((name, "cpu"), []).append(time.thread_time() - cpu)
             times.setdefault((name, "wall"), []).append(time.perf_counter() - wall)
     return {clock: round(statistics.median(times["baseline", clock]) / statistics.median(times["ours", clock]), 2)
