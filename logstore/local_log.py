@@ -98,8 +98,8 @@ class LocalLog:
         """Whole batches from the one holding `offset`, at most `max_bytes` (at least one batch
         with `min_one_batch`), only batches ending below `limit`; (bytes, base offset of the
         first batch, offset after the last), or None when there is none. With `zero_copy` a
-        FileSlice of the segment file (for the caller to close) instead of bytes. Raises OffsetOutOfRangeError if the
-        segment is deleted during the read."""
+        FileSlice of the segment file (for the caller to close) instead of bytes. Raises
+        OffsetOutOfRangeError if the segment is deleted during the read."""
         segments = self.segments
         for i in range(self.segment_index(offset), len(segments)):
             segment = segments[i]

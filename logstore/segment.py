@@ -387,7 +387,7 @@ class LogSegment(SegmentFiles):
             return None
         mapping, adjusted = first
         bound = self._bound(mapping, adjusted, max_position)
-        entry = self._offset_index.lookup_position(bound)  # the batches before it end by `bound`
+        entry = self._offset_index.lookup_before_position(bound)  # a whole batch, usually, from it to `bound`
         if max_offset is not None and entry.offset >= max_offset:
             entry = self._offset_index.lookup(max_offset)  # the batches before it end below max_offset
         position = max(mapping.position, entry.position)
@@ -400,7 +400,7 @@ class LogSegment(SegmentFiles):
             next_offset = max(next_offset, walked_to)
             if size > 0 or end == 0 or len(chunk) < requested:  # found where they end, or the file's end
                 break
-        if next_offset < 0:  # no whole batch after the index entry: the next offset starts its batch
+        if next_offset < 0:  # none whole after the entry (max_offset or a damaged header): the next offset starts its batch
             next_offset = start_offset if position == mapping.position else self.base_offset_at(position)
         return self.file_slice(mapping.position, position - mapping.position), next_offset
 
