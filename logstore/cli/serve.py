@@ -32,7 +32,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "controller.quorum.voters and the listeners to join a KRaft cluster)")
     parser.add_argument("--cluster-id", metavar="ID",
                         help="the cluster id a new data directory is formatted with, as kafka-storage "
-                             "format --cluster-id does: every node of a cluster needs the same one")
+                             "format --cluster-id does: every node of a cluster needs the same one "
+                             "(write --cluster-id=ID when the id begins with -)")
     parser.set_defaults(run=run)
 
 

@@ -317,3 +317,11 @@ def test_a_cluster_stops_every_node_when_one_fails_to_stop_and_raises_the_first_
     assert not any(cluster.node(n).running for n in (1, 2))
     assert all(port_is_free(port) for port in ports)
     assert not cluster.data_dir.exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kafka_cluster", [{"nodes": 1, "processes": True, "cluster_id": "-Hq3dJ2lRU2Zx8uN0pQm7w"}],
+                         indirect=True)
+def test_a_node_process_starts_with_a_cluster_id_that_begins_with_a_dash(kafka_cluster):
+    """A Kafka cluster id is URL-safe base64, so one in 64 begins with "-"; the node's command line must keep it a value."""
+    assert kafka_cluster.metadata().cluster_id == "-Hq3dJ2lRU2Zx8uN0pQm7w"

@@ -199,7 +199,7 @@ class ProcessNode(ClusterMember):
         with self.log_file.open("ab") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "logstore", "serve", str(self.data_dir), "--config-file",
-                 str(self.properties_file), "--cluster-id", self.cluster_id],
+                 str(self.properties_file), f"--cluster-id={self.cluster_id}"],  # an id may start with "-"
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log, env=env)
 
     def wait_serving(self) -> None:
