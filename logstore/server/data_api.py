@@ -85,9 +85,11 @@ class DataApi:
         cls = req.spec.response
         entry = cls.TopicProduceResponse.PartitionProduceResponse
         timeout_s = max(body.timeout_ms, 0) / 1000
-        # every partition is appended before any waits for its acks=all, as Kafka's ReplicaManager does
-        outcomes = iter(await asyncio.gather(*(self._append(topic.name, p.index, p.records, body.acks, timeout_s)
-                                              for topic in body.topic_data for p in topic.partition_data)))
+        appends = [self._append(topic.name, p.index, p.records, body.acks, timeout_s)
+                   for topic in body.topic_data for p in topic.partition_data]
+        # every partition is appended before any waits for its acks=all, as Kafka's ReplicaManager does;
+        # a request for one partition (a producer's usual one) is awaited without a task to gather it
+        outcomes = iter([await appends[0]] if len(appends) == 1 else await asyncio.gather(*appends))
         topics = []
         for topic in body.topic_data:
             partitions = []
