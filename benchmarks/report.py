@@ -107,6 +107,9 @@ def main(argv: list[str] | None = None) -> int:
             cpu = f", {ratios['cpu']:.2f}x by CPU time" if "cpu" in ratios else ""
             print(f"{bench_short(bench)} vs {ratios['baseline']} in interleaved rounds: "
                   f"{ratios['wall']:.2f}x by wall time{cpu}")
+        if "server_cpu_s_per_gib_produced" in info:
+            print(f"server CPU {bench_short(bench)}: {info['server_cpu_s_per_gib_produced']} s per GiB of values "
+                  f"produced (its interleaved rounds)")
         if "server_cpu_s_per_gib" in info:
             print(f"server CPU {bench_short(bench)}: {info['server_cpu_s_per_gib']} s per GiB served "
                   f"(rounds {info['server_cpu_s_per_gib_rounds']})")
