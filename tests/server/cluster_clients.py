@@ -30,7 +30,20 @@ class Consuming:
             self.running.result(TIMEOUT_S)
 
 
-class ConfluentClient:
+class ScenarioClient:
+    """What the scenario holds a client by: `with` closes what the client keeps running."""
+
+    def __enter__(self) -> ScenarioClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop what outlives the scenario's calls (nothing, unless a client says otherwise)."""
+
+
+class ConfluentClient(ScenarioClient):
     name = "confluent-kafka"
     transaction_survives_coordinator = True
 
@@ -100,7 +113,7 @@ class ConfluentClient:
         return finish
 
 
-class KafkaPythonClient:
+class KafkaPythonClient(ScenarioClient):
     name = "kafka-python"
     # kafka-python 3's sender stops retrying EndTxn once FindCoordinator names the dead node again
     # (as a cluster does until the controller fences it): its transaction is coordinated elsewhere
@@ -183,7 +196,7 @@ class KafkaPythonClient:
         return finish
 
 
-class AiokafkaClient:
+class AiokafkaClient(ScenarioClient):
     """aiokafka's coroutines run on a loop of their own thread, so the scenario reads the same."""
 
     name = "aiokafka"
@@ -192,7 +205,14 @@ class AiokafkaClient:
     def __init__(self, bootstrap: str):
         self.bootstrap = bootstrap
         self.loop = asyncio.new_event_loop()
-        threading.Thread(target=self.loop.run_forever, daemon=True).start()
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        """Stop the client's loop and its thread (the scenario's clients have closed by then)."""
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(TIMEOUT_S)
+        self.loop.close()
 
     def run(self, coroutine: Any) -> Any:
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(TIMEOUT_S * 2)

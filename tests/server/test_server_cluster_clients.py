@@ -113,37 +113,37 @@ def replicas_agree(cluster: KafkaCluster, topic: str, partitions: list) -> bool:
 @pytest.mark.parametrize("client_class", CLIENTS, ids=lambda c: c.name)
 def test_a_client_rides_through_the_sigkill_of_a_leader_and_coordinator(all_nodes_up, client_class):
     cluster = all_nodes_up
-    client = client_class(cluster.bootstrap_servers)
-    topic = f"orders-{client.name}"
-    client.create_topic(topic, 3, 3)  # the client asks for replication factor 3
-    partitions = None
+    with client_class(cluster.bootstrap_servers) as client:
+        topic = f"orders-{client.name}"
+        client.create_topic(topic, 3, 3)  # the client asks for replication factor 3
+        partitions = None
 
-    def in_sync() -> bool:
-        nonlocal partitions
-        partitions = partitions_in_sync(cluster, topic, 3)
-        return partitions is not None
-    eventually(in_sync, "a topic with replication factor 3, every replica in sync")
-    victim = next(p.leader_id for p in partitions if p.leader_id != CONTROLLER)
-    group = coordinated_by(cluster, victim, GROUP, f"billing-{client.name}")
-    coordinator = victim if client.transaction_survives_coordinator else CONTROLLER
-    transactional_id = coordinated_by(cluster, coordinator, TRANSACTION, f"payments-{client.name}")
+        def in_sync() -> bool:
+            nonlocal partitions
+            partitions = partitions_in_sync(cluster, topic, 3)
+            return partitions is not None
+        eventually(in_sync, "a topic with replication factor 3, every replica in sync")
+        victim = next(p.leader_id for p in partitions if p.leader_id != CONTROLLER)
+        group = coordinated_by(cluster, victim, GROUP, f"billing-{client.name}")
+        coordinator = victim if client.transaction_survives_coordinator else CONTROLLER
+        transactional_id = coordinated_by(cluster, coordinator, TRANSACTION, f"payments-{client.name}")
 
-    consuming = client.consume(topic, group)
-    in_flight = [b"txn-%d" % n for n in range(20)]
-    finish_transaction = client.begin_transaction(transactional_id, topic, in_flight)
-    values = [b"acked-%d" % n for n in range(600)]
-    acked = client.produce(topic, values, midway=cluster.node(victim).kill)
-    committed = finish_transaction()  # its coordinator died with the victim
+        consuming = client.consume(topic, group)
+        in_flight = [b"txn-%d" % n for n in range(20)]
+        finish_transaction = client.begin_transaction(transactional_id, topic, in_flight)
+        values = [b"acked-%d" % n for n in range(600)]
+        acked = client.produce(topic, values, midway=cluster.node(victim).kill)
+        committed = finish_transaction()  # its coordinator died with the victim
 
-    assert acked, "nothing was acknowledged"
-    expected = acked | set(in_flight) if committed else acked
-    eventually(lambda: consuming.seen >= expected or consuming.error is not None,
-               "the group consumed every acknowledged record")
-    assert consuming.error is None, "".join(traceback.format_exception(consuming.error))
-    assert consuming.seen & set(in_flight) == (set(in_flight) if committed else set())
+        assert acked, "nothing was acknowledged"
+        expected = acked | set(in_flight) if committed else acked
+        eventually(lambda: consuming.seen >= expected or consuming.error is not None,
+                   "the group consumed every acknowledged record")
+        assert consuming.error is None, "".join(traceback.format_exception(consuming.error))
+        assert consuming.seen & set(in_flight) == (set(in_flight) if committed else set())
 
-    cluster.node(victim).start()
-    eventually(lambda: partitions_in_sync(cluster, topic, 3) is not None, "the restarted node back in every ISR")
-    eventually(lambda: replicas_agree(cluster, topic, partitions), "every replica holds the same batches")
-    consuming.stop()
-    eventually(lambda: preferred_leaders_elected(cluster), "the restarted node leads its partitions again")
+        cluster.node(victim).start()
+        eventually(lambda: partitions_in_sync(cluster, topic, 3) is not None, "the restarted node back in every ISR")
+        eventually(lambda: replicas_agree(cluster, topic, partitions), "every replica holds the same batches")
+        consuming.stop()
+        eventually(lambda: preferred_leaders_elected(cluster), "the restarted node leads its partitions again")
