@@ -22,6 +22,7 @@ from logstore.log import Log
 from logstore.server import error_codes as ec
 from logstore.server.context import ServerContext
 from logstore.server.coordinator_records import append_records, partition_for
+from logstore.server.disk_calls import on_disk
 
 LOAD_RETRY_S = 0.5  # how long a coordinator waits to load a partition again after a failed load
 
@@ -206,7 +207,7 @@ class CoordinatorPartitions:
                     log = self.log(partition)
                     if log is None:
                         raise NotCoordinatorError(f"{self.topic}-{partition} is led here but not open")
-                    state = await asyncio.get_running_loop().run_in_executor(self._ctx.disk, self._read, log)
+                    state = await on_disk(self._ctx.disk, self._read, log)
                     break
                 except (LogstoreError, OSError) as exc:
                     logger.warning("loading %s-%d failed, trying again in %s s: %s", self.topic, partition,

@@ -10,7 +10,6 @@ the event loop.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any, Protocol
@@ -19,6 +18,7 @@ from logstore.epoch import check_current_leader_epoch
 from logstore.file_slice import FileSlice
 from logstore.log import Log
 from logstore.log_results import AppendInfo, FetchResult
+from logstore.server.disk_calls import on_disk
 from logstore.server.fetch_response import INLINE_RECORDS_BYTES
 
 if TYPE_CHECKING:
@@ -129,8 +129,7 @@ class LocalPartition:
         return self._log.last_stable_offset
 
     async def append(self, records: Any) -> AppendInfo:
-        append = functools.partial(self._log.append, records, leader_epoch=self._leader_epoch)
-        return await asyncio.get_running_loop().run_in_executor(self._disk, append)
+        return await on_disk(self._disk, functools.partial(self._log.append, records, leader_epoch=self._leader_epoch))
 
     def check_acks_all(self) -> None:
         """A partition no other node holds: its ISR is this node, whatever min.insync.replicas says."""
@@ -140,8 +139,8 @@ class LocalPartition:
         return True
 
     async def read(self, offset: int, max_bytes: int, *, isolation: str, min_one_batch: bool) -> FetchResult:
-        read = functools.partial(self._read, offset, max_bytes, isolation=isolation, min_one_batch=min_one_batch)
-        return await asyncio.get_running_loop().run_in_executor(self._disk, read)
+        return await on_disk(self._disk, functools.partial(self._read, offset, max_bytes, isolation=isolation,
+                                                           min_one_batch=min_one_batch))
 
     def _read(self, offset: int, max_bytes: int, *, isolation: str, min_one_batch: bool) -> FetchResult:
         """The read, zero-copy; records of up to INLINE_RECORDS_BYTES are read here, on the disk

@@ -13,6 +13,7 @@ from concurrent.futures import Executor
 
 from logstore.errors import LogstoreError, ProducerIdsUnavailableError
 from logstore.manager import LogManager
+from logstore.server.disk_calls import on_disk
 
 log = logging.getLogger("logstore.server")
 PREFETCH_FRACTION = 0.1  # the next block is asked for once this much of the current one is left, as Kafka does
@@ -60,7 +61,7 @@ class ProducerIdManager:
 
     async def _read_logs(self) -> None:
         try:
-            seen = await asyncio.get_running_loop().run_in_executor(self._disk, self._largest_in_logs)
+            seen = await on_disk(self._disk, self._largest_in_logs)
         except (LogstoreError, OSError) as exc:  # allocate refuses meanwhile; its next call reads again
             log.warning("reading the logs' producer ids failed: %s", exc)
             self._reading = None

@@ -18,6 +18,7 @@ from logstore.records.control import build_control_batch
 from logstore.server import error_codes as ec
 from logstore.server.context import ServerContext
 from logstore.server.coordinator_records import OFFSETS_TOPIC
+from logstore.server.disk_calls import on_disk
 from logstore.server.group_store import GroupStore
 from logstore.server.kraft.node_channel import NodeChannel, NodeUnreachableError
 from logstore.server.protocol import Request, producer
@@ -70,7 +71,7 @@ async def mark_led(ctx: ServerContext, partitions: Collection[tuple[str, int]], 
         write = functools.partial(write_marker, log, commit, producer_id, producer_epoch, coordinator_epoch,
                                   leader_epoch(ctx, topic, partition), now)
         try:
-            end = await asyncio.get_running_loop().run_in_executor(ctx.disk, write)
+            end = await on_disk(ctx.disk, write)
         except LogstoreError as exc:
             errors[topic, partition] = ec.for_exception(exc)
             continue

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import uuid
 from collections.abc import Callable
@@ -28,6 +27,7 @@ from logstore.log import Log
 from logstore.replication.follower import truncation_offset
 from logstore.replication.partition import EpochEndOffset
 from logstore.server import error_codes as ec
+from logstore.server.disk_calls import on_disk
 from logstore.server.kraft.metadata_image import MetadataImage
 from logstore.server.kraft.node_channel import NodeChannel, NodeUnreachableError
 from logstore.server.protocol import consumer
@@ -211,7 +211,7 @@ class ReplicaFetcher:
             self._truncated.pop((f.topic, f.partition), None)
 
     async def _on_disk(self, function: Callable, *args: object) -> object:
-        return await asyncio.get_running_loop().run_in_executor(self._disk, functools.partial(function, *args))
+        return await on_disk(self._disk, function, *args)
 
     async def close(self) -> None:
         """Stop every fetch and close the connections to the leaders."""
