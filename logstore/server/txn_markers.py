@@ -75,10 +75,10 @@ async def mark_led(ctx: ServerContext, partitions: Collection[tuple[str, int]], 
         except LogstoreError as exc:
             errors[topic, partition] = ec.for_exception(exc)
             continue
-        waits[topic, partition] = _held(access, end)
+        waits[topic, partition] = access, end  # awaited together below, once every marker is written
     if waits:
         ctx.data.notify()
-        for (topic, partition), error in zip(waits, await asyncio.gather(*waits.values()), strict=True):
+        for (topic, partition), error in zip(waits, await asyncio.gather(*(_held(*wait) for wait in waits.values())), strict=True):
             errors[topic, partition] = error
             if error == ec.NONE and written is not None:
                 written(topic)
