@@ -83,7 +83,6 @@ class FrameProtocol(asyncio.BufferedProtocol):
         self._filled = 0
         self._ahead: memoryview | None = None  # allocated on the first read ahead
         self._ahead_start = self._ahead_end = 0  # its bytes not yet taken
-        self._into_ahead = False  # what get_buffer last handed out
         self._waiter: asyncio.Future | None = None
         self._lost: BaseException | None = None
         self._writable = asyncio.Event()
@@ -96,15 +95,14 @@ class FrameProtocol(asyncio.BufferedProtocol):
         self._on_connect(self)
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        self._into_ahead = self._filled == len(self._target)
-        if not self._into_ahead:
+        if self._filled < len(self._target):
             return self._target[self._filled:]
         if self._ahead is None:
             self._ahead = memoryview(bytearray(READ_AHEAD_BYTES))
         return self._ahead  # empty whenever reading is on: taking its last byte resumes reading
 
     def buffer_updated(self, nbytes: int) -> None:
-        if self._into_ahead:
+        if self._filled == len(self._target):  # get_buffer, just before, handed out the read-ahead
             self._ahead_start, self._ahead_end = 0, nbytes
             self.transport.pause_reading()  # until the connection takes them
             return

@@ -157,7 +157,7 @@ class ReplicaFetcher:
         """Cut `f`'s log where it parts from the leader's (epoch, end offset) (Kafka's
         getOffsetTruncationState; an incomplete cut is finished by the next fetch's answer)."""
         offset, _done = truncation_offset(leader, _Epochs(f.log, f.log.leader_epoch_cache))
-        await self._on_disk(f.log.truncate_to, offset)
+        await on_disk(self._disk, f.log.truncate_to, offset)
 
     async def _fetch(self, channel: NodeChannel, followed: list[Followed]) -> bool:
         """One Fetch of every followed partition of one leader, appended as follower; False when
@@ -205,13 +205,10 @@ class ReplicaFetcher:
 
     async def _append(self, f: Followed, records: bytes) -> None:
         try:
-            await self._on_disk(f.log.append_as_follower, records)
+            await on_disk(self._disk, f.log.append_as_follower, records)
         except (InvalidRecordError, CorruptRecordError) as exc:
             log.error("broker %d: records fetched for %s-%d refused: %s", self.node_id, f.topic, f.partition, exc)
             self._truncated.pop((f.topic, f.partition), None)
-
-    async def _on_disk(self, function: Callable, *args: object) -> object:
-        return await on_disk(self._disk, function, *args)
 
     async def close(self) -> None:
         """Stop every fetch and close the connections to the leaders."""
