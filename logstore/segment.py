@@ -390,7 +390,16 @@ class LogSegment(SegmentFiles):
         entry = self._offset_index.lookup_before_position(bound)  # a whole batch, usually, from it to `bound`
         if max_offset is not None and entry.offset >= max_offset:
             entry = self._offset_index.lookup(max_offset)  # the batches before it end below max_offset
-        position = max(mapping.position, entry.position)
+        start = max(mapping.position, entry.position)
+        position, next_offset = self._walk_file(start, bound, max_offset)
+        if next_offset < 0 < start - mapping.position:  # none whole after that entry (damage, or max_offset): walk all
+            position, next_offset = self._walk_file(mapping.position, bound, max_offset)
+        return (self.file_slice(mapping.position, position - mapping.position),
+                next_offset if next_offset >= 0 else start_offset)
+
+    def _walk_file(self, position: int, bound: int, max_offset: int | None) -> tuple[int, int]:
+        """(end, offset after them or -1) of the whole batches from byte `position` of the `.log`
+        that end by `bound`, their headers read in chunks."""
         next_offset = -1
         while True:
             requested = min(HEADER_SCAN_CHUNK, bound - position + V2_HEADER_SIZE)
@@ -399,10 +408,7 @@ class LogSegment(SegmentFiles):
             position += end
             next_offset = max(next_offset, walked_to)
             if size > 0 or end == 0 or len(chunk) < requested:  # found where they end, or the file's end
-                break
-        if next_offset < 0:  # none whole after the entry (max_offset or a damaged header): the next offset starts its batch
-            next_offset = start_offset if position == mapping.position else self.base_offset_at(position)
-        return self.file_slice(mapping.position, position - mapping.position), next_offset
+                return position, next_offset
 
     def _bound(self, mapping: LogOffsetPosition, adjusted: int, max_position: int | None) -> int:
         """The byte a read from `mapping` allowed `adjusted` bytes may not pass."""

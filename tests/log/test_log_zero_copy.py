@@ -162,3 +162,38 @@ def test_a_zero_copy_read_that_fails_leaves_no_descriptor_pinned(tmp_path, monke
             log.read(0, 1000, zero_copy=True)
         assert failed.value.__traceback__ is not None  # its frames, and what they hold, still alive
         assert not first.descriptors.pins
+
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sizes=st.lists(st.integers(1, 3), min_size=10, max_size=30), interval=st.sampled_from([1, 150, 400]),
+       damage_pick=st.floats(0, 1), offset_pick=st.floats(0, 1), max_bytes_pick=st.floats(0, 1),
+       length=st.sampled_from([0, 5, 2**31 - 1]), garbage=st.sampled_from([-1, 0, 10**12]))
+def test_a_damaged_header_never_makes_a_read_report_an_offset_past_its_batches(
+        tmp_path_factory, sizes, interval, damage_pick, offset_pick, max_bytes_pick, length, garbage):
+    """A batch whose base offset and length are garbage: reads before it (bytes and zero-copy)
+    report a next offset from the batches they return, never one read from the damaged header."""
+    with Log.open(tmp_path_factory.mktemp("damaged") / "t-0", {"index.interval.bytes": interval},
+                  clock=ManualClock(NOW)) as log:
+        appended, position = [], 0
+        for n in sizes:
+            base = log.log_end_offset
+            data = batch(n, value=b"v" * 5)
+            log.append(data)
+            appended.append((base, base + n - 1, position, len(data)))
+            position += len(data)
+        damaged = int(damage_pick * (len(appended) - 1))
+        base, _, at, _ = appended[damaged]
+        with open(log.segments[0].log_path, "r+b") as f:  # baseOffset and batchLength
+            f.seek(at)
+            f.write(garbage.to_bytes(8, "big", signed=True) + length.to_bytes(4, "big", signed=True))
+        offset = int(offset_pick * base)
+        if offset == base:
+            return  # a read from the damaged batch raises, as the damage tests show
+        # Each read returns whole batches from the one holding `offset`; either it stops before
+        # the damage or (having skipped its header by the index) takes it along with the rest.
+        ends = {start + size: last + 1 for _, last, start, size in appended}
+        first_base, first_position = next((b, start) for b, last, start, _ in appended if last >= offset)
+        for records, first, next_offset in read_both(log, offset, int(max_bytes_pick * position)):
+            assert first == first_base
+            assert next_offset == ends[first_position + len(records)]
