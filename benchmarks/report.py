@@ -107,6 +107,10 @@ def main(argv: list[str] | None = None) -> int:
             cpu = f", {ratios['cpu']:.2f}x by CPU time" if "cpu" in ratios else ""
             print(f"{bench_short(bench)} vs {ratios['baseline']} in interleaved rounds: "
                   f"{ratios['wall']:.2f}x by wall time{cpu}")
+        if "interleaved_median_ms" in info:
+            medians = info["interleaved_median_ms"]
+            print(f"{bench_short(bench)} median round: ours {medians['ours']} ms, the mock's {medians['baseline']} ms; "
+                  f"write() of its bytes into a new file {medians['write']} ms (new page-cache pages)")
         if "server_cpu_s_per_gib_produced" in info:
             print(f"server CPU {bench_short(bench)}: {info['server_cpu_s_per_gib_produced']} s per GiB of values "
                   f"produced (its interleaved rounds)")
