@@ -370,15 +370,8 @@ class LogSegment(SegmentFiles):
             next_offset if next_offset >= 0 else start_offset,
         )
 
-    def slice(
-        self,
-        start_offset: int,
-        max_size: int,
-        max_position: int | None = None,
-        min_one_message: bool = True,
-        *,
-        max_offset: int | None = None,
-    ) -> tuple[FileSlice, int] | None:
+    def slice(self, start_offset: int, max_size: int, max_position: int | None = None, min_one_message: bool = True,
+              *, max_offset: int | None = None) -> tuple[FileSlice, int] | None:
         """The batches `read` would return, as a FileSlice of the `.log` file instead of bytes,
         with the offset after them: only batch headers are read, in chunks, by the same walk
         (the caller closes the slice). None if `start_offset` is past the end."""
